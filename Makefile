@@ -13,8 +13,11 @@ $(STAMP): pyproject.toml setup.py
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
 	touch $(STAMP)
 
+# The main job on the embedded default data (data/default): prepare it, then score the baselines.
+RUN := runs/default
 run: setup
-	$(PY) -m pategail demo
+	$(PY) -m pategail data prepare --format pategail --allow-pickle --input data/default --out $(RUN)/data
+	$(PY) -m pategail compare --data $(RUN)/data --json $(RUN)/compare.json
 
 test: setup
 	$(PY) -m pytest -q

@@ -1,0 +1,5 @@
+import sys
+
+from pategail.cli import main
+
+sys.exit(main())

@@ -1,0 +1,194 @@
+"""``pategail data prepare``: turn a source of mobility data into a data set directory (see dataset.py).
+
+Formats:
+
+- ``pategail``    the paper's preprocessed folder (see pategail_format.py); its own test days are the test
+                  split; the per-user pickle is read only with ``allow_pickle=True``.
+- ``gps-csv``     fixes ``user_id,timestamp,lat,lon`` (see fixes.read_gps_csv), gridded into days.
+- ``geolife-plt`` the official GeoLife layout ``Data/NNN/Trajectory/*.plt``, gridded the same way.
+
+Fixes become days as described in gridding.py; each user's last days are the test split. Nothing is
+written unless everything succeeded, and then atomically (save_dataset).
+"""
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from pategail.data.dataset import SLOTS_PER_DAY, Dataset, save_dataset
+from pategail.data.fixes import Fixes, read_geolife_plt, read_gps_csv
+from pategail.data.gridding import MINUTES_PER_DAY, fixes_to_days, in_bbox, slots_per_day, split_last_days
+from pategail.data.pategail_format import read_pategail_folder
+from pategail.errors import DataError
+
+log = logging.getLogger(__name__)
+
+FORMATS = ("pategail", "gps-csv", "geolife-plt")
+
+DEFAULT_MIN_OBSERVED_SLOTS = 6
+"""Days with fewer observed half-hour slots are dropped. Measured on GeoLife (geolife_1min.csv.gz, UTC+8):
+of 11,146 user-days, 5,581 have >= 6 observed slots (169 users, 79 of them with >= 10 days) and only 2,341
+have >= 12 (141 users, 53 with >= 10 days). 6 slots (3 hours of a 24-hour day) keeps about as many days as
+the paper's training set (5,616) and most users, whereas 12 would halve both the days and the users with
+enough days to train a personal discriminator; below 6, a day is more than 7/8 gap-filled."""
+
+
+@dataclass(frozen=True)
+class PrepareSummary:
+    """What ``prepare_dataset`` kept and dropped.
+
+    users / train_days / test_days / cells: what the data set holds. fixes_read: GPS fixes read (0 for the
+    ``pategail`` format). fixes_outside_bbox: fixes dropped by ``bbox``. days_seen: user-days with a fix.
+    days_dropped_sparse: of those, dropped for too few observed slots. users_dropped: source users left
+    without a day. seconds: wall time of the whole preparation.
+    """
+
+    out_dir: str
+    format: str
+    users: int
+    train_days: int
+    test_days: int
+    cells: int
+    fixes_read: int = 0
+    fixes_outside_bbox: int = 0
+    days_seen: int = 0
+    days_dropped_sparse: int = 0
+    min_observed_slots: int = 0
+    users_dropped: int = 0
+    seconds: float = 0.0
+
+    def __str__(self) -> str:
+        text = (f"Prepared {self.out_dir} from {self.format} in {self.seconds:.1f} s: {self.users:,} users, "
+                f"{self.train_days:,} training days, {self.test_days:,} test days, {self.cells:,} cells.")
+        if self.format != "pategail":
+            outside = f" ({self.fixes_outside_bbox:,} outside the bounding box)" if self.fixes_outside_bbox else ""
+            text += (f" Read {self.fixes_read:,} fixes{outside}; "
+                     f"of {self.days_seen:,} user-days with a fix, dropped {self.days_dropped_sparse:,} with fewer "
+                     f"than {self.min_observed_slots} observed slots; {self.users_dropped:,} users were left "
+                     f"without a day.")
+        return text
+
+
+def _check_options(fmt, out_dir, utc_offset, bbox, test_fraction, slot_minutes):
+    if fmt not in FORMATS:
+        raise DataError(f"--format {fmt!r}: unknown format; choose one of {', '.join(FORMATS)}")
+    n_slots = slots_per_day(slot_minutes)
+    if n_slots != SLOTS_PER_DAY:
+        raise DataError(f"--slot-minutes {slot_minutes}: gives {n_slots} slots a day, but data sets hold "
+                        f"{SLOTS_PER_DAY} slots a day (the paper's MDP is defined on 48 half-hour slots); "
+                        f"use {MINUTES_PER_DAY // SLOTS_PER_DAY}")
+    if not (math.isfinite(utc_offset) and -14 <= utc_offset <= 14):
+        raise DataError(f"--utc-offset {utc_offset}: must be between -14 and 14 hours")
+    if not 0 < test_fraction < 1:
+        raise DataError(f"--test-fraction {test_fraction}: must be above 0 and below 1")
+    if bbox is not None:
+        if len(bbox) != 4 or not all(math.isfinite(v) for v in bbox):
+            raise DataError(f"--bbox {bbox}: expected four numbers MIN_LAT,MIN_LON,MAX_LAT,MAX_LON")
+        min_lat, min_lon, max_lat, max_lon = bbox
+        if not (-90 <= min_lat < max_lat <= 90 and -180 <= min_lon < max_lon <= 180):
+            raise DataError(f"--bbox {','.join(f'{v:g}' for v in bbox)}: expected MIN_LAT,MIN_LON,MAX_LAT,MAX_LON "
+                            f"with -90 <= MIN_LAT < MAX_LAT <= 90 and -180 <= MIN_LON < MAX_LON <= 180")
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise DataError(f"{out}: exists and is not a directory")
+    if out.is_dir() and any(out.iterdir()) and not (out / "dataset.json").exists():
+        raise DataError(f"{out}: exists and is not a data set directory; refusing to overwrite it")
+
+
+def prepare_dataset(fmt: str, input_path: str | Path, out_dir: str | Path, *, allow_pickle: bool = False,
+                    utc_offset: float = 0.0, cell_deg: float = 0.01, slot_minutes: int = 30,
+                    min_observed_slots: int = DEFAULT_MIN_OBSERVED_SLOTS,
+                    bbox: tuple[float, float, float, float] | None = None,
+                    test_fraction: float = 0.2) -> PrepareSummary:
+    """Read ``input_path`` in format ``fmt`` and write the data set directory ``out_dir``.
+
+    allow_pickle: ``pategail`` only — permit reading the per-user pickle (with a restricted unpickler).
+    The rest apply to ``gps-csv`` and ``geolife-plt``: utc_offset (hours added to UTC before days are cut),
+    cell_deg (grid square side, degrees), slot_minutes (must give 48 slots), min_observed_slots (sparser
+    days are dropped), bbox ((min_lat, min_lon, max_lat, max_lon); fixes outside are dropped), test_fraction
+    (each user's last days held out; see gridding.split_last_days).
+    Raises DataError (one line naming the file and row or option) on bad input; then nothing is written.
+    """
+    start = time.perf_counter()
+    bbox = tuple(float(v) for v in bbox) if bbox is not None else None
+    _check_options(fmt, out_dir, float(utc_offset), bbox, float(test_fraction), slot_minutes)
+    input_path = Path(input_path)
+    if fmt == "pategail":
+        dataset, counts = _from_pategail(input_path, allow_pickle)
+    else:
+        dataset, counts = _from_fixes(fmt, input_path, utc_offset=float(utc_offset), cell_deg=cell_deg,
+                                      slot_minutes=slot_minutes, min_observed_slots=min_observed_slots,
+                                      bbox=bbox, test_fraction=float(test_fraction))
+    try:
+        save_dataset(dataset, out_dir)
+    except OSError as e:
+        raise DataError(f"{out_dir}: cannot write the data set ({e.strerror or e})") from None
+    summary = PrepareSummary(out_dir=str(out_dir), format=fmt, users=len(dataset.users),
+                             train_days=len(dataset.train_days), test_days=len(dataset.test_days),
+                             cells=dataset.n_cells, seconds=time.perf_counter() - start, **counts)
+    log.info("%s", summary)
+    return summary
+
+
+def _from_pategail(folder: Path, allow_pickle: bool) -> tuple[Dataset, dict]:
+    cells, by_user, test = read_pategail_folder(folder, allow_pickle=allow_pickle)
+    kept = [u for u, days in by_user.items() if len(days)]  # users without training days are dropped
+    train = np.concatenate([by_user[u] for u in kept])
+    train_users = np.concatenate([np.full(len(by_user[u]), i) for i, u in enumerate(kept)])
+    meta = {"source": {"format": "pategail", "input": str(folder.resolve())},
+            "options": {"allow_pickle": allow_pickle},
+            "slot_minutes": 30, "cell_deg": 0.01,  # the paper's preprocessing (shared/data/README.md)
+            "source_user_ids": kept,
+            "test_split": "the source folder's test.data (users unknown: -1)",
+            "dropped": {"users_without_training_days": len(by_user) - len(kept)}}
+    dataset = Dataset(cells=cells, train_days=train.astype(np.int32), train_users=train_users.astype(np.int32),
+                      test_days=test.astype(np.int32), test_users=np.full(len(test), -1, np.int32),
+                      meta=meta, where=str(folder))
+    return dataset, {"users_dropped": len(by_user) - len(kept)}
+
+
+def _from_fixes(fmt: str, path: Path, *, utc_offset, cell_deg, slot_minutes, min_observed_slots, bbox,
+                test_fraction) -> tuple[Dataset, dict]:
+    fixes: Fixes = read_gps_csv(path) if fmt == "gps-csv" else read_geolife_plt(path)
+    n_read = len(fixes)
+    outside = 0
+    if bbox is not None:
+        inside = in_bbox(fixes.lat, fixes.lon, bbox)
+        outside = int(n_read - inside.sum())
+        fixes = fixes.select(inside)
+        log.info("%d of %d fixes are inside the bounding box", len(fixes), n_read)
+    g = fixes_to_days(fixes.user, fixes.time, fixes.lat, fixes.lon, cell_deg=cell_deg, slot_minutes=slot_minutes,
+                      utc_offset=utc_offset, min_observed_slots=min_observed_slots)
+    if len(g.days) == 0:
+        raise DataError(f"{path}: no days left after filtering: {n_read:,} fixes read, {outside:,} outside "
+                        f"--bbox, {g.days_dropped_sparse:,} of {g.days_seen:,} days with fewer than "
+                        f"{min_observed_slots} observed slots (--min-observed-slots)")
+    is_test = split_last_days(g.user, test_fraction)
+    if not is_test.any():
+        raise DataError(f"{path}: no test days: every user has too few days for --test-fraction {test_fraction} "
+                        f"(a user's last day is held out only when the user has at least 2 days)")
+    present, user = np.unique(g.user, return_inverse=True)  # every present user has a training day
+    source_ids = [v.item() for v in fixes.user_ids[present]]
+    options = {"utc_offset": utc_offset, "cell_deg": cell_deg, "slot_minutes": slot_minutes,
+               "min_observed_slots": min_observed_slots, "bbox": list(bbox) if bbox else None,
+               "test_fraction": test_fraction}
+    counts = {"fixes_read": n_read, "fixes_outside_bbox": outside, "days_seen": g.days_seen,
+              "days_dropped_sparse": g.days_dropped_sparse, "min_observed_slots": min_observed_slots,
+              "users_dropped": len(fixes.user_ids) - len(present)}
+    meta = {"source": {"format": fmt, "input": str(path.resolve())}, "options": options,
+            "slot_minutes": slot_minutes, "cell_deg": cell_deg, "utc_offset": utc_offset,
+            "source_user_ids": source_ids,
+            "test_split": f"each user's last round({test_fraction} x days) days, at most all but one",
+            "dropped": {"fixes_outside_bbox": outside,
+                        "days_with_too_few_observed_slots": g.days_dropped_sparse,
+                        "users_without_days": counts["users_dropped"]},
+            "days_seen": g.days_seen, "fixes_read": n_read}
+    dataset = Dataset(cells=g.cells, train_days=g.days[~is_test].astype(np.int32),
+                      train_users=user[~is_test].astype(np.int32), test_days=g.days[is_test].astype(np.int32),
+                      test_users=user[is_test].astype(np.int32), meta=meta, where=str(path))
+    return dataset, counts

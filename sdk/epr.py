@@ -1,0 +1,206 @@
+"""The exploration-and-preferential-return (EPR) environment: the MDP's transition function.
+
+Four actions (see :mod:`pategail.sdk.features`): stay keeps the cell; home goes to the home cell; return goes
+to a visited cell other than home and the current one, chosen with probability proportional to its visits
+so far; explore goes to a cell never visited that day, chosen with probability proportional to rank^-alpha,
+where rank orders all cells by haversine distance from the current cell (rank 1 = nearest other cell) and
+only the ``candidates`` nearest cells are eligible (Song et al. 2010; Jiang et al. 2016, TimeGeo).
+
+The original code could "explore" in place or to a visited cell and distorted ranks by subtracting 90 from
+latitudes; here ranks are great-circle and explore never revisits. Everything is vectorised over a batch of
+agents, and all randomness comes from the ``numpy.random.Generator`` passed in.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from pategail.sdk.features import EXPLORE, HOME, RETURN, STAY, action_mask
+from pategail.sdk.geo import haversine_km
+
+DEFAULT_CANDIDATES = 1000
+"""Nearest cells eligible for explore. On pategail-geolife's training days, the destinations of real explore
+moves lie within the 200 nearest cells only 70% of the time (the original code's cut-off), within 1,000 91%,
+within 2,000 96% (benchmarks/epr_defaults.py; BENCHMARKS.md). 1,000 keeps the table at 4 KB a cell."""
+DEFAULT_ALPHA = 0.96
+"""Rank exponent: the maximum-likelihood value on the same explore moves with 1,000 candidates (0.90 with
+200, 0.99 with 2,000; the original code's 0.6 is not supported by the data)."""
+
+
+@dataclass(frozen=True)
+class CellGeometry:
+    """The cell table and, for every cell, its nearest other cells in order of great-circle distance.
+
+    cells: float64 (n_cells, 2) lat, lon degrees. neighbours: int32 (n_cells, K), rank r+1 in column r.
+    """
+
+    cells: np.ndarray
+    neighbours: np.ndarray
+
+    @classmethod
+    def build(cls, cells: np.ndarray, candidates: int = DEFAULT_CANDIDATES, chunk: int = 512) -> "CellGeometry":
+        cells = np.asarray(cells, dtype=np.float64)
+        k = min(candidates, len(cells) - 1)
+        if k < 1:
+            raise ValueError("the EPR environment needs at least two cells")
+        lat, lon = cells[:, 0], cells[:, 1]
+        out = np.empty((len(cells), k), dtype=np.int32)
+        for s in range(0, len(cells), chunk):
+            rows = np.arange(s, min(s + chunk, len(cells)))
+            d = haversine_km(lat[rows, None], lon[rows, None], lat[None, :], lon[None, :])
+            d[np.arange(len(rows)), rows] = np.inf                    # never rank a cell as its own neighbour
+            part = np.argpartition(d, k - 1, axis=1)[:, :k]
+            # stable order: by distance, then by cell id, so ties rank the same on every platform
+            dpart = np.take_along_axis(d, part, 1)
+            order = np.lexsort((part, dpart), axis=1)
+            out[rows] = np.take_along_axis(part, order, 1)
+        return cls(cells=cells, neighbours=out)
+
+    @property
+    def candidates(self) -> int:
+        return self.neighbours.shape[1]
+
+
+class EPREnvironment:
+    """A batch of agents living one day each, one slot per :meth:`step`.
+
+    ``reset(homes, first_cells)`` starts the day at slot 0; ``step(actions)`` moves every agent to slot t+1.
+    ``days`` holds the cells so far (future slots are -1); ``mask()`` the actions possible now.
+    """
+
+    def __init__(self, geometry: CellGeometry, *, alpha: float = DEFAULT_ALPHA, slots: int = 48,
+                 rng: np.random.Generator):
+        if alpha < 0:
+            raise ValueError("alpha must be >= 0")
+        self.geometry = geometry
+        self.alpha = float(alpha)
+        self.slots = slots
+        self.rng = rng
+        self._rank_weight = np.arange(1, geometry.candidates + 1, dtype=np.float64) ** -self.alpha
+        self.days = np.empty((0, slots), dtype=np.int32)
+        self.homes = np.empty(0, dtype=np.int32)
+        self.t = 0
+
+    def reset(self, homes: np.ndarray, first_cells: np.ndarray) -> None:
+        homes = np.asarray(homes, dtype=np.int32)
+        first_cells = np.asarray(first_cells, dtype=np.int32)
+        if homes.shape != first_cells.shape or homes.ndim != 1:
+            raise ValueError("homes and first_cells must be 1-D of the same length")
+        self.days = np.full((len(homes), self.slots), -1, dtype=np.int32)
+        self.days[:, 0] = first_cells
+        self.homes = homes
+        self.t = 0
+
+    @property
+    def done(self) -> bool:
+        return self.t >= self.slots - 1
+
+    def history(self) -> np.ndarray:
+        """int32 (n, t+1): the cells of slots 0..t."""
+        return self.days[:, : self.t + 1]
+
+    def mask(self) -> np.ndarray:
+        """bool (n, 4): the actions possible at the current slot."""
+        return action_mask(self.history(), self.homes)[:, -1]
+
+    def step(self, actions: np.ndarray, realised: np.ndarray | None = None) -> np.ndarray:
+        """Apply one action per agent; return the new cells (n,).
+
+        ``realised`` (optional, int (n,)) forces the destination of return/explore moves — used to replay
+        real days; it must be consistent with the action (checked), otherwise ValueError.
+        """
+        if self.done:
+            raise RuntimeError("the day is over; call reset()")
+        actions = np.asarray(actions)
+        hist = self.history()
+        cur = hist[:, -1]
+        ok = np.take_along_axis(self.mask(), actions[:, None].astype(np.int64), 1)[:, 0]
+        if not ok.all():
+            i = int(np.argmin(ok))
+            raise ValueError(f"agent {i}: action {int(actions[i])} is not possible at slot {self.t}")
+        nxt = cur.copy()
+        nxt[actions == HOME] = self.homes[actions == HOME]
+        ret = np.flatnonzero(actions == RETURN)
+        exp = np.flatnonzero(actions == EXPLORE)
+        if realised is None:
+            nxt[ret] = self._sample_return(hist[ret], self.homes[ret])
+            nxt[exp] = self._sample_explore(hist[exp])
+        else:
+            realised = np.asarray(realised)
+            self._check_realised(hist, actions, realised)
+            nxt[ret], nxt[exp] = realised[ret], realised[exp]
+        self.t += 1
+        self.days[:, self.t] = nxt
+        return nxt
+
+    def _sample_return(self, hist: np.ndarray, homes: np.ndarray) -> np.ndarray:
+        # Choosing a past slot uniformly among those not at home and not here picks a cell with
+        # probability proportional to its visits so far: preferential return without a per-agent loop.
+        eligible = (hist != homes[:, None]) & (hist != hist[:, -1:])
+        return _pick(hist, eligible.astype(np.float64), self.rng)
+
+    def _sample_explore(self, hist: np.ndarray) -> np.ndarray:
+        if len(hist) == 0:
+            return np.empty(0, dtype=np.int32)
+        cand = self.geometry.neighbours[hist[:, -1]]                          # (m, K) by rank
+        visited = isin_rows(cand, hist)
+        weights = np.where(visited, 0.0, self._rank_weight[None, :])
+        out = np.empty(len(hist), dtype=np.int32)
+        full = weights.sum(axis=1) == 0
+        out[~full] = _pick(cand[~full], weights[~full], self.rng)
+        for i in np.flatnonzero(full):                                        # all K nearest seen today
+            out[i] = self._nearest_unvisited(hist[i])
+        return out
+
+    def _nearest_unvisited(self, hist: np.ndarray) -> int:
+        cells = self.geometry.cells
+        d = haversine_km(cells[hist[-1], 0], cells[hist[-1], 1], cells[:, 0], cells[:, 1])
+        d[np.unique(hist)] = np.inf
+        if not np.isfinite(d).any():
+            raise RuntimeError("explore: every cell has been visited")
+        return int(np.argmin(d))
+
+    def _check_realised(self, hist, actions, realised) -> None:
+        cur, homes = hist[:, -1], self.homes
+        seen = (realised[:, None] == hist).any(axis=1)
+        bad = ((actions == STAY) & (realised != cur)) | ((actions == HOME) & (realised != homes)) \
+            | ((actions == RETURN) & (~seen | (realised == homes) | (realised == cur))) \
+            | ((actions == EXPLORE) & seen)
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise ValueError(f"agent {i}: cell {int(realised[i])} cannot follow action {int(actions[i])} "
+                             f"at slot {self.t}")
+
+
+def isin_rows(values: np.ndarray, sets: np.ndarray) -> np.ndarray:
+    """bool, shape of ``values`` (m, K): whether values[i, j] is among sets[i, :] (m, S); ids are >= 0 and
+    negative entries of ``sets`` are padding. One sort and one binary search instead of an (m, K, S) cube."""
+    if values.size == 0 or sets.size == 0:
+        return np.zeros(values.shape, dtype=bool)
+    base = int(max(values.max(), sets.max())) + 2
+    off = np.arange(len(values), dtype=np.int64)[:, None] * base
+    keys = np.sort((np.where(sets < 0, base - 1, sets) + off).ravel())
+    query = (values + off).ravel()
+    pos = np.minimum(np.searchsorted(keys, query), len(keys) - 1)
+    return (keys[pos] == query).reshape(values.shape)
+
+
+def _pick(values: np.ndarray, weights: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """One entry of each row of ``values``, drawn with probability proportional to ``weights``."""
+    if len(values) == 0:
+        return np.empty(0, dtype=np.int32)
+    cdf = np.cumsum(weights, axis=1)
+    u = rng.random(len(values)) * cdf[:, -1]
+    idx = (cdf <= u[:, None]).sum(axis=1)
+    return values[np.arange(len(values)), np.minimum(idx, values.shape[1] - 1)].astype(np.int32)
+
+
+def replay(geometry: CellGeometry, days: np.ndarray, homes: np.ndarray, actions: np.ndarray,
+           rng: np.random.Generator) -> np.ndarray:
+    """Re-run labelled days through the environment with their realised cells; returns the days produced."""
+    env = EPREnvironment(geometry, slots=days.shape[1], rng=rng)
+    env.reset(homes, days[:, 0])
+    for t in range(days.shape[1] - 1):
+        env.step(actions[:, t], realised=days[:, t + 1])
+    return env.days.copy()

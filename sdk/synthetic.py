@@ -1,0 +1,82 @@
+"""The synthetic data file that every generator in the project writes (baselines, devices, the coordinator).
+
+CSV with the header ``agent,day,slot,cell,lat,lon`` and one row per slot: ``agent`` numbers the generated
+agents from 0, ``day`` numbers each agent's days from 0, ``slot`` is 0..47 (half hours from local midnight),
+``cell`` is a cell id of the data set the generator was trained on and ``lat``/``lon`` its centre in
+degrees (so the file can be mapped without the data set). Rows are ordered by agent, day, slot.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from pategail.errors import DataError
+
+HEADER = "agent,day,slot,cell,lat,lon"
+
+
+def write_synthetic_csv(path: str | os.PathLike, days: np.ndarray, cells: np.ndarray,
+                        agents: np.ndarray | None = None) -> None:
+    """Write generated days (n, T) of cell ids; ``agents`` (n,) gives each day's agent (default: one agent
+    per day). Written to a temporary file and renamed, so a crash never leaves half a file."""
+    days = np.asarray(days)
+    n, T = days.shape
+    agents = np.arange(n) if agents is None else np.asarray(agents)
+    order = np.argsort(agents, kind="stable")
+    days, agents = days[order], agents[order]
+    day_of_agent = np.zeros(n, dtype=np.int64)
+    for a in np.unique(agents):                      # 0, 1, 2... within each agent, in input order
+        idx = np.flatnonzero(agents == a)
+        day_of_agent[idx] = np.arange(len(idx))
+    flat = days.ravel()
+    table = np.column_stack([np.repeat(agents, T), np.repeat(day_of_agent, T), np.tile(np.arange(T), n), flat])
+    lines = [f"{a},{d},{s},{c},{cells[c, 0]:.6f},{cells[c, 1]:.6f}" for a, d, s, c in table.tolist()]
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(HEADER + "\n" + "\n".join(lines) + "\n")
+    os.replace(tmp, path)
+
+
+def read_synthetic_csv(path: str | os.PathLike, n_cells: int | None = None, slots: int = 48) -> np.ndarray:
+    """Read a synthetic data file back into int32 days (n, slots), validating every row."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise DataError(f"{path}: no such file") from None
+    except UnicodeDecodeError:
+        raise DataError(f"{path}: not a text file") from None
+    lines = text.splitlines()
+    if not lines or lines[0].strip() != HEADER:
+        raise DataError(f"{path}: row 1: header must be '{HEADER}'")
+    if len(lines) == 1:
+        raise DataError(f"{path}: no rows")
+    body = lines[1:]
+    rows = np.empty((len(body), 4), dtype=np.int64)
+    for i, line in enumerate(body):
+        parts = line.split(",")
+        try:
+            if len(parts) != 6:
+                raise ValueError
+            rows[i] = int(parts[0]), int(parts[1]), int(parts[2]), int(parts[3])
+            float(parts[4]), float(parts[5])
+        except ValueError:
+            raise DataError(f"{path}: row {i + 2}: expected 'agent,day,slot,cell,lat,lon', got {line!r}") from None
+    if len(rows) % slots:
+        raise DataError(f"{path}: {len(rows)} rows is not a whole number of {slots}-slot days (truncated?)")
+    grid = rows.reshape(-1, slots, 4)
+    slot_ok = (grid[:, :, 2] == np.arange(slots)).all(1)
+    same_day = (grid[:, :, :2] == grid[:, :1, :2]).all((1, 2))
+    bad = ~(slot_ok & same_day)
+    if bad.any():
+        row = int(np.argmax(bad)) * slots + 2
+        raise DataError(f"{path}: row {row}: each day must list slots 0..{slots - 1} in order")
+    days = grid[:, :, 3]
+    if days.min() < 0 or (n_cells is not None and days.max() >= n_cells):
+        i = int(np.argmax(((days < 0) | (days >= (n_cells or np.inf))).ravel()))
+        raise DataError(f"{path}: row {i + 2}: cell {int(days.ravel()[i])} is not a cell id of the data set "
+                        f"(0..{(n_cells or 0) - 1})")
+    return days.astype(np.int32)

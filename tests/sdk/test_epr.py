@@ -1,0 +1,129 @@
+import numpy as np
+import pytest
+
+from pategail.sdk.epr import CellGeometry, EPREnvironment, replay
+from pategail.sdk.features import (EXPLORE, HOME, N_STATE_FEATURES, RETURN, STAY, action_mask, infer_home,
+                                   label_actions, pair_features, state_features)
+
+# Five cells on a line of longitude, 0.01 degree apart (about 1.1 km each).
+LINE = np.array([[40.00, 116.30], [40.01, 116.30], [40.02, 116.30], [40.03, 116.30], [40.04, 116.30]])
+
+
+def test_labels_hand_worked():
+    day = np.array([[0, 0, 1, 2, 1, 0, 3, 3]])
+    # 0->0 stay, 0->1 explore, 1->2 explore, 2->1 return, 1->0 home, 0->3 explore, 3->3 stay
+    assert label_actions(day, np.array([0])).tolist() == [[STAY, EXPLORE, EXPLORE, RETURN, HOME, EXPLORE, STAY]]
+    # with home 1, the move 0->1 is "home" and 2->1 is "home" too; 1->0 is a return to a visited cell
+    assert label_actions(day, np.array([1])).tolist() == [[STAY, HOME, EXPLORE, HOME, RETURN, EXPLORE, STAY]]
+
+
+def test_mask_hand_worked():
+    day = np.array([[0, 1, 2, 1]])
+    m = action_mask(day, np.array([0]))[0]
+    assert m[:, STAY].all() and m[:, EXPLORE].all()
+    assert m[:, HOME].tolist() == [False, True, True, True]
+    # returnable cells (visited, not home, not here): none, none, {1}, {2}
+    assert m[:, RETURN].tolist() == [False, False, True, True]
+
+
+def test_features_are_causal_and_hand_checked():
+    rng = np.random.default_rng(0)
+    days = rng.integers(0, 5, size=(6, 12))
+    homes = days[:, 0].copy()
+    f = state_features(days, homes, LINE)
+    assert f.shape == (6, 12, N_STATE_FEATURES) and f.dtype == np.float32
+    changed = days.copy()
+    changed[:, 7:] = (changed[:, 7:] + 1) % 5
+    g = state_features(changed, homes, LINE)
+    np.testing.assert_array_equal(f[:, :7], g[:, :7])          # slots before 7 do not see the change
+    day = np.array([[0, 0, 1, 1, 1]])
+    h = state_features(day, np.array([0]), LINE)[0]
+    assert h[:, 2].tolist() == [1, 1, 0, 0, 0]                   # at home
+    np.testing.assert_allclose(h[:, 4] * 48, [1, 2, 1, 2, 3])    # dwell
+    np.testing.assert_allclose(h[:, 5] * 48, [1, 1, 2, 2, 2])    # distinct
+    np.testing.assert_allclose(np.expm1(h[2, 3]), 1.1119, atol=1e-3)   # 0.01 deg of latitude in km
+
+
+def test_pair_features_are_state_plus_one_hot():
+    days = np.array([[0, 1, 1, 0]])
+    acts = label_actions(days, np.array([0]))
+    p = pair_features(days, np.array([0]), acts, LINE)
+    assert p.shape == (1, 3, N_STATE_FEATURES + 4)
+    np.testing.assert_array_equal(p[0, :, N_STATE_FEATURES:].argmax(1), acts[0])
+    np.testing.assert_array_equal(p[0, :, :N_STATE_FEATURES], state_features(days, np.array([0]), LINE)[0, :3])
+
+
+def test_explore_never_revisits_and_return_only_revisits():
+    geo = CellGeometry.build(LINE, candidates=4)
+    env = EPREnvironment(geo, alpha=1.0, slots=5, rng=np.random.default_rng(1))
+    env.reset(np.zeros(200, dtype=int), np.zeros(200, dtype=int))
+    env.step(np.full(200, EXPLORE))
+    env.step(np.full(200, EXPLORE))
+    d = env.days[:, :3]
+    assert (d[:, 1] != d[:, 0]).all() and (d[:, 2] != d[:, 1]).all() and (d[:, 2] != d[:, 0]).all()
+    env.step(np.full(200, RETURN))                               # the only returnable cell is l_1
+    np.testing.assert_array_equal(env.days[:, 3], d[:, 1])
+
+
+def test_explore_follows_rank_power_law():
+    geo = CellGeometry.build(LINE, candidates=4)
+    assert geo.neighbours[0].tolist() == [1, 2, 3, 4]
+    env = EPREnvironment(geo, alpha=1.0, slots=2, rng=np.random.default_rng(2))
+    n = 40000
+    env.reset(np.zeros(n, dtype=int), np.zeros(n, dtype=int))
+    env.step(np.full(n, EXPLORE))
+    freq = np.bincount(env.days[:, 1], minlength=5)[1:] / n
+    expect = 1 / np.arange(1, 5)
+    np.testing.assert_allclose(freq, expect / expect.sum(), atol=0.01)
+
+
+def test_return_is_proportional_to_visits():
+    geo = CellGeometry.build(LINE, candidates=4)
+    env = EPREnvironment(geo, slots=6, rng=np.random.default_rng(3))
+    n = 30000
+    env.reset(np.zeros(n, dtype=int), np.full(n, 1))
+    for a, c in [(STAY, 1), (STAY, 1), (EXPLORE, None), (EXPLORE, None)]:
+        env.step(np.full(n, a), realised=None if c is None else np.full(n, c))
+    env.days[:, 3], env.days[:, 4] = 2, 3                       # history 1,1,1,2,3 at slot 4 (home 0)
+    env.step(np.full(n, RETURN))
+    freq = np.bincount(env.days[:, 5], minlength=5) / n
+    np.testing.assert_allclose(freq[[1, 2]], [0.75, 0.25], atol=0.01)   # 3 visits of cell 1, 1 of cell 2
+    assert freq[[0, 3, 4]].sum() == 0
+
+
+def test_impossible_action_and_inconsistent_cell_are_refused():
+    geo = CellGeometry.build(LINE, candidates=4)
+    env = EPREnvironment(geo, slots=4, rng=np.random.default_rng(0))
+    env.reset(np.array([0]), np.array([0]))
+    with pytest.raises(ValueError, match="not possible"):
+        env.step(np.array([HOME]))                               # already at home
+    with pytest.raises(ValueError, match="cannot follow"):
+        env.step(np.array([EXPLORE]), realised=np.array([0]))    # explore back to the same cell
+
+
+def test_replaying_labelled_real_days_reproduces_them(geolife):
+    cells, days = geolife
+    days = days[:1500]
+    homes = np.array([infer_home(d[None]) for d in days])
+    actions = label_actions(days, homes)
+    mask = action_mask(days, homes)[:, :-1]
+    assert np.take_along_axis(mask, actions[..., None].astype(int), 2).all()   # labels are always possible
+    out = replay(CellGeometry.build(cells, candidates=50), days, homes, actions, np.random.default_rng(0))
+    np.testing.assert_array_equal(out, days)
+
+
+def test_generation_is_seeded(geolife):
+    cells, days = geolife
+    geo = CellGeometry.build(cells[:300], candidates=50)
+
+    def run(seed):
+        env = EPREnvironment(geo, rng=np.random.default_rng(seed))
+        env.reset(np.arange(20), np.arange(20) + 5)
+        pick = np.random.default_rng(seed + 100)
+        while not env.done:
+            m = env.mask()
+            env.step(np.array([pick.choice(np.flatnonzero(r)) for r in m]))
+        return env.days.copy()
+
+    np.testing.assert_array_equal(run(1), run(1))
+    assert (run(1) != run(2)).any()
