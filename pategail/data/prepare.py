@@ -131,7 +131,7 @@ def prepare_dataset(fmt: str, input_path: str | Path, out_dir: str | Path, *, al
     summary = PrepareSummary(out_dir=str(out_dir), format=fmt, users=len(dataset.users),
                              train_days=len(dataset.train_days), test_days=len(dataset.test_days),
                              cells=dataset.n_cells, seconds=time.perf_counter() - start, **counts)
-    log.info("%s", summary)
+    log.debug("%s", summary)  # the command prints it
     return summary
 
 

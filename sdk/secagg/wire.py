@@ -1,0 +1,138 @@
+"""Binary framing of protocol messages: what crosses the network, and the first line of validation.
+
+Frame: MAGIC "PGSA" | version u8 | kind u8 | body length u32 | body | signature length u8 | signature.
+The signature (Ed25519, 64 bytes, or absent) covers everything before it, so a signed frame binds its kind
+and protocol version. Bodies are written with ``Writer`` and read with ``Reader``; every read is bounds
+checked and a frame must be consumed exactly — trailing or missing bytes are a rejected message.
+"""
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+
+from .errors import MessageRejected
+
+MAGIC = b"PGSA"
+VERSION = 1
+_HEAD = struct.Struct(">4sBBI")
+
+
+class Writer:
+    """Appends big-endian fields to a body."""
+
+    def __init__(self) -> None:
+        self._parts: list[bytes] = []
+
+    def u8(self, v: int) -> "Writer":
+        self._parts.append(struct.pack(">B", v))
+        return self
+
+    def u32(self, v: int) -> "Writer":
+        self._parts.append(struct.pack(">I", v))
+        return self
+
+    def u64(self, v: int) -> "Writer":
+        self._parts.append(struct.pack(">Q", v))
+        return self
+
+    def f64(self, v: float) -> "Writer":
+        self._parts.append(struct.pack(">d", v))
+        return self
+
+    def raw(self, data: bytes) -> "Writer":
+        self._parts.append(bytes(data))
+        return self
+
+    def blob(self, data: bytes) -> "Writer":
+        return self.u32(len(data)).raw(data)
+
+    def u32s(self, values) -> "Writer":
+        values = list(values)
+        return self.u32(len(values)).raw(struct.pack(f">{len(values)}I", *values))
+
+    def words(self, vec: np.ndarray) -> "Writer":
+        """A uint64 vector, little-endian (the natural layout of the masked upload)."""
+        arr = np.ascontiguousarray(vec, dtype="<u8")
+        return self.u32(arr.size).raw(arr.tobytes())
+
+    def bytes(self) -> bytes:
+        return b"".join(self._parts)
+
+
+class Reader:
+    """Reads what ``Writer`` wrote; any shortfall raises MessageRejected."""
+
+    def __init__(self, data: bytes):
+        self._data, self._pos = memoryview(data), 0
+
+    def _take(self, n: int) -> bytes:
+        if n < 0 or self._pos + n > len(self._data):
+            raise MessageRejected("truncated message")
+        out = bytes(self._data[self._pos:self._pos + n])
+        self._pos += n
+        return out
+
+    def u8(self) -> int:
+        return self._take(1)[0]
+
+    def u32(self) -> int:
+        return struct.unpack(">I", self._take(4))[0]
+
+    def u64(self) -> int:
+        return struct.unpack(">Q", self._take(8))[0]
+
+    def f64(self) -> float:
+        return struct.unpack(">d", self._take(8))[0]
+
+    def raw(self, n: int) -> bytes:
+        return self._take(n)
+
+    def blob(self, max_len: int = 1 << 26) -> bytes:
+        n = self.u32()
+        if n > max_len:
+            raise MessageRejected("field too long")
+        return self._take(n)
+
+    def u32s(self, max_len: int = 1 << 22) -> tuple[int, ...]:
+        n = self.u32()
+        if n > max_len:
+            raise MessageRejected("list too long")
+        return struct.unpack(f">{n}I", self._take(4 * n))
+
+    def words(self, max_len: int = 1 << 24) -> np.ndarray:
+        n = self.u32()
+        if n > max_len:
+            raise MessageRejected("vector too long")
+        return np.frombuffer(self._take(8 * n), dtype="<u8").astype(np.uint64)
+
+    def done(self) -> None:
+        if self._pos != len(self._data):
+            raise MessageRejected("trailing bytes in message")
+
+
+def frame(kind: int, body: bytes, sign=None) -> bytes:
+    """A frame of ``kind`` around ``body``, signed by ``sign(data) -> signature`` when given."""
+    head = _HEAD.pack(MAGIC, VERSION, kind, len(body)) + body
+    sig = sign(head) if sign is not None else b""
+    return head + struct.pack(">B", len(sig)) + sig
+
+
+def unframe(data: bytes, kind: int) -> tuple[bytes, bytes, bytes]:
+    """(body, signed_part, signature) of a frame that must be of ``kind``; signature may be b''."""
+    if len(data) < _HEAD.size + 1:
+        raise MessageRejected("message too short")
+    magic, version, got_kind, n = _HEAD.unpack_from(data)
+    if magic != MAGIC:
+        raise MessageRejected("not a secure-aggregation message")
+    if version != VERSION:
+        raise MessageRejected(f"protocol version {version}, expected {VERSION}")
+    if got_kind != kind:
+        raise MessageRejected(f"message kind {got_kind}, expected {kind}")
+    end = _HEAD.size + n
+    if end + 1 > len(data):
+        raise MessageRejected("truncated message")
+    sig_len = data[end]
+    if end + 1 + sig_len != len(data):
+        raise MessageRejected("bad message length")
+    return bytes(data[_HEAD.size:end]), bytes(data[:end]), bytes(data[end + 1:])

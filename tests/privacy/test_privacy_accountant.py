@@ -1,0 +1,86 @@
+"""The accountant against dp-accounting and against cases worked by hand; save and resume."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from dp_accounting import dp_event
+from dp_accounting.pld import pld_privacy_accountant
+
+from pategail.server.privacy.accountant import PrivacyAccountant, QueryRelease, composed_epsilon
+from pategail.server.privacy.calibration import sum_noise_scales
+
+
+def test_single_laplace_release_matches_the_closed_form():
+    """One Laplace(b) release of a sensitivity-1 sum: δ(ε) = 1 - exp((ε - 1/b)/2) for ε < 1/b (hand-derived:
+    the privacy loss is 1/b with probability 1/2, and linear in x in between)."""
+    acc = PrivacyAccountant(value_discretization_interval=1e-5)
+    acc.record(sum_scale=1.0, sq_sum_scale=None, count=1)
+    for eps in (0.0, 0.25, 0.5, 0.9):
+        assert acc.delta(eps) == pytest.approx(1 - math.exp((eps - 1.0) / 2), abs=1e-4)
+    assert acc.delta(1.0 + 1e-3) == pytest.approx(0.0, abs=1e-9)
+    assert acc.per_query_epsilon() == 1.0
+
+
+def test_two_releases_match_an_independent_numerical_integration():
+    """Two Laplace(b=2) releases: δ(ε) = E[(1 - e^(ε - L))+] for L the sum of two independent privacy
+    losses, L_i = (|x - 1| - |x|)/b with x ~ Laplace(0, b), integrated here on a fine grid."""
+    b, eps = 2.0, 0.4
+    x = np.linspace(-60, 60, 600_001)
+    dx = x[1] - x[0]
+    pdf = np.exp(-np.abs(x) / b) / (2 * b) * dx
+    loss = (np.abs(x - 1) - np.abs(x)) / b
+    l1, p1 = np.round(loss, 4), pdf
+    vals, inv = np.unique(l1, return_inverse=True)
+    mass = np.bincount(inv, weights=p1)
+    total = vals[:, None] + vals[None, :]
+    joint = mass[:, None] * mass[None, :]
+    by_hand = float(np.sum(joint * np.clip(1 - np.exp(eps - total), 0, None)))
+    acc = PrivacyAccountant(value_discretization_interval=1e-5)
+    acc.record(b, b, count=1)  # one query = two releases
+    assert acc.delta(eps) == pytest.approx(by_hand, abs=2e-4)
+
+
+def test_run_matches_dp_accounting_directly_and_beats_basic_composition():
+    scales = sum_noise_scales(epsilon=1e-3, kappa=2.0)
+    acc = PrivacyAccountant(target_delta=1e-5)
+    for _ in range(3):
+        acc.record(scales.sum_scale, scales.sq_sum_scale, count=4096)
+    assert acc.num_queries == 3 * 4096 and len(acc.releases) == 1  # identical rounds merge
+    direct = pld_privacy_accountant.PLDAccountant(value_discretization_interval=1e-4)
+    direct.compose(dp_event.SelfComposedDpEvent(dp_event.LaplaceDpEvent(scales.sum_scale), 3 * 4096))
+    direct.compose(dp_event.SelfComposedDpEvent(dp_event.LaplaceDpEvent(scales.sq_sum_scale), 3 * 4096))
+    assert acc.epsilon() == pytest.approx(direct.get_epsilon(1e-5), rel=1e-9)
+    assert acc.per_query_epsilon() == pytest.approx(1e-3)
+    assert acc.basic_epsilon() == pytest.approx(3 * 4096 * 1e-3)
+    assert acc.epsilon() < acc.basic_epsilon() / 5
+
+
+def test_figures_of_the_design_notes():
+    """NOTES-PRIVACY: M = 4096, T = 200, 2 values per query, δ = 1e-5, per-release ε 2.1e-4 -> total ε ≈ 1."""
+    b = 1 / 2.1e-4
+    eps = composed_epsilon([QueryRelease(b, b, 4096 * 200)], 1e-5)
+    assert eps == pytest.approx(1.0, abs=0.05)
+
+
+def test_save_and_resume(tmp_path):
+    acc = PrivacyAccountant(target_delta=1e-6)
+    acc.record(100.0, 50.0, count=10)
+    acc.record(200.0, 100.0, count=5)
+    path = tmp_path / "accountant.json"
+    acc.save(path)
+    resumed = PrivacyAccountant.load(path)
+    assert resumed.releases == acc.releases and resumed.target_delta == 1e-6
+    assert resumed.epsilon() == acc.epsilon()
+    resumed.record(200.0, 100.0, count=5)
+    acc.record(200.0, 100.0, count=5)
+    assert resumed.to_dict() == acc.to_dict()
+    assert PrivacyAccountant.from_dict(acc.to_dict()).summary() == acc.summary()
+    with pytest.raises(ValueError):
+        PrivacyAccountant.from_dict({"format": "other"})
+
+
+def test_rejects_noiseless_releases():
+    with pytest.raises(ValueError):
+        PrivacyAccountant().record(0.0, 1.0, count=1)
