@@ -45,10 +45,11 @@ def _same_cell(days: np.ndarray) -> np.ndarray:
     return eq & np.tril(np.ones(eq.shape[1:], dtype=bool))
 
 
-def state_features(days: np.ndarray, homes: np.ndarray, cells: np.ndarray) -> np.ndarray:
+def state_features(days: np.ndarray, homes: np.ndarray, cells: np.ndarray, day_slots: int = 48) -> np.ndarray:
     """float32 (n, T, F): the state features of every slot of every day (see ``STATE_FEATURES``).
 
-    days: int (n, T) cell ids; homes: int (n,) home cell of each day; cells: (n_cells, 2) lat, lon degrees.
+    days: int (n, T) cell ids, T <= day_slots (a prefix of a day gives the prefix's rows exactly);
+    homes: int (n,) home cell of each day; cells: (n_cells, 2) lat, lon degrees.
     """
     days = np.asarray(days)
     homes = np.asarray(homes).reshape(-1, 1)
@@ -84,8 +85,8 @@ def state_features(days: np.ndarray, homes: np.ndarray, cells: np.ndarray) -> np
     gyration = np.sqrt(np.maximum(m2 - mx * mx - my * my, 0.0))
 
     out = np.empty((n, T, N_STATE_FEATURES), dtype=np.float32)
-    out[..., 0] = np.sin(2 * np.pi * t / T)
-    out[..., 1] = np.cos(2 * np.pi * t / T)
+    out[..., 0] = np.sin(2 * np.pi * t / day_slots)      # the day's length, not the prefix's: causal
+    out[..., 1] = np.cos(2 * np.pi * t / day_slots)
     out[..., 2] = at_home
     out[..., 3] = np.log1p(km_home)
     out[..., 4] = dwell / _SCALE

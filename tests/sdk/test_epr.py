@@ -36,6 +36,7 @@ def test_features_are_causal_and_hand_checked():
     changed[:, 7:] = (changed[:, 7:] + 1) % 5
     g = state_features(changed, homes, LINE)
     np.testing.assert_array_equal(f[:, :7], g[:, :7])          # slots before 7 do not see the change
+    np.testing.assert_array_equal(state_features(days[:, :7], homes, LINE), f[:, :7])   # a prefix alone too
     day = np.array([[0, 0, 1, 1, 1]])
     h = state_features(day, np.array([0]), LINE)[0]
     assert h[:, 2].tolist() == [1, 1, 0, 0, 0]                   # at home

@@ -28,8 +28,12 @@ def run(federation, rng, n, fraction, degree=0, aggregator="coordinator"):
     values = rng.uniform(-0.2, 1.2, size=(n, M))  # outside [0, 1] on purpose: the device clips
     ids = [c.device_id for c in clients]
     dropouts = Dropouts.random(ids, fraction, rng)
+    # The neighbour graph comes from a fresh public seed (os.urandom) each round. With 41 share holders and 30%
+    # dropouts, a strict-majority threshold (21) fails for some neighbourhood in about a third of the runs at
+    # n = 200; a third of the holders (13) fails with probability < 1e-4, so the test is not flaky.
+    threshold = None if degree == 0 else degree // 3
     config = SecureRoundConfig(round_id=7, n_min=max(1, n // 2), sum_noise_scale=NOISE, sq_sum_noise_scale=NOISE,
-                               degree=degree, aggregator=aggregator)
+                               degree=degree, threshold=threshold, aggregator=aggregator)
     result = run_secure_round(clients, values, config, rng, coordinator=coordinator, dropouts=dropouts)
     return clients, values, recorder, dropouts, result
 

@@ -1,0 +1,101 @@
+"""Generate synthetic days with the exported policy: the loop devices run, and the coordinator samples the
+same way (one code path, so generated days never differ by where they were made).
+
+At each slot t the policy model reads the prefix l_0..l_t (cells, ``state_features``, ``action_mask``) and
+returns masked log-probabilities; the action at t is drawn from the last row and the EPR environment
+applies it. Torch-free: numpy and an ONNX Runtime session (anything with ``run(output_names, feeds)``).
+"""
+from __future__ import annotations
+
+from typing import NamedTuple, Protocol
+
+import numpy as np
+
+from pategail.sdk.epr import DEFAULT_ALPHA, CellGeometry, EPREnvironment
+from pategail.sdk.features import N_ACTIONS, action_mask, state_features
+
+# The policy model's interface (written to the bundle manifest by pategail.export).
+POLICY_INPUT_CELLS = "cells"
+"""int64 (batch, slots): cell ids of slots 0..t."""
+POLICY_INPUT_FEATURES = "features"
+"""float32 (batch, slots, 11): ``state_features`` of the prefix."""
+POLICY_INPUT_MASK = "mask"
+"""bool (batch, slots, 4): ``action_mask`` of the prefix."""
+POLICY_OUTPUT_LOG_PROBS = "log_probs"
+"""float32 (batch, slots, 4): log π(a | s_t), impossible actions ≈ −1e9 (probability exactly 0)."""
+POLICY_OUTPUT_LOGITS = "logits"
+"""float32 (batch, slots, 4): unmasked logits."""
+POLICY_OUTPUT_VALUES = "values"
+"""float32 (batch, slots): V(s_t)."""
+
+
+class Session(Protocol):
+    def run(self, output_names, input_feed): ...
+
+
+class GeneratedDays(NamedTuple):
+    """days int32 (n, T): cells; actions int8 (n, T-1): the action taken at slots 0..T-2;
+    log_probs float32 (n, T-1): log π(action | state) under the policy that sampled it (PPO's old log-probs)."""
+
+    days: np.ndarray
+    actions: np.ndarray
+    log_probs: np.ndarray
+
+
+def prefix_features(days: np.ndarray, homes: np.ndarray, cells: np.ndarray, slots: int = 48) -> np.ndarray:
+    """float32 (n, t+1, 11): the state features of the prefix ``days`` (n, t+1) of ``slots``-slot days.
+
+    Equal to ``state_features(full_days, ...)[:, :t+1]`` whatever the later slots hold: the prefix is padded
+    to the full day (repeating its last cell) before featurising, because the time-of-day features scale the
+    slot index by the array's length, so featurising the bare prefix would give other values.
+    """
+    n, t1 = days.shape
+    padded = np.empty((n, slots), dtype=days.dtype)
+    padded[:, :t1] = days
+    padded[:, t1:] = days[:, -1:]
+    return state_features(padded, homes, cells)[:, :t1]
+
+
+def policy_step(policy_session: Session, days: np.ndarray, homes: np.ndarray, cells: np.ndarray,
+                slots: int = 48) -> np.ndarray:
+    """float32 (n, 4): masked log-probabilities of the action at the last slot of ``days`` (n, t+1), a
+    prefix of ``slots``-slot days."""
+    feeds = {
+        POLICY_INPUT_CELLS: np.ascontiguousarray(days, dtype=np.int64),
+        POLICY_INPUT_FEATURES: prefix_features(days, homes, cells, slots),
+        POLICY_INPUT_MASK: action_mask(days, homes),
+    }
+    (log_probs,) = policy_session.run([POLICY_OUTPUT_LOG_PROBS], feeds)
+    return log_probs[:, -1]
+
+
+def sample_actions(log_probs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """int8 (n,): one action per row of ``log_probs`` (n, 4), drawn by inverse CDF. Actions of probability
+    0 (masked) are never drawn: their CDF step is empty."""
+    p = np.exp(log_probs.astype(np.float64))
+    cdf = np.cumsum(p, axis=1)
+    u = rng.random(len(p)) * cdf[:, -1]
+    return np.minimum((cdf <= u[:, None]).sum(axis=1), N_ACTIONS - 1).astype(np.int8)
+
+
+def generate_days(policy_session: Session, geometry: CellGeometry, homes: np.ndarray, first_cells: np.ndarray,
+                  rng: np.random.Generator, *, alpha: float = DEFAULT_ALPHA, slots: int = 48) -> GeneratedDays:
+    """Sample one day per (home, first cell) with the policy model and the EPR environment.
+
+    homes, first_cells: int (n,). ``rng`` drives both the action draws and the environment's destinations.
+    Returns :class:`GeneratedDays` (days (n, slots) int32, actions (n, slots-1) int8, log_probs float32).
+    """
+    homes = np.asarray(homes, dtype=np.int32)
+    env = EPREnvironment(geometry, alpha=alpha, slots=slots, rng=rng)
+    env.reset(homes, first_cells)
+    n = len(homes)
+    actions = np.empty((n, slots - 1), dtype=np.int8)
+    log_probs = np.empty((n, slots - 1), dtype=np.float32)
+    while not env.done:
+        t = env.t
+        lp = policy_step(policy_session, env.history(), homes, geometry.cells, slots)
+        a = sample_actions(lp, rng)
+        actions[:, t] = a
+        log_probs[:, t] = np.take_along_axis(lp, a[:, None].astype(np.int64), 1)[:, 0]
+        env.step(a)
+    return GeneratedDays(env.days.copy(), actions, log_probs)

@@ -1,0 +1,144 @@
+"""Proximal policy optimisation (Schulman et al. 2017) of the day policy on aggregated rewards R̂.
+
+One flat loop in the manner of cleanrl / Stable-Baselines3: GAE(γ, λ) as a pure function, then
+``n_epochs`` passes over minibatches of whole days (the policy is causal, so one forward pass over a day
+gives π(·|s_t) for all its slots), with the clipped surrogate, a value loss, an entropy bonus, per-minibatch
+advantage normalisation and gradient-norm clipping. The original code's ratio was identically 1 (old and new
+log-probs came from the same forward pass) and its entropy term was 0: here the old log-probs are the ones
+recorded at sampling time and the entropy is that of the masked action distribution.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from pategail.server.policy import Policy, masked_log_probs
+
+
+@dataclass(frozen=True)
+class PPOConfig:
+    """PPO knobs, named as in Stable-Baselines3."""
+
+    learning_rate: float = 3e-4
+    """Adam step size of the policy and value networks."""
+    n_epochs: int = 4
+    """Passes over each round's rollout."""
+    batch_size: int = 64
+    """Days per minibatch (each day contributes its 47 decisions)."""
+    gamma: float = 0.99
+    """Discount factor of the return."""
+    gae_lambda: float = 0.95
+    """GAE bias/variance trade-off (Schulman et al. 2016)."""
+    clip_range: float = 0.2
+    """Clipping of the probability ratio in the surrogate."""
+    ent_coef: float = 0.01
+    """Weight of the entropy bonus: keeps the policy from collapsing on one action early in GAIL."""
+    vf_coef: float = 0.5
+    """Weight of the value loss."""
+    max_grad_norm: float = 0.5
+    """Gradient-norm clipping: a single large R̂ (noisy rewards under DP) must not blow up an update."""
+    normalize_advantage: bool = True
+    """Standardise advantages per minibatch, which makes the step size independent of the reward scale."""
+
+    def __post_init__(self):
+        if not (self.learning_rate > 0 and self.n_epochs >= 1 and self.batch_size >= 1):
+            raise ValueError("learning_rate must be > 0, n_epochs and batch_size >= 1")
+        if not (0 < self.gamma <= 1 and 0 <= self.gae_lambda <= 1 and self.clip_range > 0):
+            raise ValueError("need 0 < gamma <= 1, 0 <= gae_lambda <= 1, clip_range > 0")
+        if min(self.ent_coef, self.vf_coef) < 0 or self.max_grad_norm <= 0:
+            raise ValueError("ent_coef and vf_coef must be >= 0, max_grad_norm > 0")
+
+
+@dataclass(frozen=True)
+class Rollout:
+    """A batch of sampled days and what PPO needs from the sampling pass (n days, T slots).
+
+    cells int64 (n, T); features float32 (n, T, F) (state features of every slot); masks bool (n, T, 4);
+    actions int64 (n, T-1); log_probs float32 (n, T-1) of the actions when sampled; values float32 (n, T-1);
+    rewards float32 (n, T-1) — R̂ of each (s_t, a_t).
+    """
+
+    cells: np.ndarray
+    features: np.ndarray
+    masks: np.ndarray
+    actions: np.ndarray
+    log_probs: np.ndarray
+    values: np.ndarray
+    rewards: np.ndarray
+
+
+def compute_gae(rewards: np.ndarray, values: np.ndarray, gamma: float, gae_lambda: float,
+                last_values: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Generalised advantage estimation over a batch of episodes of equal length.
+
+    rewards, values: (n, S) for steps 0..S-1. The episode ends after step S-1; ``last_values`` (n,) is the
+    value to bootstrap from there (default 0: the day is over). Returns (advantages, returns), both (n, S):
+    δ_t = r_t + γ V_{t+1} − V_t,  A_t = δ_t + γλ A_{t+1},  returns = A + V.
+    """
+    rewards = np.asarray(rewards, dtype=np.float64)
+    values = np.asarray(values, dtype=np.float64)
+    n, S = rewards.shape
+    next_values = np.zeros(n) if last_values is None else np.asarray(last_values, dtype=np.float64)
+    adv = np.zeros((n, S))
+    running = np.zeros(n)
+    for t in range(S - 1, -1, -1):
+        delta = rewards[:, t] + gamma * next_values - values[:, t]
+        running = delta + gamma * gae_lambda * running
+        adv[:, t] = running
+        next_values = values[:, t]
+    return adv, adv + values
+
+
+def explained_variance(predicted: np.ndarray, target: np.ndarray) -> float:
+    """1 − Var[target − predicted] / Var[target]: 1 is perfect, 0 no better than a constant, < 0 worse."""
+    var = np.var(target)
+    return float("nan") if var == 0 else float(1 - np.var(target - predicted) / var)
+
+
+def ppo_update(policy: Policy, optimizer: torch.optim.Optimizer, rollout: Rollout, config: PPOConfig,
+               generator: torch.Generator) -> dict:
+    """Update ``policy`` in place on one rollout; return the diagnostics of the last epoch and overall."""
+    advantages, returns = compute_gae(rollout.rewards, rollout.values, config.gamma, config.gae_lambda)
+    cells = torch.as_tensor(rollout.cells, dtype=torch.int64)
+    feats = torch.as_tensor(rollout.features, dtype=torch.float32)
+    masks = torch.as_tensor(rollout.masks[:, :-1], dtype=torch.bool)
+    actions = torch.as_tensor(rollout.actions, dtype=torch.int64)
+    old_logp = torch.as_tensor(rollout.log_probs, dtype=torch.float32)
+    adv_all = torch.as_tensor(advantages, dtype=torch.float32)
+    ret_all = torch.as_tensor(returns, dtype=torch.float32)
+    n = len(cells)
+    stats = {"policy_loss": [], "value_loss": [], "entropy": [], "approx_kl": [], "clip_fraction": []}
+    policy.train()
+    for _ in range(config.n_epochs):
+        order = torch.randperm(n, generator=generator)
+        for start in range(0, n, config.batch_size):
+            idx = order[start:start + config.batch_size]
+            logits, values = policy(cells[idx], feats[idx])
+            logp_all = masked_log_probs(logits[:, :-1], masks[idx])
+            logp = logp_all.gather(-1, actions[idx, :, None]).squeeze(-1)
+            adv = adv_all[idx]
+            if config.normalize_advantage and adv.numel() > 1:
+                adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+            log_ratio = logp - old_logp[idx]
+            ratio = log_ratio.exp()
+            surrogate = torch.min(ratio * adv, ratio.clamp(1 - config.clip_range, 1 + config.clip_range) * adv)
+            policy_loss = -surrogate.mean()
+            value_loss = ((values[:, :-1] - ret_all[idx]) ** 2).mean()
+            entropy = -(logp_all.exp() * logp_all).sum(-1).mean()
+            loss = policy_loss + config.vf_coef * value_loss - config.ent_coef * entropy
+            optimizer.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(policy.parameters(), config.max_grad_norm)
+            optimizer.step()
+            with torch.no_grad():
+                stats["policy_loss"].append(policy_loss.item())
+                stats["value_loss"].append(value_loss.item())
+                stats["entropy"].append(entropy.item())
+                # the low-variance KL estimator of Schulman (2020): E[(r - 1) - log r]
+                stats["approx_kl"].append(((ratio - 1) - log_ratio).mean().item())
+                stats["clip_fraction"].append(((ratio - 1).abs() > config.clip_range).float().mean().item())
+    out = {k: float(np.mean(v)) for k, v in stats.items()}
+    out["explained_variance"] = explained_variance(rollout.values.ravel(), returns.ravel())
+    return out
