@@ -2,7 +2,7 @@
 training step (batch 64), scoring 4,096 pairs, generating 1,000 days with the policy (ONNX model +
 EPR environment + features per step: pategail.sdk.generate.generate_days).
 
-    .venv/bin/python benchmarks/onnx_latency.py [--data ../shared/data/pategail-geolife] [--out BENCHMARKS-onnx.md]
+    .venv/bin/python benchmarks/onnx_latency.py [--data ../shared/data/pategail-geolife] [--out FILE]  (a markdown section; pasted into BENCHMARKS.md)
 
 Writes a markdown section (the numbers, the command, the machine, the date) to --out and prints it.
 """
@@ -61,7 +61,7 @@ def _cpu() -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA, help="pategail-geolife directory (gps, real.data)")
-    ap.add_argument("--out", type=Path, default=ROOT / "BENCHMARKS-onnx.md", help="markdown file to write")
+    ap.add_argument("--out", type=Path, default=ROOT / "runs" / "onnx-benchmark.md", help="markdown file to write")
     ap.add_argument("--days", type=int, default=1000, help="days to generate")
     args = ap.parse_args(argv)
 
