@@ -43,17 +43,9 @@ class GeneratedDays(NamedTuple):
 
 
 def prefix_features(days: np.ndarray, homes: np.ndarray, cells: np.ndarray, slots: int = 48) -> np.ndarray:
-    """float32 (n, t+1, 11): the state features of the prefix ``days`` (n, t+1) of ``slots``-slot days.
-
-    Equal to ``state_features(full_days, ...)[:, :t+1]`` whatever the later slots hold: the prefix is padded
-    to the full day (repeating its last cell) before featurising, because the time-of-day features scale the
-    slot index by the array's length, so featurising the bare prefix would give other values.
-    """
-    n, t1 = days.shape
-    padded = np.empty((n, slots), dtype=days.dtype)
-    padded[:, :t1] = days
-    padded[:, t1:] = days[:, -1:]
-    return state_features(padded, homes, cells)[:, :t1]
+    """float32 (n, t+1, 11): the state features of the prefix ``days`` (n, t+1) of ``slots``-slot days —
+    equal to the first t+1 rows of the full day's features, since ``state_features`` is causal."""
+    return state_features(days, homes, cells, day_slots=slots)
 
 
 def policy_step(policy_session: Session, days: np.ndarray, homes: np.ndarray, cells: np.ndarray,

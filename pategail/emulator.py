@@ -1,0 +1,70 @@
+"""The desktop emulator of many devices: one SDK :class:`~pategail.sdk.device.Device` per user of a data set,
+each in its own directory holding that user's training days — the stand-in for many phones.
+
+This is the only place where the data set meets the devices: the coordinator gets an :class:`EmulatedFleet`,
+which exposes device ids, public keys and byte channels, never the days.
+"""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from pategail.errors import PategailError
+from pategail.sdk.device import Device
+from pategail.sdk.messages import peek_round
+
+log = logging.getLogger(__name__)
+
+
+def choose_users(users: np.ndarray, n_devices: int | None, seed: int) -> np.ndarray:
+    """``n_devices`` distinct users (all of them when None), chosen with a seeded generator."""
+    if n_devices is None:
+        return np.sort(users)
+    if n_devices < 1:
+        raise PategailError(f"--devices must be at least 1, got {n_devices}")
+    if n_devices > len(users):
+        raise PategailError(f"--devices {n_devices}: the data set has only {len(users)} users, and each device "
+                            "holds one user's days")
+    return np.sort(np.random.default_rng([seed, 0xD]).choice(users, n_devices, replace=False))
+
+
+class EmulatedFleet:
+    """Devices in one process. Device i holds the days of ``users[i]``; its directory is ``root/device-i``.
+
+    Each device's minibatch generator is re-derived from (seed, device, round) at every round request, so a
+    round replayed after a crash draws the same minibatches as the first time.
+    """
+
+    def __init__(self, dataset, users: Sequence[int], root: Path, bundle_dir: Path, seed: int = 0):
+        self.root = Path(root)
+        self.seed = seed
+        self.devices: dict[int, Device] = {}
+        for i, user in enumerate(users):
+            device = Device(self.root / f"device-{i:05d}", i, rng=np.random.default_rng([seed, i]))
+            if len(device.store.days()) == 0:                 # a restarted device keeps its store
+                device.add_days(dataset.user_days(int(user)))
+            if device.bundle is None or device.bundle.sha256 != _sha(bundle_dir):
+                device.install_bundle(bundle_dir)
+            self.devices[i] = device
+        self.device_ids = tuple(self.devices)
+        log.info("%d emulated devices in %s", len(self.devices), self.root)
+
+    def public_keys(self):
+        return {i: d.public_keys for i, d in self.devices.items()}
+
+    def request(self, device_id: int, message: bytes) -> bytes:
+        device = self.devices[device_id]
+        rnd = peek_round(message)
+        device.rng = np.random.default_rng([self.seed, device_id, max(rnd, 0)])
+        return device.handle(message)
+
+    def secagg_endpoints(self, device_ids: Sequence[int], directory) -> list:
+        return [self.devices[i].secagg_endpoint(directory) for i in device_ids]
+
+
+def _sha(bundle_dir: Path) -> str:
+    from pategail.sdk.bundle import load_bundle
+    return load_bundle(bundle_dir).sha256

@@ -1,0 +1,103 @@
+"""The outputs of a training run: final bundle, synthetic days, report.json, report.md and plots."""
+from __future__ import annotations
+
+import json
+import logging
+import math
+from pathlib import Path
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+INITIAL_STATES_IN_BUNDLE = 4096
+"""Initial states drawn from the released distribution and shipped in the bundle for `pategail generate`."""
+
+
+def write_outputs(coordinator, dataset, run: Path, users, wall_seconds: float, seed: int = 0) -> dict:
+    import torch
+
+    from pategail.baselines.cli import compare
+    from pategail.export.bundle import export_bundle
+    from pategail.export.discriminator import Discriminator
+    from pategail.metrics.evaluate import evaluate, format_table
+    from pategail.plots import plot_density, plot_statistics
+    from pategail.sdk.bundle import Environment
+    from pategail.sdk.synthetic import write_synthetic_csv
+
+    cfg = coordinator.config
+    rng = np.random.default_rng([seed, 0xF1])
+    homes, firsts = coordinator.initial_states.sample(INITIAL_STATES_IN_BUNDLE, rng)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed + 1)
+        discriminator = Discriminator()
+    env = Environment(dataset.cells, cfg.alpha, cfg.candidates, np.column_stack([homes, firsts]),
+                      np.full(len(homes), 1.0 / len(homes)))
+    export_bundle(coordinator.policy, discriminator, run / "bundle", environment=env)
+
+    n_days = len(dataset.test_days)
+    days = coordinator.generate(n_days, np.random.default_rng([seed, 0x5E]))
+    write_synthetic_csv(run / "synthetic.csv", days, dataset.cells)
+    result = evaluate(days, dataset, seed=seed)
+    baselines = compare(dataset, seed)
+    history = coordinator.history
+    rounds = coordinator.round
+    ups = [u for _, u in coordinator.bytes_by_round] or [0.0]
+    downs = [d for d, _ in coordinator.bytes_by_round] or [0.0]
+    acc = coordinator.accountant
+    b, b_sq = coordinator.noise_scales()
+    n_dev = len(users)
+    report = {
+        "metrics": result["metrics"], "metrics_paper": result["metrics_paper"],
+        "floor": result["floor"], "floor_paper": result["floor_paper"],
+        "baselines": {m: {"metrics": baselines["km"][m], "metrics_paper": baselines["paper"][m]}
+                      for m in ("markov", "epr")},
+        "privacy": {
+            "mechanism": "distributed discrete Laplace on securely aggregated sums (Theorem 3 split)"
+            if cfg.private else "none (--no-privacy)",
+            "epsilon_total": acc.epsilon() if cfg.private else None,
+            "delta": cfg.target_delta if cfg.private else None,
+            "epsilon_target": cfg.target_epsilon,
+            "epsilon_per_query": coordinator.per_query_epsilon,
+            "lambda": b / n_dev if cfg.private else 0.0,
+            "lambda_c": b_sq / n_dev if cfg.private else 0.0,
+            "sum_noise_scale": b, "sq_sum_noise_scale": b_sq,
+            "beta": cfg.beta, "kappa": cfg.kappa, "devices": n_dev,
+            "releases": rounds + 1, "queries": acc.num_queries if cfg.private else None,
+        },
+        "training": {"rounds": rounds, "devices": n_dev, "wall_seconds": wall_seconds,
+                     "seconds_per_round": float(np.mean([h["seconds"] for h in history])) if history else None,
+                     "days_per_round": cfg.days_per_round, "config": cfg.to_dict(), "seed": seed,
+                     "last_round": history[-1] if history else None},
+        "communication": {"bytes_up_per_device_per_round": float(np.mean(ups)),
+                          "bytes_down_per_device_per_round": float(np.mean(downs))},
+    }
+    (run / "report.json").write_text(json.dumps(report, indent=2, default=_json_default) + "\n")
+    rows_km = {"ours": result["metrics"], "markov": baselines["km"]["markov"], "epr": baselines["km"]["epr"],
+               "floor": result["floor"]}
+    rows_paper = {"ours": result["metrics_paper"], "markov": baselines["paper"]["markov"],
+                  "epr": baselines["paper"]["epr"], "floor": result["floor_paper"]}
+    p = report["privacy"]
+    privacy_line = (f"total ε = {p['epsilon_total']:.3g} at δ = {p['delta']:g} (target {p['epsilon_target']:g}); "
+                    f"per-query ε = {p['epsilon_per_query']:.3g}; λ = {p['lambda']:.3g}, λ_c = {p['lambda_c']:.3g}"
+                    if cfg.private else "none (--no-privacy)")
+    md = [f"# PateGail run: {run}", "",
+          f"{n_dev} devices, {rounds} rounds, {wall_seconds:.0f} s; {n_days} synthetic days vs "
+          f"{n_days} test days (JSD, lower is better).", "",
+          f"Privacy: {privacy_line}.", "",
+          "km mode:", "", format_table(rows_km, mode="km"), "",
+          "paper mode:", "", format_table(rows_paper, mode="paper"), "",
+          f"Communication per device and round: {report['communication']['bytes_up_per_device_per_round']:,.0f} "
+          f"B up, {report['communication']['bytes_down_per_device_per_round']:,.0f} B down.", "",
+          "Plots: statistics.png (the five statistics), density.png (visit density).", ""]
+    (run / "report.md").write_text("\n".join(md))
+    plot_statistics(dataset.test_days, days, dataset.cells, run / "statistics.png")
+    plot_density(dataset.test_days, days, dataset.cells, run / "density.png")
+    return report
+
+
+def _json_default(o):
+    if isinstance(o, (np.floating, np.integer)):
+        return o.item()
+    if isinstance(o, float) and not math.isfinite(o):
+        return None
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")

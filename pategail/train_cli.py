@@ -1,0 +1,136 @@
+"""`pategail train`: federated PateGail on the desktop emulator — the product's main job.
+
+Builds one SDK device per user of the data set (each holding only that user's training days), runs the
+coordinator's Algorithm 1 over them, and writes into RUN/: the model bundle, ``synthetic.csv``,
+``report.json``, ``report.md`` and PNG plots. Every round is checkpointed; ``--resume`` continues a run.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+
+from pategail.errors import PategailError
+
+log = logging.getLogger(__name__)
+
+
+def register(sub) -> None:
+    p = sub.add_parser("train", help="train a generator with federated PateGail over emulated devices",
+                       description=__doc__.splitlines()[0])
+    p.add_argument("--data", required=True, type=Path, help="prepared data set directory")
+    p.add_argument("--out", required=True, type=Path, metavar="RUN", help="run directory")
+    p.add_argument("--devices", type=int, default=None, help="devices (one user each; default: every user)")
+    p.add_argument("--rounds", type=int, default=None, help="rounds of Algorithm 1 (default: the config's)")
+    privacy = p.add_mutually_exclusive_group(required=True)
+    privacy.add_argument("--epsilon", type=float, default=None,
+                         help="total ε of the whole run (composed over every release); noise is calibrated to it")
+    privacy.add_argument("--no-privacy", action="store_true", help="the same protocol without noise")
+    p.add_argument("--delta", type=float, default=None, help="total δ (default 1e-5)")
+    p.add_argument("--seed", type=int, default=0, help="seed of every random stream of the run")
+    p.add_argument("--config", type=Path, default=None,
+                   help="JSON file of settings (fields of pategail.server.config.TrainConfig)")
+    p.add_argument("--resume", action="store_true", help="continue the run in RUN from its last checkpoint")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (logs only)")
+    p.set_defaults(func=run_train)
+
+
+def _config(args):
+    from pategail.server.config import TrainConfig
+    overrides = {}
+    if args.rounds is not None:
+        overrides["rounds"] = args.rounds
+    if args.epsilon is not None:
+        overrides["target_epsilon"] = args.epsilon
+    if args.delta is not None:
+        if args.no_privacy:
+            raise PategailError("--delta goes with --epsilon, not with --no-privacy")
+        overrides["target_delta"] = args.delta
+    if args.config is not None:
+        return TrainConfig.from_file(args.config, **overrides)
+    return TrainConfig.from_dict(overrides, where="options")
+
+
+def run_train(args) -> int:
+    import torch
+
+    from pategail.data.dataset import load_dataset
+    from pategail.emulator import EmulatedFleet, choose_users
+    from pategail.export.bundle import export_bundle
+    from pategail.export.discriminator import Discriminator
+    from pategail.sdk.bundle import Environment, load_bundle
+    from pategail.server.checkpoint import CHECKPOINT
+    from pategail.server.coordinator import Coordinator
+    from pategail.server.policy import Policy, PolicyConfig
+
+    config = _config(args)
+    dataset = load_dataset(args.data)
+    run = args.out
+    has_checkpoint = (run / "checkpoint" / CHECKPOINT).is_file()
+    if has_checkpoint and not args.resume:
+        raise PategailError(f"{run} holds a run already; add --resume to continue it, or choose another --out")
+    if args.resume and not has_checkpoint:
+        raise PategailError(f"{run}: no checkpoint to resume from")
+    users = choose_users(dataset.users, args.devices, args.seed)
+    run.mkdir(parents=True, exist_ok=True)
+    t_start = time.perf_counter()
+
+    # The bundle the devices start from: the run's initial policy and a fresh discriminator (seeded).
+    initial_bundle = run / "bundle-initial"
+    if not (initial_bundle / "manifest.json").is_file():
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(args.seed)
+            policy0 = Policy(PolicyConfig(n_cells=dataset.n_cells, d_model=config.d_model,
+                                          n_layers=config.n_layers))
+            torch.manual_seed(args.seed + 1)
+            discriminator = Discriminator()
+        export_bundle(policy0, discriminator, initial_bundle,
+                      environment=Environment(dataset.cells, config.alpha, config.candidates))
+    fleet = EmulatedFleet(dataset, users, run / "devices", initial_bundle, seed=args.seed)
+    coordinator = Coordinator(config, fleet, dataset.cells, run, seed=args.seed)
+    if args.resume:
+        coordinator.resume()
+    _log_privacy_plan(coordinator, len(users))
+
+    bar = None
+    if not args.no_progress:
+        from tqdm import tqdm
+        bar = tqdm(total=config.rounds, initial=coordinator.round, desc="rounds", unit="round")
+
+    def on_round(stats):
+        if bar is not None:
+            postfix = {"D acc": f"{stats.disc_accuracy:.2f}", "reward": f"{stats.mean_reward:.3f}"}
+            if stats.epsilon is not None:
+                postfix["ε"] = f"{stats.epsilon:.3g}"
+            bar.set_postfix(postfix)
+            bar.update(1)
+
+    try:
+        coordinator.train(on_round)
+    finally:
+        if bar is not None:
+            bar.close()
+    wall = time.perf_counter() - t_start
+
+    from pategail.reporting import write_outputs
+    report = write_outputs(coordinator, dataset, run, users, wall, seed=args.seed)
+    accepted = coordinator.publish_policy((run / "bundle" / "policy.onnx").read_bytes())
+    log.info("%d of %d devices accepted the final policy", accepted, len(users))
+    print((run / "report.md").read_text())
+    return 0
+
+
+def _log_privacy_plan(coordinator, n_devices: int) -> None:
+    cfg = coordinator.config
+    if not cfg.private:
+        log.info("privacy: none (--no-privacy): the same protocol, masked sums released without noise")
+        return
+    b, b_sq = coordinator.noise_scales()
+    log.info("privacy: total (ε=%g, δ=%g) over %d queries; per-query ε %.3g; Laplace scale on each sum %.3g "
+             "(std %.3g on a mean reward over %d devices); κ=%g, β=%g", cfg.target_epsilon, cfg.target_delta,
+             coordinator.planned_queries(), coordinator.per_query_epsilon, b, math.sqrt(2) * b / n_devices,
+             n_devices, cfg.kappa, cfg.beta)

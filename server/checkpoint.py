@@ -1,0 +1,83 @@
+"""Crash-safe run state: one checkpoint per completed round and a journal of every release.
+
+- ``checkpoint.pt``: policy, optimiser, random states, initial states, history, round number — written to a
+  temporary file and renamed, so a crash leaves the previous round's checkpoint intact.
+- ``releases/round-NNNNN.npz``: each released noisy aggregate and its noise scales, written (atomically) the
+  moment it arrives, before it is used. The privacy accountant is rebuilt from this journal on resume, so a
+  release made after the last checkpoint is neither lost nor counted twice, and a round interrupted after
+  its release re-uses that release instead of asking the devices again.
+"""
+from __future__ import annotations
+
+import io
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+CHECKPOINT = "checkpoint.pt"
+RELEASES = "releases"
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def save_checkpoint(directory: Path, state: dict) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    buf = io.BytesIO()
+    torch.save(state, buf)
+    atomic_write(directory / CHECKPOINT, buf.getvalue())
+
+
+def load_checkpoint(directory: Path) -> dict | None:
+    path = directory / CHECKPOINT
+    if not path.is_file():
+        return None
+    return torch.load(path, weights_only=False)
+
+
+@dataclass(frozen=True)
+class Release:
+    """One released noisy aggregate: Σ x + noise and Σ x² + noise over ``n_survivors`` devices, with the
+    noise scales (0 without privacy) and the number of coordinates released (= queries)."""
+
+    round: int
+    kind: str
+    sum: np.ndarray
+    sq_sum: np.ndarray
+    n_survivors: int
+    sum_scale: float
+    sq_sum_scale: float
+
+    @property
+    def count(self) -> int:
+        return len(self.sum)
+
+
+def journal_release(directory: Path, release: Release) -> None:
+    root = directory / RELEASES
+    root.mkdir(parents=True, exist_ok=True)
+    buf = io.BytesIO()
+    np.savez(buf, sum=release.sum, sq_sum=release.sq_sum,
+             meta=np.array([release.round, release.n_survivors], dtype=np.int64),
+             scales=np.array([release.sum_scale, release.sq_sum_scale]), kind=np.array(release.kind))
+    atomic_write(root / f"round-{release.round:05d}.npz", buf.getvalue())
+
+
+def read_journal(directory: Path) -> dict[int, Release]:
+    out = {}
+    root = directory / RELEASES
+    for path in sorted(root.glob("round-*.npz")) if root.is_dir() else []:
+        with np.load(path, allow_pickle=False) as z:
+            rnd, n = (int(v) for v in z["meta"])
+            out[rnd] = Release(rnd, str(z["kind"]), z["sum"], z["sq_sum"], n, float(z["scales"][0]),
+                               float(z["scales"][1]))
+    return out

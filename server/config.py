@@ -1,0 +1,106 @@
+"""The training configuration: one frozen dataclass, a docstring per field (they become `pategail train`'s
+config documentation), validated on construction. Defaults are the values that worked best on the
+development data (BENCHMARKS.md says how they were measured)."""
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pategail.errors import PategailError
+from pategail.sdk.epr import DEFAULT_ALPHA, DEFAULT_CANDIDATES
+from pategail.server.ppo import PPOConfig
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Algorithm 1 of the paper over a population of devices."""
+
+    rounds: int = 60
+    """Rounds of Algorithm 1 (sample, train discriminators, score, aggregate, PPO)."""
+    days_per_round: int = 96
+    """Generated days sent to the devices each round; M = 47 × this pairs are scored and released."""
+    disc_steps: int = 10
+    """Discriminator training steps on each device per round (k)."""
+    disc_batch_size: int = 64
+    """Pairs per discriminator step: half the device's real pairs, half generated ones."""
+    beta: float = 0.5
+    """β of R̂ = R − βξ (the paper's reward dynamics compensation; Theorem 1: R̂ lower-bounds a random
+    user's reward with probability ≥ 1 − 1/β² when β > 1). Applied to the released mean and variance."""
+    kappa: float = 2.0
+    """κ > 1 of Theorem 3: the share of the per-query budget spent on the mean is 1/κ, the rest on ξ."""
+    target_epsilon: float | None = None
+    """Total (ε, δ) of the whole run, initial-state release included; None trains without noise (the paper's
+    Table 1 setting). The per-query ε is chosen so that the composition meets it."""
+    target_delta: float = 1e-5
+    """δ of the total guarantee."""
+    min_survivors: float = 0.8
+    """n_min as a share of the devices asked: fewer survivors and the round releases nothing (noise shares
+    are sized for n_min, so the released sums carry at least the intended noise)."""
+    secagg_degree: int = 0
+    """SecAgg+ neighbours per device (even); 0 = all pairs, the default up to a few hundred devices."""
+    aggregator: str = "coordinator"
+    """Who sums the masked uploads: "coordinator" or "device" (one drawn at random each round)."""
+    alpha: float = DEFAULT_ALPHA
+    """EPR explore exponent of the environment (see pategail.sdk.epr)."""
+    candidates: int = DEFAULT_CANDIDATES
+    """EPR explore candidate-set size."""
+    d_model: int = 64
+    """Policy transformer width."""
+    n_layers: int = 2
+    """Policy transformer blocks."""
+    ppo: PPOConfig = field(default_factory=PPOConfig)
+    """PPO knobs (pategail.server.ppo.PPOConfig)."""
+
+    def __post_init__(self):
+        if self.rounds < 1 or self.days_per_round < 1 or self.disc_steps < 0 or self.disc_batch_size < 2:
+            raise PategailError("rounds and days_per_round must be >= 1, disc_steps >= 0, disc_batch_size >= 2")
+        if self.kappa <= 1 or self.beta < 0:
+            raise PategailError(f"kappa must be > 1 and beta >= 0 (got kappa {self.kappa}, beta {self.beta})")
+        if self.target_epsilon is not None and not self.target_epsilon > 0:
+            raise PategailError(f"--epsilon must be > 0, got {self.target_epsilon}")
+        if not 0 < self.target_delta < 1:
+            raise PategailError(f"--delta must be in (0, 1), got {self.target_delta}")
+        if not 0 < self.min_survivors <= 1:
+            raise PategailError(f"min_survivors must be in (0, 1], got {self.min_survivors}")
+        if self.aggregator not in ("coordinator", "device"):
+            raise PategailError(f"aggregator must be 'coordinator' or 'device', got {self.aggregator!r}")
+        if self.secagg_degree < 0 or self.secagg_degree % 2:
+            raise PategailError("secagg_degree must be 0 or a positive even number")
+
+    @property
+    def private(self) -> bool:
+        return self.target_epsilon is not None
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict, where: str = "config") -> "TrainConfig":
+        d = dict(d)
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(d) - known
+        if unknown:
+            raise PategailError(f"{where}: unknown setting(s) {', '.join(sorted(unknown))}")
+        try:
+            if "ppo" in d:
+                d["ppo"] = PPOConfig(**d["ppo"])
+            return cls(**d)
+        except TypeError as e:
+            raise PategailError(f"{where}: {e}") from None
+        except ValueError as e:
+            raise PategailError(f"{where}: {e}") from None
+
+    @classmethod
+    def from_file(cls, path: Path, **overrides) -> "TrainConfig":
+        """A JSON file of settings (any subset of the fields; "ppo" as an object), then ``overrides``."""
+        try:
+            d = json.loads(Path(path).read_text())
+        except FileNotFoundError:
+            raise PategailError(f"{path}: no such config file") from None
+        except json.JSONDecodeError as e:
+            raise PategailError(f"{path}: not valid JSON (line {e.lineno}: {e.msg})") from None
+        if not isinstance(d, dict):
+            raise PategailError(f"{path}: expected a JSON object of settings")
+        return cls.from_dict({**d, **overrides}, where=str(path))

@@ -1,0 +1,259 @@
+"""The coordinator: the paper's Algorithm 1 over a population of devices it reaches only through bytes.
+
+Each round: sample generated days from π_θ with the EPR environment → send them to every device
+(``RoundRequest``) → each device trains its discriminator and scores the generated pairs → secure noisy
+aggregation of Σ D_u and Σ D_u² → R, ξ, R̂ = R − βξ → a PPO update of π_θ. Before the first round, the initial
+states (home, first cell) of generated days are learned through the same secure noisy aggregation.
+
+The coordinator never sees a data set: it gets a :class:`Fleet` (device ids, public keys, a request/reply
+byte channel and secure-aggregation endpoints) and the public cell table.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Callable, Protocol, Sequence
+
+import numpy as np
+import torch
+
+from pategail.sdk.epr import CellGeometry
+from pategail.sdk.messages import (Ack, ErrorReply, InitialStatesRequest, PolicyUpdate, RoundRequest, from_bytes,
+                                   to_bytes)
+from pategail.sdk.secagg.config import DevicePublicKeys
+from pategail.server.checkpoint import Release, journal_release, load_checkpoint, read_journal, save_checkpoint
+from pategail.server.config import TrainConfig
+from pategail.server.initial_states import InitialStates, contribution_length
+from pategail.server.policy import Policy, PolicyConfig
+from pategail.server.ppo import Rollout, ppo_update
+from pategail.server.privacy.accountant import PrivacyAccountant
+from pategail.server.privacy.calibration import aggregate_rewards, sum_noise_scales
+from pategail.server.privacy.planning import calibrate_per_query_epsilon
+from pategail.server.sampling import sample_rollout
+from pategail.server.secagg import SecAggCoordinator, SecureRoundConfig, run_secure_round
+
+log = logging.getLogger(__name__)
+SLOTS = 48
+
+
+class Fleet(Protocol):
+    """The devices as the coordinator sees them."""
+
+    device_ids: tuple[int, ...]
+
+    def public_keys(self) -> dict[int, DevicePublicKeys]:
+        """Each device's long-term signing and envelope public keys (enrolment)."""
+
+    def request(self, device_id: int, message: bytes) -> bytes:
+        """Deliver one device-protocol message, return the device's reply."""
+
+    def secagg_endpoints(self, device_ids: Sequence[int], directory) -> list:
+        """The devices' secure-aggregation endpoints (each brings its own pending vector); ``directory`` is
+        the public-key directory the coordinator distributes to them."""
+
+
+@dataclass
+class RoundStats:
+    round: int
+    devices: int
+    survivors: int
+    mean_reward: float
+    disc_accuracy: float
+    ppo: dict
+    bytes_up: float
+    bytes_down: float
+    seconds: float
+    epsilon: float | None
+
+
+class Coordinator:
+    """Runs and checkpoints a training run in ``run_dir``; ``train()`` resumes where a checkpoint left off."""
+
+    def __init__(self, config: TrainConfig, fleet: Fleet, cells: np.ndarray, run_dir: Path, seed: int = 0,
+                 geometry: CellGeometry | None = None):
+        self.config = config
+        self.fleet = fleet
+        self.cells = np.asarray(cells, dtype=np.float64)
+        self.run_dir = Path(run_dir)
+        self.ckpt_dir = self.run_dir / "checkpoint"
+        self.seed = seed
+        self.geometry = geometry or CellGeometry.build(self.cells, candidates=config.candidates)
+        streams = np.random.SeedSequence(seed).spawn(3)
+        self.rng_sampling = np.random.default_rng(streams[0])    # initial states, actions, destinations
+        self.rng_secagg = np.random.default_rng(streams[1])      # aggregator choice (public)
+        self.torch_gen = torch.Generator().manual_seed(int(streams[2].generate_state(1)[0]))
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            self.policy = Policy(PolicyConfig(n_cells=len(self.cells), d_model=config.d_model,
+                                              n_layers=config.n_layers))
+        self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=config.ppo.learning_rate)
+        self.accountant = PrivacyAccountant(target_delta=config.target_delta)
+        self.initial_states: InitialStates | None = None
+        self.per_query_epsilon: float | None = None
+        self.history: list[dict] = []
+        self.round = 0
+        self.attempt = 0
+        self.bytes_by_round: list[tuple[float, float]] = []
+        self.secagg = SecAggCoordinator()
+        for device_id, keys in sorted(fleet.public_keys().items()):
+            self.secagg.enroll(device_id, keys)
+
+    # -- privacy ------------------------------------------------------------------------------------------
+    def planned_queries(self) -> int:
+        return contribution_length(len(self.cells)) + self.config.rounds * self.config.days_per_round * (SLOTS - 1)
+
+    def noise_scales(self) -> tuple[float, float]:
+        """Total Laplace scales on each released Σ and Σ² (0, 0 without privacy)."""
+        if not self.config.private:
+            return 0.0, 0.0
+        if self.per_query_epsilon is None:
+            self.per_query_epsilon = calibrate_per_query_epsilon(
+                self.config.target_epsilon, self.config.target_delta, self.planned_queries(), self.config.kappa)
+        s = sum_noise_scales(self.per_query_epsilon, self.config.kappa)
+        return s.sum_scale, s.sq_sum_scale
+
+    # -- state --------------------------------------------------------------------------------------------
+    def _state(self) -> dict:
+        return {"round": self.round, "attempt": self.attempt, "config": self.config.to_dict(), "seed": self.seed,
+                "policy": self.policy.state_dict(), "policy_config": vars(self.policy.config),
+                "optimizer": self.optimizer.state_dict(),
+                "rng_sampling": self.rng_sampling.bit_generator.state,
+                "rng_secagg": self.rng_secagg.bit_generator.state, "torch_gen": self.torch_gen.get_state(),
+                "initial_states": None if self.initial_states is None else self.initial_states.to_dict(),
+                "per_query_epsilon": self.per_query_epsilon, "history": self.history,
+                "bytes_by_round": self.bytes_by_round}
+
+    def resume(self) -> bool:
+        """Load the last checkpoint (and the release journal); False when there is none."""
+        state = load_checkpoint(self.ckpt_dir)
+        if state is None:
+            return False
+        if state["config"] != self.config.to_dict() or state["seed"] != self.seed:
+            from pategail.errors import PategailError
+            raise PategailError(f"{self.ckpt_dir}: the checkpoint was made with another configuration or seed; "
+                                "use the same settings to resume, or another --out")
+        self.round, self.attempt = state["round"], state["attempt"] + 1
+        self.policy.load_state_dict(state["policy"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.rng_sampling.bit_generator.state = state["rng_sampling"]
+        self.rng_secagg.bit_generator.state = state["rng_secagg"]
+        self.torch_gen.set_state(state["torch_gen"])
+        if state["initial_states"] is not None:
+            self.initial_states = InitialStates.from_dict(state["initial_states"])
+        self.per_query_epsilon = state["per_query_epsilon"]
+        self.history, self.bytes_by_round = state["history"], state["bytes_by_round"]
+        log.info("resumed %s after round %d", self.run_dir, self.round)
+        return True
+
+    def _checkpoint(self) -> None:
+        save_checkpoint(self.ckpt_dir, self._state())
+
+    def _rebuild_accountant(self) -> None:
+        """Every journalled release counts, including one made after the last checkpoint."""
+        self.accountant = PrivacyAccountant(target_delta=self.config.target_delta)
+        for release in read_journal(self.ckpt_dir).values():
+            if release.sum_scale > 0:
+                self.accountant.record(release.sum_scale, release.sq_sum_scale, release.count)
+
+    # -- one secure release -------------------------------------------------------------------------------
+    def _broadcast(self, message: bytes) -> tuple[list[int], int, int]:
+        """Send to every device; return those that acknowledged, and bytes down / up."""
+        ok, down, up = [], 0, 0
+        for device_id in self.fleet.device_ids:
+            reply = self.fleet.request(device_id, message)
+            down, up = down + len(message), up + len(reply)
+            answer = from_bytes(reply, expect=(Ack, ErrorReply))
+            if isinstance(answer, Ack):
+                ok.append(device_id)
+            else:
+                log.warning("device %d refused round: %s (%s)", device_id, answer.message, answer.code)
+        return ok, down, up
+
+    def _release(self, round_: int, kind: str, participants: list[int], length: int) -> tuple[Release, int, int]:
+        journal = read_journal(self.ckpt_dir)
+        if round_ in journal:                      # released before a crash: re-use it, spend nothing again
+            log.info("round %d: re-using the release journalled before the interruption", round_)
+            return journal[round_], 0, 0
+        sum_scale, sq_scale = self.noise_scales()
+        aggregator_sits_out = self.config.aggregator == "device"
+        contributors = len(participants) - aggregator_sits_out
+        n_min = max(1, math.ceil(self.config.min_survivors * contributors))
+        config = SecureRoundConfig(round_id=(round_ << 16) | self.attempt, n_min=n_min, sum_noise_scale=sum_scale,
+                                   sq_sum_noise_scale=sq_scale, degree=self.config.secagg_degree,
+                                   aggregator=self.config.aggregator)
+        endpoints = self.fleet.secagg_endpoints(participants, self.secagg.directory)
+        result = run_secure_round(endpoints, None, config, self.rng_secagg, coordinator=self.secagg,
+                                  num_queries=length)
+        release = Release(round_, kind, result.sum, result.sq_sum, result.n_survivors, sum_scale, sq_scale)
+        journal_release(self.ckpt_dir, release)           # before anything uses it
+        if sum_scale > 0:
+            self.accountant.record(sum_scale, sq_scale, release.count)
+        return release, sum(result.stats.bytes_down.values()), sum(result.stats.bytes_up.values())
+
+    # -- the run ------------------------------------------------------------------------------------------
+    def learn_initial_states(self) -> None:
+        participants, down, up = self._broadcast(to_bytes(InitialStatesRequest(0)))
+        release, d2, u2 = self._release(0, "initial_states", participants, contribution_length(len(self.cells)))
+        self.initial_states = InitialStates.from_noisy_sums(release.sum, release.n_survivors)
+        log.info("initial states learned from %d devices", release.n_survivors)
+        self._checkpoint()
+
+    def run_round(self, round_: int) -> RoundStats:
+        t0 = time.perf_counter()
+        cfg = self.config
+        homes, firsts = self.initial_states.sample(cfg.days_per_round, self.rng_sampling)
+        rollout, homes = sample_rollout(self.policy, self.geometry, homes, firsts, self.rng_sampling, cfg.alpha)
+        journal = read_journal(self.ckpt_dir)
+        down = up = 0
+        if round_ in journal:
+            release = journal[round_]
+        else:
+            request = RoundRequest(round_, cfg.disc_steps, cfg.disc_batch_size, rollout.cells.astype(np.int32),
+                                   homes, rollout.actions.astype(np.int8))
+            participants, down, up = self._broadcast(to_bytes(request))
+            release, d2, u2 = self._release(round_, "rewards", participants, request.n_queries)
+            down, up = down + d2, up + u2
+        agg = aggregate_rewards(release.sum, release.sq_sum, release.n_survivors, cfg.beta)
+        rewards = agg.r_hat.reshape(cfg.days_per_round, SLOTS - 1).astype(np.float32)
+        rollout = replace(rollout, rewards=rewards)
+        ppo_stats = ppo_update(self.policy, self.optimizer, rollout, cfg.ppo, self.torch_gen)
+        n = max(release.n_survivors, 1)
+        self.bytes_by_round.append((down / len(self.fleet.device_ids), up / len(self.fleet.device_ids)))
+        stats = RoundStats(round=round_, devices=len(self.fleet.device_ids), survivors=release.n_survivors,
+                           mean_reward=float(np.mean(agg.mean)),
+                           # the ensemble's verdict on generated pairs: mean D below 1/2 means "generated"
+                           disc_accuracy=float(np.mean(agg.mean < 0.5)), ppo=ppo_stats,
+                           bytes_up=up / n, bytes_down=down / n, seconds=time.perf_counter() - t0,
+                           epsilon=None)
+        return stats
+
+    def train(self, on_round: Callable[[RoundStats], None] | None = None) -> None:
+        self._rebuild_accountant()
+        if self.initial_states is None:
+            self.learn_initial_states()
+        while self.round < self.config.rounds:
+            stats = self.run_round(self.round + 1)
+            self.round += 1
+            if self.config.private:
+                stats.epsilon = self.accountant.epsilon()
+            self.history.append(vars(stats))
+            self._checkpoint()
+            log.info("round %d: mean reward %.4f, discriminator accuracy %.3f, approx_kl %.4f, clip_fraction "
+                     "%.3f, explained_variance %.3f", stats.round, stats.mean_reward, stats.disc_accuracy,
+                     stats.ppo["approx_kl"], stats.ppo["clip_fraction"], stats.ppo["explained_variance"])
+            if on_round is not None:
+                on_round(stats)
+
+    def publish_policy(self, onnx_bytes: bytes) -> int:
+        """Send a new policy model (hash-checked by the devices); return how many accepted it."""
+        accepted, _, _ = self._broadcast(to_bytes(PolicyUpdate.for_model(self.round, onnx_bytes)))
+        return len(accepted)
+
+    def generate(self, n_days: int, rng: np.random.Generator) -> np.ndarray:
+        """Synthetic days (n_days, 48) from the current policy and the released initial states."""
+        homes, firsts = self.initial_states.sample(n_days, rng)
+        rollout, _ = sample_rollout(self.policy, self.geometry, homes, firsts, rng, self.config.alpha)
+        return rollout.cells.astype(np.int32)

@@ -1,0 +1,44 @@
+"""The coordinator samples generated days exactly as devices do: the SDK's ``generate_days`` loop, with the
+torch policy behind the same ``run(output_names, feeds)`` interface as the ONNX policy model."""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from pategail.sdk.epr import CellGeometry
+from pategail.sdk.features import action_mask, state_features
+from pategail.sdk.generate import (POLICY_INPUT_CELLS, POLICY_INPUT_FEATURES, POLICY_INPUT_MASK,
+                                   POLICY_OUTPUT_LOG_PROBS, POLICY_OUTPUT_LOGITS, POLICY_OUTPUT_VALUES,
+                                   generate_days)
+from pategail.server.policy import Policy, masked_log_probs
+from pategail.server.ppo import Rollout
+
+
+class TorchPolicySession:
+    """Runs the torch policy with the ONNX policy model's inputs and outputs (no gradients)."""
+
+    def __init__(self, policy: Policy):
+        self.policy = policy
+
+    def run(self, output_names, feeds):
+        with torch.no_grad():
+            logits, values = self.policy(torch.from_numpy(feeds[POLICY_INPUT_CELLS]),
+                                         torch.from_numpy(feeds[POLICY_INPUT_FEATURES]))
+            log_probs = masked_log_probs(logits, torch.from_numpy(feeds[POLICY_INPUT_MASK]))
+        out = {POLICY_OUTPUT_LOG_PROBS: log_probs, POLICY_OUTPUT_LOGITS: logits, POLICY_OUTPUT_VALUES: values}
+        return [out[name].numpy() for name in output_names]
+
+
+def sample_rollout(policy: Policy, geometry: CellGeometry, homes: np.ndarray, first_cells: np.ndarray,
+                   rng: np.random.Generator, alpha: float) -> tuple[Rollout, np.ndarray]:
+    """Generate one day per initial state; return the rollout (rewards still zero) and the homes."""
+    policy.eval()
+    gen = generate_days(TorchPolicySession(policy), geometry, homes, first_cells, rng, alpha=alpha)
+    features = state_features(gen.days, homes, geometry.cells)
+    masks = action_mask(gen.days, homes)
+    with torch.no_grad():
+        _, values = policy(torch.from_numpy(gen.days.astype(np.int64)), torch.from_numpy(features))
+    rollout = Rollout(cells=gen.days.astype(np.int64), features=features, masks=masks,
+                      actions=gen.actions.astype(np.int64), log_probs=gen.log_probs,
+                      values=values[:, :-1].numpy(), rewards=np.zeros(gen.actions.shape, dtype=np.float32))
+    return rollout, np.asarray(homes, dtype=np.int32)
