@@ -197,7 +197,7 @@ class Coordinator:
     def learn_initial_states(self) -> None:
         participants, down, up = self._broadcast(to_bytes(InitialStatesRequest(0)))
         release, d2, u2 = self._release(0, "initial_states", participants, contribution_length(len(self.cells)))
-        self.initial_states = InitialStates.from_noisy_sums(release.sum, release.n_survivors)
+        self.initial_states = InitialStates.from_noisy_sums(release.sum)
         log.info("initial states learned from %d devices", release.n_survivors)
         self._checkpoint()
 
@@ -217,7 +217,11 @@ class Coordinator:
             release, d2, u2 = self._release(round_, "rewards", participants, request.n_queries)
             down, up = down + d2, up + u2
         agg = aggregate_rewards(release.sum, release.sq_sum, release.n_survivors, cfg.beta)
-        rewards = agg.r_hat.reshape(cfg.days_per_round, SLOTS - 1).astype(np.float32)
+        rewards = agg.r_hat.reshape(cfg.days_per_round, SLOTS - 1)
+        # Standardised per round: every day has 47 decisions, so shifting all rewards by a constant changes
+        # no policy's ranking, and scaling by a positive one neither — but it keeps returns O(1), which the
+        # value head (Adam, clipped gradients) can follow; raw R̂ sums to ~15 and left it stuck near 0.
+        rewards = ((rewards - rewards.mean()) / (rewards.std() + 1e-8)).astype(np.float32)
         rollout = replace(rollout, rewards=rewards)
         ppo_stats = ppo_update(self.policy, self.optimizer, rollout, cfg.ppo, self.torch_gen)
         n = max(release.n_survivors, 1)

@@ -1,10 +1,11 @@
 """Initial states (home cell, first cell) of generated days, learned through the secure noisy aggregation.
 
-The original code started generated days from test-set days. Here each device contributes the vector
-``[home one-hot (n_cells) | share of its days whose first cell is not home, by first cell (n_cells) |
-share of its days that start at home (1)]`` (every entry in [0, 1]; see the SDK's
-``initial_state_contribution``), the coordinator receives only the noisy sums and turns them into a
-distribution — clipping negative noisy counts to 0 is post-processing, so it costs no privacy.
+The original code started generated days from test-set days. Here each device contributes, with a weight w
+that grows with its number of days (capped at 1), the vector ``[w·home one-hot (n_cells) | w·share of its
+days whose first cell is not home, by first cell (n_cells) | w·share of its days that start at home | w]``
+(every entry in [0, 1]; see the SDK's ``initial_state_contribution``); the coordinator receives only the
+noisy sums and turns them into a distribution — clipping negative noisy counts to 0 is post-processing, so
+it costs no privacy.
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import numpy as np
 
 
 def contribution_length(n_cells: int) -> int:
-    return 2 * n_cells + 1
+    return 2 * n_cells + 2
 
 
 @dataclass(frozen=True)
@@ -26,16 +27,18 @@ class InitialStates:
     p_same: float
 
     @classmethod
-    def from_noisy_sums(cls, sums: np.ndarray, n_contributors: int) -> "InitialStates":
-        n = (len(sums) - 1) // 2
-        if len(sums) != contribution_length(n) or n < 1 or n_contributors < 1:
+    def from_noisy_sums(cls, sums: np.ndarray) -> "InitialStates":
+        n = (len(sums) - 2) // 2
+        if len(sums) != contribution_length(n) or n < 1:
             raise ValueError("noisy sums do not have the initial-state layout")
         homes = np.clip(sums[:n], 0, None)
         firsts = np.clip(sums[n:2 * n], 0, None)
         # all-zero after clipping (only possible under overwhelming noise): fall back to uniform
         homes = homes / homes.sum() if homes.sum() > 0 else np.full(n, 1 / n)
         firsts = firsts / firsts.sum() if firsts.sum() > 0 else np.full(n, 1 / n)
-        return cls(homes, firsts, float(np.clip(sums[2 * n] / n_contributors, 0, 1)))
+        weight = sums[2 * n + 1]
+        p_same = sums[2 * n] / weight if weight > 0 else 0.5
+        return cls(homes, firsts, float(np.clip(p_same, 0, 1)))
 
     def sample(self, n_days: int, rng: np.random.Generator, redraws: int = 8) -> tuple[np.ndarray, np.ndarray]:
         """(homes, first cells), int32 (n_days,) each: home ~ home_weights; first = home with probability

@@ -92,10 +92,14 @@ class AggregateResult:
     stats: RoundStats
 
 
-def run_secure_round(clients: Sequence[SecAggClient], values: np.ndarray, config: SecureRoundConfig,
+def run_secure_round(clients: Sequence[SecAggClient], values: np.ndarray | None, config: SecureRoundConfig,
                      rng: np.random.Generator, *, coordinator: SecAggCoordinator,
-                     dropouts: Dropouts | None = None, adversary=None) -> AggregateResult:
+                     dropouts: Dropouts | None = None, adversary=None,
+                     num_queries: int | None = None) -> AggregateResult:
     """One full round over ``clients`` (values[i] are the scores of clients[i], shape (n, M)).
+
+    ``values=None``: the clients hold their own vectors (device endpoints, ``Device.secagg_endpoint``), whose
+    ``masked_input(share_delivery)`` takes no scores; then ``num_queries`` (M) is required.
 
     ``adversary(phase, aggregator, replies)``, if given, sees the network: it is called after each step's
     replies reached the aggregator (phase "advertise", "share", "input", "ack", "unmask"; ``replies`` maps
@@ -105,10 +109,18 @@ def run_secure_round(clients: Sequence[SecAggClient], values: np.ndarray, config
     Raises SecAggAbort when fewer than ``config.n_min`` devices survive (nothing is released) and
     TamperDetected when the coordinator's checksum fails.
     """
-    values = np.asarray(values, dtype=np.float64)
-    if values.ndim != 2 or values.shape[0] != len(clients):
-        raise ValueError(f"values must have shape (len(clients), M), got {values.shape}")
-    by_id = {c.device_id: (c, values[i]) for i, c in enumerate(clients)}
+    if values is None:
+        if num_queries is None or num_queries < 1:
+            raise ValueError("values=None needs num_queries (M, the length of the devices' vectors)")
+        by_id = {c.device_id: (c, None) for c in clients}
+    else:
+        values = np.asarray(values, dtype=np.float64)
+        if values.ndim != 2 or values.shape[0] != len(clients):
+            raise ValueError(f"values must have shape (len(clients), M), got {values.shape}")
+        if num_queries is not None and num_queries != values.shape[1]:
+            raise ValueError(f"num_queries={num_queries} but values has {values.shape[1]} columns")
+        num_queries = values.shape[1]
+        by_id = {c.device_id: (c, values[i]) for i, c in enumerate(clients)}
     agg_id = COORDINATOR if config.aggregator == "coordinator" else int(rng.choice(sorted(by_id)))
     participants = sorted(set(by_id) - {agg_id})
     dropouts = dropouts or Dropouts()
@@ -125,7 +137,7 @@ def run_secure_round(clients: Sequence[SecAggClient], values: np.ndarray, config
             agg_cpu[0] += time.thread_time() - t
 
     t0 = time.thread_time()
-    start = coordinator.new_round(config.round_id, participants, values.shape[1], config.n_min,
+    start = coordinator.new_round(config.round_id, participants, num_queries, config.n_min,
                                   config.sum_noise_scale, config.sq_sum_noise_scale, config.degree,
                                   config.threshold, agg_id)
     coord_cpu = time.thread_time() - t0
@@ -167,7 +179,8 @@ def run_secure_round(clients: Sequence[SecAggClient], values: np.ndarray, config
     on_aggregator(agg.close_advertise)
     step(lambda d: (agg.key_broadcast(d),), lambda cv, b: cv[0].share_keys(b), agg.receive_shares, STAGES[1], "share")
     on_aggregator(agg.close_shares)
-    step(lambda d: (agg.share_delivery(d),), lambda cv, s: cv[0].masked_input(s, cv[1]),
+    step(lambda d: (agg.share_delivery(d),),
+         lambda cv, s: cv[0].masked_input(s) if cv[1] is None else cv[0].masked_input(s, cv[1]),
          agg.receive_masked_input, STAGES[2], "input")
     on_aggregator(agg.close_masked_input)
     survivors_msg = on_aggregator(agg.survivor_set)

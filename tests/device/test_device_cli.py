@@ -1,0 +1,109 @@
+"""`pategail generate` end to end, and the SDK running with torch made unimportable."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+
+from pategail.cli import main
+from pategail.sdk.synthetic import read_synthetic_csv
+
+
+def test_generate_writes_seeded_synthetic_days(bundle_dir, bundle, tmp_path):
+    out = tmp_path / "syn.csv"
+    assert main(["-q", "generate", "--bundle", str(bundle_dir), "--days", "7", "--out", str(out), "--seed", "3"]) == 0
+    days = read_synthetic_csv(out, n_cells=len(bundle.environment.cells))
+    assert days.shape == (7, 48)
+    firsts = set(bundle.environment.initial_states[:, 1].tolist())
+    assert set(days[:, 0].tolist()) <= firsts                          # seeded from the released states
+    again = tmp_path / "again.csv"
+    assert main(["-q", "generate", "--bundle", str(bundle_dir), "--days", "7", "--out", str(again), "--seed", "3"]) == 0
+    assert again.read_bytes() == out.read_bytes()
+
+
+def test_generate_uses_the_same_code_as_a_device(bundle_dir, bundle, tmp_path):
+    """The CLI is generate_days on the bundle's policy: replaying its draws gives the same days."""
+    from pategail.sdk.bundle import open_policy_session
+    from pategail.sdk.epr import CellGeometry
+    from pategail.sdk.generate import generate_days
+
+    out = tmp_path / "syn.csv"
+    assert main(["-q", "generate", "--bundle", str(bundle_dir), "--days", "4", "--out", str(out), "--seed", "9"]) == 0
+    env = bundle.environment
+    rng = np.random.default_rng(9)
+    w = env.initial_weights / env.initial_weights.sum()
+    rows = env.initial_states[rng.choice(len(w), size=4, p=w)]
+    g = generate_days(open_policy_session(bundle), CellGeometry.build(env.cells, env.candidates), rows[:, 0],
+                      rows[:, 1], rng, alpha=env.alpha)
+    np.testing.assert_array_equal(read_synthetic_csv(out), g.days)
+
+
+def test_generate_refuses_a_bundle_without_initial_states(other_bundle_dir, tmp_path, capsys):
+    assert main(["-q", "generate", "--bundle", str(other_bundle_dir), "--days", "3",
+                 "--out", str(tmp_path / "x.csv")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no released initial states" in err[0]
+    assert not (tmp_path / "x.csv").exists()
+
+
+def test_generate_refuses_a_missing_bundle(tmp_path, capsys):
+    assert main(["-q", "generate", "--bundle", str(tmp_path / "nope"), "--days", "3",
+                 "--out", str(tmp_path / "x.csv")]) == 2
+    assert "pategail: error:" in capsys.readouterr().err
+
+
+_TORCHLESS = textwrap.dedent("""
+    import json, sys
+    sys.modules["torch"] = None                                   # `import torch` now raises ImportError
+    from pathlib import Path
+    import numpy as np
+    from pategail.sdk.device import Device
+    from pategail.sdk.messages import InitialStatesRequest, from_bytes
+    work = Path(sys.argv[1])
+    device = Device(work / "device", 7, rng=np.random.default_rng(5))
+    device.install_bundle(work / "bundle")
+    device.add_days(np.load(work / "days.npy"))
+    round_ack = from_bytes(device.handle((work / "request.bin").read_bytes()))
+    np.save(work / "pending.npy", device.pending)
+    # the device's half of a secure aggregation, with the coordinator in the same (torch-free) process
+    from pategail.server.secagg.coordinator import SecAggCoordinator
+    from pategail.server.secagg.round import SecureRoundConfig, run_secure_round
+    coordinator = SecAggCoordinator()
+    coordinator.enroll(7, device.public_keys)
+    result = run_secure_round([device.secagg_endpoint(coordinator.directory)], None, SecureRoundConfig(1, n_min=1),
+                              np.random.default_rng(0), coordinator=coordinator, num_queries=round_ack.n)
+    init_ack = from_bytes(device.handle(InitialStatesRequest(2).to_bytes()))
+    generated = device.generate(3, np.random.default_rng(0))
+    # (the onnx package may appear: the onnxruntime-training wheel's own import validation loads it)
+    heavy = sorted(m for m, mod in sys.modules.items() if mod is not None and
+                   (m.split(".")[0] == "torch" or m.startswith(("pategail.export", "pategail.data",
+                                                                "pategail.server.policy", "pategail.server.ppo"))))
+    print(json.dumps({"round": type(round_ack).__name__, "init": init_ack.n, "generated": list(generated.days.shape),
+                      "secure_sum": float(result.sum.sum()), "heavy": heavy}))
+""")
+
+
+def test_the_device_runs_a_round_with_torch_unimportable(bundle_dir, dataset, round_request, tmp_path,
+                                                         make_device):
+    import shutil
+    work = tmp_path / "work"
+    work.mkdir()
+    shutil.copytree(bundle_dir, work / "bundle")
+    days = dataset.user_days(dataset.users[4])
+    np.save(work / "days.npy", days)
+    (work / "request.bin").write_bytes(round_request.to_bytes())
+    proc = subprocess.run([sys.executable, "-c", _TORCHLESS, str(work)], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["round"] == "Ack" and out["init"] == 2 * dataset.n_cells + 2
+    assert out["generated"] == [3, 48] and out["heavy"] == []
+    # the same device state, seed and request in this (torch-importing) process give the same scores
+    twin = make_device(4, device_id=7, seed=5)
+    twin.handle(round_request.to_bytes())
+    pending = np.load(work / "pending.npy")
+    np.testing.assert_array_equal(twin.pending, pending)
+    assert abs(out["secure_sum"] - pending.sum()) <= len(pending) / (1 << 24)

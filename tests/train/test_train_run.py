@@ -1,0 +1,173 @@
+"""The coordinator and the emulator end to end, on a few users of the embedded default data."""
+import ast
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from pategail.cli import main
+from pategail.data.prepare import prepare_dataset
+from pategail.data.dataset import load_dataset
+from pategail.emulator import EmulatedFleet, choose_users
+from pategail.export.bundle import export_bundle
+from pategail.export.discriminator import Discriminator
+from pategail.sdk.bundle import Environment
+from pategail.server import coordinator as coordinator_module
+from pategail.server.config import TrainConfig
+from pategail.server.coordinator import Coordinator
+from pategail.server.policy import Policy, PolicyConfig
+from pategail.server.ppo import PPOConfig
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = dict(rounds=3, days_per_round=6, disc_steps=2, disc_batch_size=16, candidates=50, d_model=16,
+            n_layers=1, ppo=PPOConfig(n_epochs=2, batch_size=3))
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    out = tmp_path_factory.mktemp("data") / "default"
+    prepare_dataset("pategail", ROOT / "data" / "default", out, allow_pickle=True)
+    return load_dataset(out)
+
+
+def _coordinator(dataset, run: Path, seed=0, **overrides) -> Coordinator:
+    config = TrainConfig(**{**TINY, **overrides})
+    bundle = run / "bundle-initial"
+    if not bundle.exists():
+        torch.manual_seed(seed)
+        export_bundle(Policy(PolicyConfig(n_cells=dataset.n_cells, d_model=16, n_layers=1)), Discriminator(),
+                      bundle, environment=Environment(dataset.cells, config.alpha, config.candidates))
+    users = choose_users(dataset.users, 3, seed)
+    fleet = EmulatedFleet(dataset, users, run / "devices", bundle, seed=seed)
+    return Coordinator(config, fleet, dataset.cells, run, seed=seed)
+
+
+def _params(coordinator):
+    return torch.cat([p.detach().flatten() for p in coordinator.policy.parameters()])
+
+
+def test_same_seed_same_run(dataset, tmp_path):
+    a = _coordinator(dataset, tmp_path / "a")
+    a.train()
+    b = _coordinator(dataset, tmp_path / "b")
+    b.train()
+    assert torch.equal(_params(a), _params(b))
+    assert [h["mean_reward"] for h in a.history] == [h["mean_reward"] for h in b.history]
+    c = _coordinator(dataset, tmp_path / "c", seed=1)
+    c.train()
+    assert not torch.equal(_params(a), _params(c))
+
+
+def test_killed_and_resumed_run_ends_like_an_uninterrupted_one(dataset, tmp_path, monkeypatch):
+    whole = _coordinator(dataset, tmp_path / "whole")
+    whole.train()
+
+    # kill 1: between rounds, right after round 1's checkpoint
+    first = _coordinator(dataset, tmp_path / "killed")
+
+    def crash(stats):
+        raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt):
+        first.train(on_round=crash)
+    # kill 2: in the middle of round 2, after its release was journalled but before the PPO update
+    second = _coordinator(dataset, tmp_path / "killed")
+    assert second.resume() and second.round == 1
+    real_update = coordinator_module.ppo_update
+
+    def crash_in_update(*args, **kwargs):
+        raise RuntimeError("power cut")
+    monkeypatch.setattr(coordinator_module, "ppo_update", crash_in_update)
+    with pytest.raises(RuntimeError, match="power cut"):
+        second.train()
+    monkeypatch.setattr(coordinator_module, "ppo_update", real_update)
+    third = _coordinator(dataset, tmp_path / "killed")
+    assert third.resume() and third.round == 1
+    third.train()
+    assert third.round == 3
+    assert torch.equal(_params(third), _params(whole))
+
+
+def test_privacy_spending_survives_a_crash_exactly_once(dataset, tmp_path, monkeypatch):
+    run = tmp_path / "private"
+    first = _coordinator(dataset, run, target_epsilon=50.0, rounds=2)
+
+    def crash_in_update(*args, **kwargs):
+        raise RuntimeError("power cut")
+    real_update = coordinator_module.ppo_update
+    monkeypatch.setattr(coordinator_module, "ppo_update", crash_in_update)
+    with pytest.raises(RuntimeError):
+        first.train()                          # initial states and round 1 released, round 1 not finished
+    assert first.accountant.num_queries == 2 * dataset.n_cells + 2 + 6 * 47
+    monkeypatch.setattr(coordinator_module, "ppo_update", real_update)
+    again = _coordinator(dataset, run, target_epsilon=50.0, rounds=2)
+    assert again.resume()
+    again.train()
+    # the journalled round-1 release was reused, not asked for again: exactly the planned queries
+    assert again.accountant.num_queries == again.planned_queries()
+    assert 0 < again.accountant.epsilon() <= 50.0
+
+
+def test_coordinator_code_cannot_read_a_data_set():
+    """server/ never imports the data set reader, the emulator or anything that opens the data set."""
+    forbidden = ("pategail.data", "pategail.emulator", "pategail.sdk.store")
+    for path in (ROOT / "server").rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            for name in names:
+                assert not name.startswith(forbidden), f"{path} imports {name}"
+
+
+def test_train_cli_two_rounds(dataset, tmp_path, capsys):
+    config = tmp_path / "tiny.json"
+    config.write_text(json.dumps({**{k: v for k, v in TINY.items() if k != "ppo"}, "rounds": 2,
+                                  "ppo": {"n_epochs": 2, "batch_size": 3}}))
+    data = tmp_path / "data"
+    prepare_dataset("pategail", ROOT / "data" / "default", data, allow_pickle=True)
+    run = tmp_path / "run"
+    argv = ["-q", "train", "--data", str(data), "--out", str(run), "--devices", "3", "--no-privacy",
+            "--config", str(config), "--no-progress"]
+    assert main(argv) == 0
+    report = json.loads((run / "report.json").read_text())
+    assert set(report) >= {"metrics", "metrics_paper", "floor", "floor_paper", "baselines", "privacy",
+                           "training", "communication"}
+    assert set(report["baselines"]) == {"markov", "epr"}
+    assert report["training"]["rounds"] == 2 and report["training"]["devices"] == 3
+    assert report["communication"]["bytes_up_per_device_per_round"] > 0
+    for name in ("synthetic.csv", "report.md", "statistics.png", "density.png", "bundle/manifest.json"):
+        assert (run / name).is_file(), name
+    assert "| ours |" in capsys.readouterr().out
+    # a second start without --resume refuses to clobber the run
+    assert main(argv) == 2
+    assert "--resume" in capsys.readouterr().err
+    # more devices than users: a clear message
+    assert main(["-q", "train", "--data", str(data), "--out", str(tmp_path / "x"), "--devices", "11",
+                 "--no-privacy"]) == 2
+    assert "only 10 users" in capsys.readouterr().err
+
+
+def test_a_crash_while_devices_train_is_replayed_exactly(dataset, tmp_path, monkeypatch):
+    whole = _coordinator(dataset, tmp_path / "whole")
+    whole.train()
+    run = tmp_path / "killed"
+    first = _coordinator(dataset, run)
+    calls = {"n": 0}
+    real_request = EmulatedFleet.request
+
+    def flaky(self, device_id, message):
+        reply = real_request(self, device_id, message)
+        calls["n"] += 1
+        if calls["n"] == 3 + 3 + 2:          # initial states (3), round 1 (3), then 2 devices into round 2
+            raise KeyboardInterrupt
+        return reply
+    monkeypatch.setattr(EmulatedFleet, "request", flaky)
+    with pytest.raises(KeyboardInterrupt):
+        first.train()
+    monkeypatch.setattr(EmulatedFleet, "request", real_request)
+    again = _coordinator(dataset, run)        # devices restart from their directories, two of them mid-round
+    assert again.resume() and again.round == 1
+    again.train()
+    assert torch.equal(_params(again), _params(whole))
