@@ -172,7 +172,7 @@ def build_discriminator_artifacts(discriminator: Discriminator, out_dir: str | o
     Trainable parameters are every ``named_parameters()`` entry, in that order (the checkpoint's and the
     flat vector's order).
     """
-    out_dir = Path(out_dir)
+    out_dir = Path(out_dir).resolve()          # before the chdir below: a relative path must mean the caller's
     out_dir.mkdir(parents=True, exist_ok=True)
     base = export_discriminator_onnx(discriminator)
     onnx.save(base, out_dir / FILES["inference"])
@@ -187,7 +187,7 @@ def build_discriminator_artifacts(discriminator: Discriminator, out_dir: str | o
         try:
             ort_artifacts.generate_artifacts(
                 base, requires_grad=names, frozen_params=[], loss=StableBCEWithLogitsLoss(),
-                optimizer=optimizer, artifact_directory=out_dir.resolve(), prefix="discriminator_",
+                optimizer=optimizer, artifact_directory=out_dir, prefix="discriminator_",
                 loss_input_names=[OUTPUT_LOGIT], additional_output_names=[OUTPUT_LOGIT, OUTPUT_PROB],
             )
         finally:

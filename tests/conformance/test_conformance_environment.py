@@ -1,5 +1,6 @@
 """The bundle's environment section: the cell table, EPR parameters and initial states devices need."""
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -43,3 +44,10 @@ def test_altered_cell_table_is_refused(tmp_path):
     path.write_text(path.read_text().replace("39.9042", "39.9043"))
     with pytest.raises(BundleError, match="SHA-256"):
         load_bundle(out)
+
+
+def test_a_relative_output_path_means_the_callers_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    out = export_bundle(Policy(PolicyConfig(n_cells=4)), Discriminator(), "runs/b")
+    assert load_bundle(tmp_path / "runs" / "b").manifest["policy"]["config"]["n_cells"] == 4
+    assert Path(out) == Path("runs/b")
