@@ -224,13 +224,13 @@ class Coordinator:
         rewards = ((rewards - rewards.mean()) / (rewards.std() + 1e-8)).astype(np.float32)
         rollout = replace(rollout, rewards=rewards)
         ppo_stats = ppo_update(self.policy, self.optimizer, rollout, cfg.ppo, self.torch_gen)
-        n = max(release.n_survivors, 1)
-        self.bytes_by_round.append((down / len(self.fleet.device_ids), up / len(self.fleet.device_ids)))
+        per_device = (down / len(self.fleet.device_ids), up / len(self.fleet.device_ids))
+        self.bytes_by_round.append(per_device)
         stats = RoundStats(round=round_, devices=len(self.fleet.device_ids), survivors=release.n_survivors,
                            mean_reward=float(np.mean(agg.mean)),
                            # the ensemble's verdict on generated pairs: mean D below 1/2 means "generated"
                            disc_accuracy=float(np.mean(agg.mean < 0.5)), ppo=ppo_stats,
-                           bytes_up=up / n, bytes_down=down / n, seconds=time.perf_counter() - t0,
+                           bytes_up=per_device[1], bytes_down=per_device[0], seconds=time.perf_counter() - t0,
                            epsilon=None)
         return stats
 
