@@ -6,13 +6,10 @@ coordinator's Algorithm 1 over them, and writes into RUN/: the model bundle, ``s
 """
 from __future__ import annotations
 
-import json
 import logging
 import math
 import time
 from pathlib import Path
-
-import numpy as np
 
 from pategail.errors import PategailError
 
@@ -62,7 +59,7 @@ def run_train(args) -> int:
     from pategail.emulator import EmulatedFleet, choose_users
     from pategail.export.bundle import export_bundle
     from pategail.export.discriminator import Discriminator
-    from pategail.sdk.bundle import Environment, load_bundle
+    from pategail.sdk.bundle import Environment
     from pategail.server.checkpoint import CHECKPOINT
     from pategail.server.coordinator import Coordinator
     from pategail.server.policy import Policy, PolicyConfig
@@ -109,15 +106,19 @@ def run_train(args) -> int:
             bar.set_postfix(postfix)
             bar.update(1)
 
+    from pategail.sdk.secagg.errors import SecAggAbort
     try:
         coordinator.train(on_round)
+    except SecAggAbort as err:
+        raise PategailError(f"round {coordinator.round + 1} released nothing ({err}); the run is checkpointed: "
+                            "bring the devices back and add --resume") from None
     finally:
         if bar is not None:
             bar.close()
     wall = time.perf_counter() - t_start
 
     from pategail.reporting import write_outputs
-    report = write_outputs(coordinator, dataset, run, users, wall, seed=args.seed)
+    write_outputs(coordinator, dataset, run, users, wall, seed=args.seed)
     accepted = coordinator.publish_policy((run / "bundle" / "policy.onnx").read_bytes())
     log.info("%d of %d devices accepted the final policy", accepted, len(users))
     print((run / "report.md").read_text())

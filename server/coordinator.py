@@ -28,12 +28,12 @@ from pategail.server.checkpoint import Release, journal_release, load_checkpoint
 from pategail.server.config import TrainConfig
 from pategail.server.initial_states import InitialStates, contribution_length
 from pategail.server.policy import Policy, PolicyConfig
-from pategail.server.ppo import Rollout, ppo_update
+from pategail.server.ppo import ppo_update
 from pategail.server.privacy.accountant import PrivacyAccountant
 from pategail.server.privacy.calibration import aggregate_rewards, sum_noise_scales
 from pategail.server.privacy.planning import calibrate_per_query_epsilon
 from pategail.server.sampling import sample_rollout
-from pategail.server.secagg import SecAggCoordinator, SecureRoundConfig, run_secure_round
+from pategail.server.secagg import SecAggAbort, SecAggCoordinator, SecureRoundConfig, run_secure_round
 
 log = logging.getLogger(__name__)
 SLOTS = 48
@@ -179,8 +179,10 @@ class Coordinator:
             return journal[round_], 0, 0
         sum_scale, sq_scale = self.noise_scales()
         aggregator_sits_out = self.config.aggregator == "device"
-        contributors = len(participants) - aggregator_sits_out
-        n_min = max(1, math.ceil(self.config.min_survivors * contributors))
+        n_min = max(1, math.ceil(self.config.min_survivors * (len(self.fleet.device_ids) - aggregator_sits_out)))
+        if len(participants) - aggregator_sits_out < n_min:
+            raise SecAggAbort(f"only {len(participants)} of {len(self.fleet.device_ids)} devices took part in "
+                              f"round {round_}; at least {n_min} must")
         config = SecureRoundConfig(round_id=(round_ << 16) | self.attempt, n_min=n_min, sum_noise_scale=sum_scale,
                                    sq_sum_noise_scale=sq_scale, degree=self.config.secagg_degree,
                                    aggregator=self.config.aggregator)
@@ -195,8 +197,10 @@ class Coordinator:
 
     # -- the run ------------------------------------------------------------------------------------------
     def learn_initial_states(self) -> None:
-        participants, down, up = self._broadcast(to_bytes(InitialStatesRequest(0)))
-        release, d2, u2 = self._release(0, "initial_states", participants, contribution_length(len(self.cells)))
+        participants = []
+        if 0 not in read_journal(self.ckpt_dir):          # else the journalled release is re-used
+            participants, _, _ = self._broadcast(to_bytes(InitialStatesRequest(0)))
+        release, _, _ = self._release(0, "initial_states", participants, contribution_length(len(self.cells)))
         self.initial_states = InitialStates.from_noisy_sums(release.sum)
         log.info("initial states learned from %d devices", release.n_survivors)
         self._checkpoint()

@@ -3,7 +3,6 @@ import ast
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
@@ -171,3 +170,16 @@ def test_a_crash_while_devices_train_is_replayed_exactly(dataset, tmp_path, monk
     assert again.resume() and again.round == 1
     again.train()
     assert torch.equal(_params(again), _params(whole))
+
+
+def test_a_round_without_enough_devices_releases_nothing(dataset, tmp_path, monkeypatch):
+    from pategail.sdk.messages import ErrorReply
+    from pategail.sdk.secagg.errors import SecAggAbort
+
+    coordinator = _coordinator(dataset, tmp_path / "run")
+    monkeypatch.setattr(EmulatedFleet, "request",
+                        lambda self, device_id, message: ErrorReply(0, "not_ready", "switched off").to_bytes())
+    with pytest.raises(SecAggAbort):
+        coordinator.train()
+    assert coordinator.initial_states is None and coordinator.accountant.num_queries == 0
+    assert not (tmp_path / "run" / "checkpoint" / "releases").exists()
