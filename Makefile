@@ -13,13 +13,13 @@ $(STAMP): pyproject.toml setup.py
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
 	touch $(STAMP)
 
-# The main job on the embedded default data (data/default): prepare it, then a short federated PateGail
-# run over its 10 users (one emulated device each), which prints the table ours / markov / epr / floor.
+# The main job on the embedded default data (data/default): prepare it, then federated PateGail over its
+# 10 users (one emulated device each, default configuration), which prints the table ours / markov / epr / floor.
 RUN := runs/default
 run: setup
 	$(PY) -m pategail data prepare --format pategail --allow-pickle --input data/default --out $(RUN)/data
 	rm -rf $(RUN)/train
-	$(PY) -m pategail train --data $(RUN)/data --out $(RUN)/train --no-privacy --config configs/default-run.json
+	$(PY) -m pategail train --data $(RUN)/data --out $(RUN)/train --no-privacy
 
 test: setup
 	$(PY) -m pytest -q
