@@ -13,7 +13,7 @@ INITIAL_STATES_IN_BUNDLE = 4096
 """Initial states drawn from the released distribution and shipped in the bundle for `pategail generate`."""
 
 
-def write_outputs(coordinator, dataset, run: Path, users, wall_seconds: float, seed: int = 0) -> dict:
+def write_outputs(coordinator, dataset, run: Path, users, seed: int = 0) -> dict:
     import torch
 
     from pategail.baselines.cli import compare
@@ -39,7 +39,10 @@ def write_outputs(coordinator, dataset, run: Path, users, wall_seconds: float, s
     write_synthetic_csv(run / "synthetic.csv", days, dataset.cells)
     result = evaluate(days, dataset, seed=seed)
     baselines = compare(dataset, seed)
+    from pategail.server.checkpoint import read_journal
+
     history = coordinator.history
+    wall_seconds = coordinator.wall_seconds
     rounds = coordinator.round
     ups = [u for _, u in coordinator.bytes_by_round] or [0.0]
     downs = [d for d, _ in coordinator.bytes_by_round] or [0.0]
@@ -62,9 +65,14 @@ def write_outputs(coordinator, dataset, run: Path, users, wall_seconds: float, s
             "lambda_c": b_sq / n_dev if cfg.private else 0.0,
             "sum_noise_scale": b, "sq_sum_noise_scale": b_sq,
             "beta": cfg.beta, "kappa": cfg.kappa, "devices": n_dev,
-            "releases": rounds + 1, "queries": acc.num_queries if cfg.private else None,
+            "releases": len(read_journal(coordinator.ckpt_dir)),
+            "queries": acc.num_queries if cfg.private else None,
+            "notes": "lambda: Laplace scale of the noise on the mean reward (sum scale / devices); lambda_c: the "
+                     "scale on the mean of D^2, from which the variance is computed with the noisy mean "
+                     "(Theorem 3's budget split, 3x less noise than the paper's lambda_c added to the variance "
+                     "at the same per-query epsilon); epsilon_total: PLD composition of every release",
         },
-        "training": {"rounds": rounds, "devices": n_dev, "wall_seconds": wall_seconds,
+        "training": {"rounds": rounds, "devices": n_dev, "wall_seconds": wall_seconds,  # rounds, all sessions
                      "seconds_per_round": float(np.mean([h["seconds"] for h in history])) if history else None,
                      "days_per_round": cfg.days_per_round, "config": cfg.to_dict(), "seed": seed,
                      "last_round": history[-1] if history else None},

@@ -6,9 +6,9 @@ coordinator's Algorithm 1 over them, and writes into RUN/: the model bundle, ``s
 """
 from __future__ import annotations
 
+import json
 import logging
 import math
-import time
 from pathlib import Path
 
 from pategail.errors import PategailError
@@ -60,21 +60,28 @@ def run_train(args) -> int:
     from pategail.export.bundle import export_bundle
     from pategail.export.discriminator import Discriminator
     from pategail.sdk.bundle import Environment
-    from pategail.server.checkpoint import CHECKPOINT
     from pategail.server.coordinator import Coordinator
     from pategail.server.policy import Policy, PolicyConfig
 
     config = _config(args)
     dataset = load_dataset(args.data)
     run = args.out
-    has_checkpoint = (run / "checkpoint" / CHECKPOINT).is_file()
-    if has_checkpoint and not args.resume:
-        raise PategailError(f"{run} holds a run already; add --resume to continue it, or choose another --out")
-    if args.resume and not has_checkpoint:
-        raise PategailError(f"{run}: no checkpoint to resume from")
     users = choose_users(dataset.users, args.devices, args.seed)
+    # What the run's journal and devices belong to: a resumed run must be the same run (a release in the
+    # journal is re-used, so it must come from the same configuration, seed, data and devices).
+    identity = {"config": config.to_dict(), "seed": args.seed, "data": str(args.data.resolve()),
+                "users": [int(u) for u in users]}
+    marker = run / "run.json"
+    if marker.is_file():
+        if not args.resume:
+            raise PategailError(f"{run} holds a run already; add --resume to continue it, or choose another --out")
+        if json.loads(marker.read_text()) != identity:
+            raise PategailError(f"{marker}: this run was started with other settings, data, seed or --devices; "
+                                "resume it with the same ones, or choose another --out")
+    elif args.resume:
+        raise PategailError(f"{run}: no run to resume")
     run.mkdir(parents=True, exist_ok=True)
-    t_start = time.perf_counter()
+    marker.write_text(json.dumps(identity, indent=1) + "\n")
 
     # The bundle the devices start from: the run's initial policy and a fresh discriminator (seeded).
     initial_bundle = run / "bundle-initial"
@@ -89,8 +96,8 @@ def run_train(args) -> int:
                       environment=Environment(dataset.cells, config.alpha, config.candidates))
     fleet = EmulatedFleet(dataset, users, run / "devices", initial_bundle, seed=args.seed)
     coordinator = Coordinator(config, fleet, dataset.cells, run, seed=args.seed)
-    if args.resume:
-        coordinator.resume()
+    if args.resume and not coordinator.resume():
+        log.info("%s: no round was checkpointed yet; starting again (journalled releases are re-used)", run)
     _log_privacy_plan(coordinator, len(users))
 
     bar = None
@@ -115,10 +122,9 @@ def run_train(args) -> int:
     finally:
         if bar is not None:
             bar.close()
-    wall = time.perf_counter() - t_start
 
     from pategail.reporting import write_outputs
-    write_outputs(coordinator, dataset, run, users, wall, seed=args.seed)
+    write_outputs(coordinator, dataset, run, users, seed=args.seed)
     accepted = coordinator.publish_policy((run / "bundle" / "policy.onnx").read_bytes())
     log.info("%d of %d devices accepted the final policy", accepted, len(users))
     print((run / "report.md").read_text())

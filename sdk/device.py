@@ -415,7 +415,9 @@ class Device:
     def _on_round_request(self, msg: RoundRequest) -> Ack:
         session = self._require_session()
         before, tag = self.root / BEFORE_ROUND, self.root / ROUND_TAG
-        if tag.is_file() and tag.read_text().strip() == str(msg.round) and before.is_file():
+        # the tag names the bundle too: a round number of another run or bundle never rewinds this one
+        mark = f"{self._bundle_sha256} {msg.round}"
+        if tag.is_file() and tag.read_text().strip() == mark and before.is_file():
             log.info("device %d: round %d again (the coordinator restarted); replaying it from the checkpoint "
                      "taken before it", self.device_id, msg.round)
             session = self._session = open_training_session(self.bundle, before)
@@ -423,7 +425,7 @@ class Device:
             tmp = before.with_name(f".{BEFORE_ROUND}.tmp")
             session.save_checkpoint(tmp)
             os.replace(tmp, before)
-            _write_atomic(tag, f"{msg.round}\n".encode("ascii"))
+            _write_atomic(tag, f"{mark}\n".encode("ascii"))
         positives = self.positive_pairs()
         cells = self.bundle.environment.cells
         negatives = pair_features(msg.days, msg.homes, msg.actions, cells).reshape(-1, N_PAIR_FEATURES)

@@ -2,14 +2,18 @@
 
 - ``checkpoint.pt``: policy, optimiser, random states, initial states, history, round number — written to a
   temporary file and renamed, so a crash leaves the previous round's checkpoint intact.
+- ``releases/intent-NNNNN-AA.json``: written before secure aggregation attempt AA of round NNNNN starts —
+  from then on a release may exist (the aggregator unmasks before the coordinator has the result), so the
+  privacy accountant, rebuilt from these files on resume, counts it whether or not the result arrived. An
+  attempt that aborts below n_min (nothing released) removes its intent.
 - ``releases/round-NNNNN.npz``: each released noisy aggregate and its noise scales, written (atomically) the
-  moment it arrives, before it is used. The privacy accountant is rebuilt from this journal on resume, so a
-  release made after the last checkpoint is neither lost nor counted twice, and a round interrupted after
-  its release re-uses that release instead of asking the devices again.
+  moment it arrives, before it is used: a round interrupted after its release re-uses that release instead
+  of asking the devices again (which would be a second, separately counted release).
 """
 from __future__ import annotations
 
 import io
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,3 +85,20 @@ def read_journal(directory: Path) -> dict[int, Release]:
             out[rnd] = Release(rnd, str(z["kind"]), z["sum"], z["sq_sum"], n, float(z["scales"][0]),
                                float(z["scales"][1]))
     return out
+
+
+def journal_intent(directory: Path, round_: int, sum_scale: float, sq_sum_scale: float, count: int) -> Path:
+    """Record that a secure aggregation of ``count`` values is about to run; returns the intent's path.
+    Attempts of one round are numbered 0, 1, ... (the number is part of the round id devices see)."""
+    root = directory / RELEASES
+    root.mkdir(parents=True, exist_ok=True)
+    attempt = len(list(root.glob(f"intent-{round_:05d}-*.json")))
+    path = root / f"intent-{round_:05d}-{attempt:02d}.json"
+    atomic_write(path, json.dumps({"round": round_, "attempt": attempt, "sum_scale": sum_scale,
+                                   "sq_sum_scale": sq_sum_scale, "count": count}).encode())
+    return path
+
+
+def read_intents(directory: Path) -> list[dict]:
+    root = directory / RELEASES
+    return [json.loads(p.read_text()) for p in sorted(root.glob("intent-*.json"))] if root.is_dir() else []

@@ -24,7 +24,8 @@ from pategail.sdk.epr import CellGeometry
 from pategail.sdk.messages import (Ack, ErrorReply, InitialStatesRequest, PolicyUpdate, RoundRequest, from_bytes,
                                    to_bytes)
 from pategail.sdk.secagg.config import DevicePublicKeys
-from pategail.server.checkpoint import Release, journal_release, load_checkpoint, read_journal, save_checkpoint
+from pategail.server.checkpoint import (Release, journal_intent, journal_release, load_checkpoint, read_intents,
+                                       read_journal, save_checkpoint)
 from pategail.server.config import TrainConfig
 from pategail.server.initial_states import InitialStates, contribution_length
 from pategail.server.policy import Policy, PolicyConfig
@@ -63,8 +64,8 @@ class RoundStats:
     mean_reward: float
     disc_accuracy: float
     ppo: dict
-    bytes_up: float
-    bytes_down: float
+    bytes_up: float | None
+    bytes_down: float | None
     seconds: float
     epsilon: float | None
 
@@ -83,7 +84,6 @@ class Coordinator:
         self.geometry = geometry or CellGeometry.build(self.cells, candidates=config.candidates)
         streams = np.random.SeedSequence(seed).spawn(3)
         self.rng_sampling = np.random.default_rng(streams[0])    # initial states, actions, destinations
-        self.rng_secagg = np.random.default_rng(streams[1])      # aggregator choice (public)
         self.torch_gen = torch.Generator().manual_seed(int(streams[2].generate_state(1)[0]))
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
@@ -95,7 +95,8 @@ class Coordinator:
         self.per_query_epsilon: float | None = None
         self.history: list[dict] = []
         self.round = 0
-        self.attempt = 0
+        self.wall_seconds = 0.0
+        """Training time over every session of the run (resumed ones included)."""
         self.bytes_by_round: list[tuple[float, float]] = []
         self.secagg = SecAggCoordinator()
         for device_id, keys in sorted(fleet.public_keys().items()):
@@ -117,11 +118,11 @@ class Coordinator:
 
     # -- state --------------------------------------------------------------------------------------------
     def _state(self) -> dict:
-        return {"round": self.round, "attempt": self.attempt, "config": self.config.to_dict(), "seed": self.seed,
+        return {"round": self.round, "config": self.config.to_dict(), "seed": self.seed,
                 "policy": self.policy.state_dict(), "policy_config": vars(self.policy.config),
                 "optimizer": self.optimizer.state_dict(),
                 "rng_sampling": self.rng_sampling.bit_generator.state,
-                "rng_secagg": self.rng_secagg.bit_generator.state, "torch_gen": self.torch_gen.get_state(),
+                "torch_gen": self.torch_gen.get_state(), "wall_seconds": self.wall_seconds,
                 "initial_states": None if self.initial_states is None else self.initial_states.to_dict(),
                 "per_query_epsilon": self.per_query_epsilon, "history": self.history,
                 "bytes_by_round": self.bytes_by_round}
@@ -135,11 +136,10 @@ class Coordinator:
             from pategail.errors import PategailError
             raise PategailError(f"{self.ckpt_dir}: the checkpoint was made with another configuration or seed; "
                                 "use the same settings to resume, or another --out")
-        self.round, self.attempt = state["round"], state["attempt"] + 1
+        self.round, self.wall_seconds = state["round"], state["wall_seconds"]
         self.policy.load_state_dict(state["policy"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.rng_sampling.bit_generator.state = state["rng_sampling"]
-        self.rng_secagg.bit_generator.state = state["rng_secagg"]
         self.torch_gen.set_state(state["torch_gen"])
         if state["initial_states"] is not None:
             self.initial_states = InitialStates.from_dict(state["initial_states"])
@@ -152,11 +152,12 @@ class Coordinator:
         save_checkpoint(self.ckpt_dir, self._state())
 
     def _rebuild_accountant(self) -> None:
-        """Every journalled release counts, including one made after the last checkpoint."""
+        """Every secure aggregation that may have released counts, including one made after the last
+        checkpoint and one whose result never reached the coordinator (see server/checkpoint.py)."""
         self.accountant = PrivacyAccountant(target_delta=self.config.target_delta)
-        for release in read_journal(self.ckpt_dir).values():
-            if release.sum_scale > 0:
-                self.accountant.record(release.sum_scale, release.sq_sum_scale, release.count)
+        for intent in read_intents(self.ckpt_dir):
+            if intent["sum_scale"] > 0:
+                self.accountant.record(intent["sum_scale"], intent["sq_sum_scale"], intent["count"])
 
     # -- one secure release -------------------------------------------------------------------------------
     def _broadcast(self, message: bytes) -> tuple[list[int], int, int]:
@@ -183,16 +184,26 @@ class Coordinator:
         if len(participants) - aggregator_sits_out < n_min:
             raise SecAggAbort(f"only {len(participants)} of {len(self.fleet.device_ids)} devices took part in "
                               f"round {round_}; at least {n_min} must")
-        config = SecureRoundConfig(round_id=(round_ << 16) | self.attempt, n_min=n_min, sum_noise_scale=sum_scale,
+        config = SecureRoundConfig(round_id=round_ << 16, n_min=n_min, sum_noise_scale=sum_scale,
                                    sq_sum_noise_scale=sq_scale, degree=self.config.secagg_degree,
                                    aggregator=self.config.aggregator)
+        intent = journal_intent(self.ckpt_dir, round_, sum_scale, sq_scale, length)   # counted from here on
+        attempt = int(intent.stem.rsplit("-", 1)[1])
+        config = replace(config, round_id=(round_ << 16) | attempt)
+        if sum_scale > 0:
+            self.accountant.record(sum_scale, sq_scale, length)
         endpoints = self.fleet.secagg_endpoints(participants, self.secagg.directory)
-        result = run_secure_round(endpoints, None, config, self.rng_secagg, coordinator=self.secagg,
-                                  num_queries=length)
+        # the aggregator draw (aggregator="device") comes from (seed, round, attempt), not a running stream,
+        # so a resumed run draws what an uninterrupted one would
+        rng = np.random.default_rng([self.seed, round_, attempt])
+        try:
+            result = run_secure_round(endpoints, None, config, rng, coordinator=self.secagg, num_queries=length)
+        except SecAggAbort:                        # below n_min: the protocol released nothing
+            intent.unlink()
+            self._rebuild_accountant()
+            raise
         release = Release(round_, kind, result.sum, result.sq_sum, result.n_survivors, sum_scale, sq_scale)
         journal_release(self.ckpt_dir, release)           # before anything uses it
-        if sum_scale > 0:
-            self.accountant.record(sum_scale, sq_scale, release.count)
         return release, sum(result.stats.bytes_down.values()), sum(result.stats.bytes_up.values())
 
     # -- the run ------------------------------------------------------------------------------------------
@@ -211,7 +222,7 @@ class Coordinator:
         homes, firsts = self.initial_states.sample(cfg.days_per_round, self.rng_sampling)
         rollout, homes = sample_rollout(self.policy, self.geometry, homes, firsts, self.rng_sampling, cfg.alpha)
         journal = read_journal(self.ckpt_dir)
-        down = up = 0
+        down = up = None                           # unknown for a release re-used after a crash
         if round_ in journal:
             release = journal[round_]
         else:
@@ -228,8 +239,10 @@ class Coordinator:
         rewards = ((rewards - rewards.mean()) / (rewards.std() + 1e-8)).astype(np.float32)
         rollout = replace(rollout, rewards=rewards)
         ppo_stats = ppo_update(self.policy, self.optimizer, rollout, cfg.ppo, self.torch_gen)
-        per_device = (down / len(self.fleet.device_ids), up / len(self.fleet.device_ids))
-        self.bytes_by_round.append(per_device)
+        n = len(self.fleet.device_ids)
+        per_device = (None, None) if down is None else (down / n, up / n)
+        if down is not None:
+            self.bytes_by_round.append(per_device)
         stats = RoundStats(round=round_, devices=len(self.fleet.device_ids), survivors=release.n_survivors,
                            mean_reward=float(np.mean(agg.mean)),
                            # the ensemble's verdict on generated pairs: mean D below 1/2 means "generated"
@@ -245,6 +258,7 @@ class Coordinator:
         while self.round < self.config.rounds:
             stats = self.run_round(self.round + 1)
             self.round += 1
+            self.wall_seconds += stats.seconds
             if self.config.private:
                 stats.epsilon = self.accountant.epsilon()
             self.history.append(vars(stats))

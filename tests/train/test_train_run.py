@@ -139,9 +139,11 @@ def test_train_cli_two_rounds(dataset, tmp_path, capsys):
     for name in ("synthetic.csv", "report.md", "statistics.png", "density.png", "bundle/manifest.json"):
         assert (run / name).is_file(), name
     assert "| ours |" in capsys.readouterr().out
-    # a second start without --resume refuses to clobber the run
+    # a second start without --resume refuses to clobber the run; a resume with other settings is refused
     assert main(argv) == 2
     assert "--resume" in capsys.readouterr().err
+    assert main(argv[:-1] + ["--resume", "--seed", "1", "--no-progress"]) == 2
+    assert "other settings" in capsys.readouterr().err
     # more devices than users: a clear message
     assert main(["-q", "train", "--data", str(data), "--out", str(tmp_path / "x"), "--devices", "11",
                  "--no-privacy"]) == 2
@@ -183,3 +185,25 @@ def test_a_round_without_enough_devices_releases_nothing(dataset, tmp_path, monk
         coordinator.train()
     assert coordinator.initial_states is None and coordinator.accountant.num_queries == 0
     assert not (tmp_path / "run" / "checkpoint" / "releases").exists()
+
+
+def test_a_release_whose_result_never_arrived_is_still_counted(dataset, tmp_path, monkeypatch):
+    run = tmp_path / "private"
+    first = _coordinator(dataset, run, target_epsilon=50.0, rounds=1)
+    real_round = coordinator_module.run_secure_round
+    calls = {"n": 0}
+
+    def lost_result(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 2:                    # round 1: the aggregator unmasked, the coordinator crashed
+            raise RuntimeError("connection lost")
+        return real_round(*args, **kwargs)
+    monkeypatch.setattr(coordinator_module, "run_secure_round", lost_result)
+    with pytest.raises(RuntimeError):
+        first.train()
+    monkeypatch.setattr(coordinator_module, "run_secure_round", real_round)
+    again = _coordinator(dataset, run, target_epsilon=50.0, rounds=1)
+    assert again.resume()
+    again.train()
+    # round 1 ran twice (two attempts, two round ids): both are spent
+    assert again.accountant.num_queries == again.planned_queries() + 6 * 47
