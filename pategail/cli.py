@@ -19,7 +19,10 @@ def build_parser() -> argparse.ArgumentParser:
     from pategail import train_cli
     from pategail.sdk import cli as sdk_cli
 
-    parser = argparse.ArgumentParser(prog="pategail", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="pategail", description="Privacy-preserving mobility generation (PateGail): prepare data sets, fit "
+        "baselines, train a generator with federated PateGail over emulated devices, export model bundles, "
+        "generate and evaluate synthetic days. `pategail COMMAND --help` for each command.")
     parser.add_argument("--version", action="version", version=f"pategail {__version__}")
     parser.add_argument("-q", "--quiet", action="store_true", help="log warnings and errors only")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
