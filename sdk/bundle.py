@@ -13,9 +13,12 @@ a phone app should not take every core.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import re
+import sys
+import types
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -329,11 +332,37 @@ class TrainingSession:
         CheckpointState.save_checkpoint(self.state, os.fspath(path), include_optimizer_state=True)
 
 
+def ensure_training_api() -> None:
+    """Make ``onnxruntime.training.api`` importable without torch.
+
+    The training API (CheckpointState, Module, Optimizer) needs only onnxruntime's C++ core, but the Python
+    package ``onnxruntime.training`` imports torch in its ``__init__`` (for ORTModule and the fp16 optimizers,
+    onnxruntime-training 1.19.2). Where that import fails — a device has no torch — the package is replaced by
+    a bare namespace over the same directory, so its ``api`` submodule loads on its own. Where torch is
+    importable nothing changes.
+    """
+    if "onnxruntime.training.api" in sys.modules:
+        return
+    try:
+        if importlib.util.find_spec("torch") is None:
+            raise ImportError("no torch")           # don't half-import the package (it would pull in onnx)
+        import onnxruntime.training.api  # noqa: F401
+    except ImportError:
+        import onnxruntime
+
+        package = types.ModuleType("onnxruntime.training")
+        package.__path__ = [str(Path(onnxruntime.__file__).parent / "training")]
+        package.__package__ = "onnxruntime.training"
+        sys.modules["onnxruntime.training"] = package
+        import onnxruntime.training.api  # noqa: F401,F811
+
+
 def open_training_session(bundle: Bundle, checkpoint: str | os.PathLike | None = None, *,
                           threads: int = 1) -> TrainingSession:
     """Open the discriminator's training artifacts from ``bundle``, starting from ``checkpoint`` (a file
     written by :meth:`TrainingSession.save_checkpoint`, e.g. this device's discriminator from the last
     round) or from the bundle's initial checkpoint. The learning rate starts at the manifest's value."""
+    ensure_training_api()
     from onnxruntime.training.api import CheckpointState, Module, Optimizer
 
     ckpt = Path(checkpoint) if checkpoint is not None else bundle.checkpoint

@@ -23,13 +23,10 @@ pair, clipped to [0, 1]. Torch-free: numpy, onnxruntime (training build) and cry
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import logging
 import os
 import shutil
-import sys
-import types
 from pathlib import Path
 
 import numpy as np
@@ -38,8 +35,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from pategail.errors import PategailError
-from pategail.sdk.bundle import (MANIFEST, Bundle, BundleError, TrainingSession, load_bundle, open_policy_session,
-                                 open_training_session, session_options, sha256_file)
+from pategail.sdk.bundle import (MANIFEST, Bundle, BundleError, TrainingSession, ensure_training_api,
+                                 load_bundle, open_policy_session, open_training_session, session_options, sha256_file)
 from pategail.sdk.epr import CellGeometry
 from pategail.sdk.features import N_PAIR_FEATURES, action_mask, label_actions, pair_features
 from pategail.sdk.generate import (POLICY_INPUT_CELLS, POLICY_INPUT_FEATURES, POLICY_INPUT_MASK,
@@ -71,32 +68,6 @@ IDENTITY_FILE = "identity.key"
 
 class DeviceError(PategailError):
     """The device cannot do what was asked (no bundle, no days, an unreadable identity file)."""
-
-
-def ensure_training_api() -> None:
-    """Make ``onnxruntime.training.api`` importable without torch.
-
-    The training API (CheckpointState, Module, Optimizer) needs only onnxruntime's C++ core, but the Python
-    package ``onnxruntime.training`` imports torch in its ``__init__`` (for ORTModule and the fp16 optimizers,
-    onnxruntime-training 1.19.2). Where that import fails — a device has no torch — the package is replaced by
-    a bare namespace over the same directory, so its ``api`` submodule loads on its own. Where torch is
-    importable nothing changes.
-    """
-    if "onnxruntime.training.api" in sys.modules:
-        return
-    try:
-        if importlib.util.find_spec("torch") is None:
-            raise ImportError("no torch")           # don't half-import the package (it would pull in onnx)
-        import onnxruntime.training.api  # noqa: F401
-    except ImportError:
-        import onnxruntime
-
-        package = types.ModuleType("onnxruntime.training")
-        package.__path__ = [str(Path(onnxruntime.__file__).parent / "training")]
-        package.__package__ = "onnxruntime.training"
-        sys.modules["onnxruntime.training"] = package
-        import onnxruntime.training.api  # noqa: F401,F811
-        log.debug("onnxruntime.training.api loaded without the torch-dependent onnxruntime.training package")
 
 
 def _write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
