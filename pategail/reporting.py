@@ -31,8 +31,8 @@ def write_outputs(coordinator, dataset, run: Path, users, seed: int = 0) -> dict
         torch.manual_seed(seed + 1)
         discriminator = Discriminator()
     env = Environment(dataset.cells, cfg.alpha, cfg.candidates, np.column_stack([homes, firsts]),
-                      np.full(len(homes), 1.0 / len(homes)))
-    export_bundle(coordinator.policy, discriminator, run / "bundle", environment=env)
+                      np.full(len(homes), 1.0 / len(homes)), coordinator.initial_states.explore_factors)
+    export_bundle(coordinator.averaged_policy(), discriminator, run / "bundle", environment=env)
 
     n_days = len(dataset.test_days)
     days = coordinator.generate(n_days, np.random.default_rng([seed, 0x5E]))
@@ -78,6 +78,10 @@ def write_outputs(coordinator, dataset, run: Path, users, seed: int = 0) -> dict
                      "last_round": history[-1] if history else None},
         "communication": {"bytes_up_per_device_per_round": float(np.mean(ups)),
                           "bytes_down_per_device_per_round": float(np.mean(downs))},
+        "environment": {"alpha": cfg.alpha, "candidates": coordinator.geometry.candidates,
+                        "explore_factors": coordinator.initial_states.explore_factors.tolist(),
+                        "notes": "explore weight of rank r = r^-alpha x explore_factors[bin(r)], bins of ranks "
+                                 "1, 2, 3-4, 5-8, ...; the factors come from the initial-state release"},
     }
     (run / "report.json").write_text(json.dumps(report, indent=2, default=_json_default) + "\n")
     rows_km = {"ours": result["metrics"], "markov": baselines["km"]["markov"], "epr": baselines["km"]["epr"],

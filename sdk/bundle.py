@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from pategail.errors import PategailError
+from pategail.sdk.epr import candidate_count, explore_rank_weights
 
 MANIFEST = "manifest.json"
 FORMAT = "pategail-model-bundle"
@@ -76,14 +77,17 @@ INITIAL_STATES_FILE = "initial_states.csv"
 @dataclass(frozen=True)
 class Environment:
     """What a device needs besides the models to featurise days and to generate them: the cell table
-    (float64 (n_cells, 2) lat, lon degrees), the EPR explore parameters and, optionally, the distribution of
-    initial states the coordinator released (int (k, 2) (home, first cell) rows with float weights (k,))."""
+    (float64 (n_cells, 2) lat, lon degrees), the EPR explore parameters (``explore_factors``, when the
+    coordinator learned them, correct the power law per rank bin: pategail.sdk.epr) and, optionally, the
+    distribution of initial states the coordinator released (int (k, 2) (home, first cell) rows with float
+    weights (k,))."""
 
     cells: np.ndarray
     alpha: float
     candidates: int
     initial_states: np.ndarray | None = None
     initial_weights: np.ndarray | None = None
+    explore_factors: np.ndarray | None = None
 
     def write(self, root: Path) -> dict:
         """Write the files into ``root``; return the manifest's "environment" section."""
@@ -91,6 +95,13 @@ class Environment:
         (root / CELLS_FILE).write_text("cell,lat,lon\n" + rows, encoding="utf-8")
         section = {"cells": CELLS_FILE, "n_cells": len(self.cells), "alpha": float(self.alpha),
                    "candidates": int(self.candidates)}
+        if self.explore_factors is not None:
+            try:
+                explore_rank_weights(candidate_count(len(self.cells), self.candidates), self.alpha,
+                                     self.explore_factors)
+            except ValueError as e:
+                raise BundleError(f"environment: {e}") from None
+            section["explore_factors"] = [float(f) for f in self.explore_factors]
         if self.initial_states is not None:
             rows = "".join(f"{h},{f},{w!r}\n" for (h, f), w in zip(self.initial_states.tolist(),
                                                                    self.initial_weights.tolist()))
@@ -110,8 +121,15 @@ class Environment:
             if len(table) == 0 or states.min() < 0 or states.max() >= len(cells) or not (weights >= 0).all() \
                     or weights.sum() <= 0:
                 raise BundleError(f"{root / section['initial_states']}: invalid initial states")
+        factors = None
+        if "explore_factors" in section:
+            try:
+                factors = np.asarray(section["explore_factors"], dtype=np.float64)
+                explore_rank_weights(candidate_count(len(cells), section["candidates"]), section["alpha"], factors)
+            except (ValueError, TypeError) as e:
+                raise BundleError(f"{root / MANIFEST}: environment: {e}") from None
         return cls(cells=cells, alpha=float(section["alpha"]), candidates=int(section["candidates"]),
-                   initial_states=states, initial_weights=weights)
+                   initial_states=states, initial_weights=weights, explore_factors=factors)
 
 
 def _read_table(path: Path, header: str, dtype) -> np.ndarray:

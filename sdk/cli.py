@@ -44,7 +44,8 @@ def run_generate(args) -> int:
     weights = env.initial_weights / env.initial_weights.sum()
     rows = env.initial_states[rng.choice(len(weights), size=args.days, p=weights)]
     geometry = CellGeometry.build(env.cells, env.candidates)
-    generated = generate_days(open_policy_session(bundle), geometry, rows[:, 0], rows[:, 1], rng, alpha=env.alpha)
+    generated = generate_days(open_policy_session(bundle), geometry, rows[:, 0], rows[:, 1], rng, alpha=env.alpha,
+                               explore_factors=env.explore_factors)
     write_synthetic_csv(args.out, generated.days, env.cells)
     print(f"{args.days} days written to {args.out}")
     return 0

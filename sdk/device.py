@@ -37,7 +37,7 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 from pategail.errors import PategailError
 from pategail.sdk.bundle import (MANIFEST, Bundle, BundleError, TrainingSession, ensure_training_api,
                                  load_bundle, open_policy_session, open_training_session, session_options, sha256_file)
-from pategail.sdk.epr import CellGeometry
+from pategail.sdk.epr import CellGeometry, explore_law_contribution
 from pategail.sdk.features import N_PAIR_FEATURES, action_mask, label_actions, pair_features
 from pategail.sdk.generate import (POLICY_INPUT_CELLS, POLICY_INPUT_FEATURES, POLICY_INPUT_MASK,
                                    POLICY_OUTPUT_LOG_PROBS, GeneratedDays, generate_days, prefix_features)
@@ -194,7 +194,8 @@ class Device:
             self._geometry = CellGeometry.build(env.cells, env.candidates)
         first = rng.choice(days[:, 0], size=int(n_days))
         homes = np.full(int(n_days), self.store.home, dtype=np.int32)
-        return generate_days(self._policy, self._geometry, homes, first, rng, alpha=env.alpha)
+        return generate_days(self._policy, self._geometry, homes, first, rng, alpha=env.alpha,
+                             explore_factors=env.explore_factors)
 
     # -- bundle and checkpoint -------------------------------------------------------------------------------
     def install_bundle(self, bundle_dir: str | os.PathLike, expected_sha256: str | None = None) -> Bundle:
@@ -423,7 +424,10 @@ class Device:
     def _on_initial_states_request(self, msg: InitialStatesRequest) -> Ack:
         self._require_session()
         days = self._require_days()
-        self._pending = initial_state_contribution(days, self.store.home, self.n_cells)
+        env = self.bundle.environment
+        self._pending = np.concatenate([
+            initial_state_contribution(days, self.store.home, self.n_cells),
+            explore_law_contribution(days, self.store.home, env.cells, alpha=env.alpha, candidates=env.candidates)])
         return Ack(msg.round, KIND_NAMES[KIND_INITIAL_STATES_REQUEST], len(self._pending))
 
     # -- secure aggregation ----------------------------------------------------------------------------------

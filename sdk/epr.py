@@ -6,6 +6,11 @@ so far; explore goes to a cell never visited that day, chosen with probability p
 where rank orders all cells by haversine distance from the current cell (rank 1 = nearest other cell) and
 only the ``candidates`` nearest cells are eligible (Song et al. 2010; Jiang et al. 2016, TimeGeo).
 
+The explore law can be corrected per rank bin (ranks 1, 2, 3–4, 5–8, 9–16, ...; :func:`rank_bins`) by
+positive ``explore_factors``: the weight of rank r becomes r^-alpha × factor[bin(r)]. The coordinator learns
+the factors through the secure noisy aggregation (:func:`explore_law_contribution`): real days move to the
+adjacent cells far more often than a pure power law says (GPS jitter between neighbouring cells).
+
 The original code could "explore" in place or to a visited cell and distorted ranks by subtracting 90 from
 latitudes; here ranks are great-circle and explore never revisits. Everything is vectorised over a batch of
 agents, and all randomness comes from the ``numpy.random.Generator`` passed in.
@@ -16,8 +21,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pategail.sdk.features import EXPLORE, HOME, RETURN, STAY, action_mask
+from pategail.sdk.features import EXPLORE, HOME, RETURN, STAY, action_mask, label_actions
 from pategail.sdk.geo import haversine_km
+from pategail.sdk.store import DAYS_CAP
 
 DEFAULT_CANDIDATES = 1000
 """Nearest cells eligible for explore. On pategail-geolife's training days, the destinations of real explore
@@ -39,27 +45,62 @@ class CellGeometry:
     neighbours: np.ndarray
 
     @classmethod
-    def build(cls, cells: np.ndarray, candidates: int = DEFAULT_CANDIDATES, chunk: int = 512) -> "CellGeometry":
+    def build(cls, cells: np.ndarray, candidates: int = DEFAULT_CANDIDATES) -> "CellGeometry":
         cells = np.asarray(cells, dtype=np.float64)
-        k = min(candidates, len(cells) - 1)
-        if k < 1:
-            raise ValueError("the EPR environment needs at least two cells")
-        lat, lon = cells[:, 0], cells[:, 1]
-        out = np.empty((len(cells), k), dtype=np.int32)
-        for s in range(0, len(cells), chunk):
-            rows = np.arange(s, min(s + chunk, len(cells)))
-            d = haversine_km(lat[rows, None], lon[rows, None], lat[None, :], lon[None, :])
-            d[np.arange(len(rows)), rows] = np.inf                    # never rank a cell as its own neighbour
-            part = np.argpartition(d, k - 1, axis=1)[:, :k]
-            # stable order: by distance, then by cell id, so ties rank the same on every platform
-            dpart = np.take_along_axis(d, part, 1)
-            order = np.lexsort((part, dpart), axis=1)
-            out[rows] = np.take_along_axis(part, order, 1)
-        return cls(cells=cells, neighbours=out)
+        return cls(cells=cells, neighbours=nearest_cells(cells, np.arange(len(cells)), candidates))
 
     @property
     def candidates(self) -> int:
         return self.neighbours.shape[1]
+
+
+def candidate_count(n_cells: int, candidates: int) -> int:
+    """K, the explore candidates per cell: ``candidates``, or every other cell of a smaller table."""
+    k = min(int(candidates), int(n_cells) - 1)
+    if k < 1:
+        raise ValueError("the EPR environment needs at least two cells")
+    return k
+
+
+def nearest_cells(cells: np.ndarray, rows: np.ndarray, candidates: int, chunk: int = 512) -> np.ndarray:
+    """int32 (len(rows), K): for each cell id in ``rows``, its K nearest other cells by great-circle distance
+    (ties by cell id, so every platform ranks alike); column r holds rank r + 1."""
+    cells = np.asarray(cells, dtype=np.float64)
+    rows = np.asarray(rows, dtype=np.int64)
+    k = candidate_count(len(cells), candidates)
+    lat, lon = cells[:, 0], cells[:, 1]
+    out = np.empty((len(rows), k), dtype=np.int32)
+    for s in range(0, len(rows), chunk):
+        part_rows = rows[s:s + chunk]
+        d = haversine_km(lat[part_rows, None], lon[part_rows, None], lat[None, :], lon[None, :])
+        d[np.arange(len(part_rows)), part_rows] = np.inf              # never rank a cell as its own neighbour
+        part = np.argpartition(d, k - 1, axis=1)[:, :k]
+        dpart = np.take_along_axis(d, part, 1)
+        order = np.lexsort((part, dpart), axis=1)
+        out[s:s + chunk] = np.take_along_axis(part, order, 1)
+    return out
+
+
+def rank_bins(candidates: int) -> np.ndarray:
+    """int64 (K,): the bin of ranks 1..K — bin 0 is rank 1, bin b >= 1 ranks 2^(b-1)+1 .. 2^b."""
+    return np.array([(r - 1).bit_length() for r in range(1, int(candidates) + 1)], dtype=np.int64)
+
+
+def n_rank_bins(candidates: int) -> int:
+    """How many explore factors a K-candidate environment takes (11 for K = 1,000)."""
+    return (int(candidates) - 1).bit_length() + 1
+
+
+def explore_rank_weights(candidates: int, alpha: float, explore_factors: np.ndarray | None = None) -> np.ndarray:
+    """float64 (K,): the unnormalised weight of ranks 1..K, r^-alpha × factor[bin(r)]."""
+    w = np.arange(1, int(candidates) + 1, dtype=np.float64) ** -float(alpha)
+    if explore_factors is None:
+        return w
+    f = np.asarray(explore_factors, dtype=np.float64)
+    if f.shape != (n_rank_bins(candidates),) or not (np.isfinite(f) & (f > 0)).all():
+        raise ValueError(f"explore_factors must be {n_rank_bins(candidates)} positive numbers "
+                         f"for {candidates} candidates")
+    return w * f[rank_bins(candidates)]
 
 
 class EPREnvironment:
@@ -69,15 +110,15 @@ class EPREnvironment:
     ``days`` holds the cells so far (future slots are -1); ``mask()`` the actions possible now.
     """
 
-    def __init__(self, geometry: CellGeometry, *, alpha: float = DEFAULT_ALPHA, slots: int = 48,
-                 rng: np.random.Generator):
+    def __init__(self, geometry: CellGeometry, *, alpha: float = DEFAULT_ALPHA,
+                 explore_factors: np.ndarray | None = None, slots: int = 48, rng: np.random.Generator):
         if alpha < 0:
             raise ValueError("alpha must be >= 0")
         self.geometry = geometry
         self.alpha = float(alpha)
         self.slots = slots
         self.rng = rng
-        self._rank_weight = np.arange(1, geometry.candidates + 1, dtype=np.float64) ** -self.alpha
+        self._rank_weight = explore_rank_weights(geometry.candidates, self.alpha, explore_factors)
         self.days = np.empty((0, slots), dtype=np.int32)
         self.homes = np.empty(0, dtype=np.int32)
         self.t = 0
@@ -194,6 +235,77 @@ def _pick(values: np.ndarray, weights: np.ndarray, rng: np.random.Generator) -> 
     u = rng.random(len(values)) * cdf[:, -1]
     idx = (cdf <= u[:, None]).sum(axis=1)
     return values[np.arange(len(values)), np.minimum(idx, values.shape[1] - 1)].astype(np.int32)
+
+
+def explore_ranks(neighbours_of, days: np.ndarray, homes: np.ndarray, chunk: int = 4096):
+    """For every explore move of labelled days: the destination's distance rank from the current cell
+    (1 = nearest other cell; 0 = beyond the K candidates) and which of the K nearest cells were not yet
+    visited that day (the cells explore could have chosen).
+
+    ``neighbours_of(cell_ids)`` returns their (m, K) nearest cells by rank (``CellGeometry.neighbours``
+    indexed, or :func:`nearest_cells` for a few cells). Returns (dest_rank int64 (m,), unvisited bool (m, K)).
+    """
+    days = np.asarray(days)
+    labels = label_actions(days, homes)
+    d_idx, t_idx = np.nonzero(labels == EXPLORE)
+    dest = days[d_idx, t_idx + 1]
+    dest_rank = np.zeros(len(d_idx), dtype=np.int64)
+    unvisited = []
+    future = np.arange(days.shape[1])[None, :] > t_idx[:, None]
+    for s in range(0, len(d_idx), chunk):                                  # bounded memory: chunk x K
+        sl = slice(s, s + chunk)
+        cand = neighbours_of(days[d_idx[sl], t_idx[sl]])                           # (m, K) by rank
+        hit = cand == dest[sl, None]
+        dest_rank[sl] = np.where(hit.any(1), hit.argmax(1) + 1, 0)
+        unvisited.append(~isin_rows(cand, np.where(future[sl], -1, days[d_idx[sl]])))
+    if not unvisited:
+        k = neighbours_of(np.zeros(1, dtype=np.int64)).shape[1]
+        return dest_rank, np.zeros((0, k), dtype=bool)
+    return dest_rank, np.concatenate(unvisited)
+
+
+def explore_law_contribution(days: np.ndarray, home: int, cells: np.ndarray, *, alpha: float = DEFAULT_ALPHA,
+                             candidates: int = DEFAULT_CANDIDATES, days_cap: int = DAYS_CAP) -> np.ndarray:
+    """float64 (2·B,), B = ``n_rank_bins(K)``: one device's contribution to the learned explore law.
+
+    For the device's explore moves whose destination is among the K candidates: ``[0, B)`` holds
+    w × the share of them that landed in each rank bin, ``[B, 2B)`` w × the mean probability the pure power
+    law (``alpha``, factors 1) gave each bin among the cells still unvisited at that move; w = min(1,
+    days / ``days_cap``) as in the initial-state contribution, zero without such moves. Every entry is in
+    [0, 1] and each half sums to w. Summed over devices (observed O, expected A), factor[b] = O[b] / A[b]
+    is one step of iterative scaling of the power law towards the maximum-likelihood binned law.
+    """
+    days = np.asarray(days)
+    cells = np.asarray(cells, dtype=np.float64)
+    k = candidate_count(len(cells), candidates)
+    bins = rank_bins(k)
+    n_bins = n_rank_bins(k)
+    out = np.zeros(2 * n_bins, dtype=np.float64)
+    if not len(days):
+        return out
+    homes = np.full(len(days), home, dtype=np.int64)
+    lookup: dict[int, np.ndarray] = {}
+
+    def neighbours_of(ids):
+        ids = np.asarray(ids, dtype=np.int64)
+        missing = np.setdiff1d(ids, np.fromiter(lookup, dtype=np.int64, count=len(lookup)))
+        if len(missing):
+            for c, row in zip(missing.tolist(), nearest_cells(cells, missing, k)):
+                lookup[c] = row
+        return np.stack([lookup[c] for c in ids.tolist()]) if len(ids) else np.empty((0, k), np.int32)
+
+    dest_rank, unvisited = explore_ranks(neighbours_of, days, homes)
+    keep = dest_rank > 0
+    if not keep.any():
+        return out
+    w = min(1.0, len(days) / days_cap)
+    observed = np.bincount(bins[dest_rank[keep] - 1], minlength=n_bins) / keep.sum()
+    weights = np.where(unvisited[keep], explore_rank_weights(k, alpha)[None, :], 0.0)
+    per_bin = weights @ np.eye(n_bins)[bins]                                    # (moves, B)
+    expected = (per_bin / per_bin.sum(1, keepdims=True)).mean(0)
+    out[:n_bins] = w * observed
+    out[n_bins:] = w * expected
+    return out
 
 
 def replay(geometry: CellGeometry, days: np.ndarray, homes: np.ndarray, actions: np.ndarray,

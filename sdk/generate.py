@@ -71,14 +71,16 @@ def sample_actions(log_probs: np.ndarray, rng: np.random.Generator) -> np.ndarra
 
 
 def generate_days(policy_session: Session, geometry: CellGeometry, homes: np.ndarray, first_cells: np.ndarray,
-                  rng: np.random.Generator, *, alpha: float = DEFAULT_ALPHA, slots: int = 48) -> GeneratedDays:
+                  rng: np.random.Generator, *, alpha: float = DEFAULT_ALPHA,
+                  explore_factors: np.ndarray | None = None, slots: int = 48) -> GeneratedDays:
     """Sample one day per (home, first cell) with the policy model and the EPR environment.
 
-    homes, first_cells: int (n,). ``rng`` drives both the action draws and the environment's destinations.
+    homes, first_cells: int (n,); ``alpha`` and ``explore_factors`` set the explore law (pategail.sdk.epr).
+    ``rng`` drives both the action draws and the environment's destinations.
     Returns :class:`GeneratedDays` (days (n, slots) int32, actions (n, slots-1) int8, log_probs float32).
     """
     homes = np.asarray(homes, dtype=np.int32)
-    env = EPREnvironment(geometry, alpha=alpha, slots=slots, rng=rng)
+    env = EPREnvironment(geometry, alpha=alpha, explore_factors=explore_factors, slots=slots, rng=rng)
     env.reset(homes, first_cells)
     n = len(homes)
     actions = np.empty((n, slots - 1), dtype=np.int8)

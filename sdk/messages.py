@@ -253,8 +253,10 @@ class RoundRequest(_Wire):
 
 @dataclass(frozen=True)
 class InitialStatesRequest(_Wire):
-    """Coordinator → device: make the device's initial-state contribution (float (2·n_cells + 2,), see
-    :func:`pategail.sdk.store.initial_state_contribution`) its pending vector for the next secure round."""
+    """Coordinator → device: make the device's environment contribution its pending vector for the next
+    secure round — the initial-state contribution (float (2·n_cells + 2,),
+    :func:`pategail.sdk.store.initial_state_contribution`) followed by the explore-law contribution (float
+    (2·B,), :func:`pategail.sdk.epr.explore_law_contribution`)."""
 
     round: int
     KIND: ClassVar[int] = KIND_INITIAL_STATES_REQUEST

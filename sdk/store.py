@@ -109,7 +109,7 @@ class TrajectoryStore:
 
 
 DAYS_CAP = 100
-"""Days at which a device's initial-state contribution reaches full weight. Weighting by days makes the
+"""Days at which a device's initial-state (and explore-law) contribution reaches full weight. Weighting by days makes the
 released home and first-cell distribution follow days, as the days a generator must imitate do (a user
 with 700 days is not one home among 83 in the test days); capping keeps every entry in [0, 1], the
 bound the secure aggregation and the noise calibration assume."""

@@ -10,6 +10,7 @@ byte channel and secure-aggregation endpoints) and the public cell table.
 """
 from __future__ import annotations
 
+import copy
 import logging
 import math
 import time
@@ -20,7 +21,7 @@ from typing import Callable, Protocol, Sequence
 import numpy as np
 import torch
 
-from pategail.sdk.epr import CellGeometry
+from pategail.sdk.epr import CellGeometry, n_rank_bins
 from pategail.sdk.messages import (Ack, ErrorReply, InitialStatesRequest, PolicyUpdate, RoundRequest, from_bytes,
                                    to_bytes)
 from pategail.sdk.secagg.config import DevicePublicKeys
@@ -90,6 +91,9 @@ class Coordinator:
             self.policy = Policy(PolicyConfig(n_cells=len(self.cells), d_model=config.d_model,
                                               n_layers=config.n_layers))
         self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=config.ppo.learning_rate)
+        self.policy_sum: dict[str, torch.Tensor] | None = None
+        """Sum of the policy weights after each of the rounds averaged so far (``config.average_rounds``)."""
+        self.policy_sum_count = 0
         self.accountant = PrivacyAccountant(target_delta=config.target_delta)
         self.initial_states: InitialStates | None = None
         self.per_query_epsilon: float | None = None
@@ -104,7 +108,10 @@ class Coordinator:
 
     # -- privacy ------------------------------------------------------------------------------------------
     def planned_queries(self) -> int:
-        return contribution_length(len(self.cells)) + self.config.rounds * self.config.days_per_round * (SLOTS - 1)
+        return self._environment_length() + self.config.rounds * self.config.days_per_round * (SLOTS - 1)
+
+    def _environment_length(self) -> int:
+        return contribution_length(len(self.cells), n_rank_bins(self.geometry.candidates))
 
     def noise_scales(self) -> tuple[float, float]:
         """Total Laplace scales on each released Σ and Σ² (0, 0 without privacy)."""
@@ -125,7 +132,8 @@ class Coordinator:
                 "torch_gen": self.torch_gen.get_state(), "wall_seconds": self.wall_seconds,
                 "initial_states": None if self.initial_states is None else self.initial_states.to_dict(),
                 "per_query_epsilon": self.per_query_epsilon, "history": self.history,
-                "bytes_by_round": self.bytes_by_round}
+                "bytes_by_round": self.bytes_by_round, "policy_sum": self.policy_sum,
+                "policy_sum_count": self.policy_sum_count}
 
     def resume(self) -> bool:
         """Load the last checkpoint (and the release journal); False when there is none."""
@@ -145,6 +153,7 @@ class Coordinator:
             self.initial_states = InitialStates.from_dict(state["initial_states"])
         self.per_query_epsilon = state["per_query_epsilon"]
         self.history, self.bytes_by_round = state["history"], state["bytes_by_round"]
+        self.policy_sum, self.policy_sum_count = state["policy_sum"], state["policy_sum_count"]
         log.info("resumed %s after round %d", self.run_dir, self.round)
         return True
 
@@ -160,14 +169,19 @@ class Coordinator:
                 self.accountant.record(intent["sum_scale"], intent["sq_sum_scale"], intent["count"])
 
     # -- one secure release -------------------------------------------------------------------------------
-    def _broadcast(self, message: bytes) -> tuple[list[int], int, int]:
-        """Send to every device; return those that acknowledged, and bytes down / up."""
+    def _broadcast(self, message: bytes, length: int | None = None) -> tuple[list[int], int, int]:
+        """Send to every device; return those that acknowledged (with a pending vector of ``length`` values,
+        when given), and bytes down / up."""
         ok, down, up = [], 0, 0
         for device_id in self.fleet.device_ids:
             reply = self.fleet.request(device_id, message)
             down, up = down + len(message), up + len(reply)
             answer = from_bytes(reply, expect=(Ack, ErrorReply))
-            if isinstance(answer, Ack):
+            if isinstance(answer, Ack) and length is not None and answer.n != length:
+                # an SDK of another version or a bundle with other EPR settings: its upload would not fit
+                log.warning("device %d left out: it prepared %d values, the coordinator expects %d (another SDK "
+                            "version or bundle?)", device_id, answer.n, length)
+            elif isinstance(answer, Ack):
                 ok.append(device_id)
             else:
                 log.warning("device %d refused round: %s (%s)", device_id, answer.message, answer.code)
@@ -210,9 +224,11 @@ class Coordinator:
     def learn_initial_states(self) -> None:
         participants = []
         if 0 not in read_journal(self.ckpt_dir):          # else the journalled release is re-used
-            participants, _, _ = self._broadcast(to_bytes(InitialStatesRequest(0)))
-        release, _, _ = self._release(0, "initial_states", participants, contribution_length(len(self.cells)))
-        self.initial_states = InitialStates.from_noisy_sums(release.sum)
+            participants, _, _ = self._broadcast(to_bytes(InitialStatesRequest(0)), self._environment_length())
+        release, _, _ = self._release(0, "initial_states", participants, self._environment_length())
+        self.initial_states = InitialStates.from_noisy_sums(
+            release.sum, len(self.cells), n_rank_bins(self.geometry.candidates),
+            noise_std=math.sqrt(2) * release.sum_scale)            # a Laplace(b) has standard deviation b·√2
         log.info("initial states learned from %d devices", release.n_survivors)
         self._checkpoint()
 
@@ -220,7 +236,8 @@ class Coordinator:
         t0 = time.perf_counter()
         cfg = self.config
         homes, firsts = self.initial_states.sample(cfg.days_per_round, self.rng_sampling)
-        rollout, homes = sample_rollout(self.policy, self.geometry, homes, firsts, self.rng_sampling, cfg.alpha)
+        rollout, homes = sample_rollout(self.policy, self.geometry, homes, firsts, self.rng_sampling, cfg.alpha,
+                                        self.initial_states.explore_factors)
         journal = read_journal(self.ckpt_dir)
         down = up = None                           # unknown for a release re-used after a crash
         if round_ in journal:
@@ -228,7 +245,7 @@ class Coordinator:
         else:
             request = RoundRequest(round_, cfg.disc_steps, cfg.disc_batch_size, rollout.cells.astype(np.int32),
                                    homes, rollout.actions.astype(np.int8))
-            participants, down, up = self._broadcast(to_bytes(request))
+            participants, down, up = self._broadcast(to_bytes(request), request.n_queries)
             release, d2, u2 = self._release(round_, "rewards", participants, request.n_queries)
             down, up = down + d2, up + u2
         agg = aggregate_rewards(release.sum, release.sq_sum, release.n_survivors, cfg.beta)
@@ -258,6 +275,7 @@ class Coordinator:
         while self.round < self.config.rounds:
             stats = self.run_round(self.round + 1)
             self.round += 1
+            self._accumulate_average()
             self.wall_seconds += stats.seconds
             if self.config.private:
                 stats.epsilon = self.accountant.epsilon()
@@ -269,13 +287,35 @@ class Coordinator:
             if on_round is not None:
                 on_round(stats)
 
+    def _accumulate_average(self) -> None:
+        if self.round <= self.config.rounds - self.config.average_rounds:
+            return
+        weights = {k: v.detach().clone() for k, v in self.policy.state_dict().items()}
+        if self.policy_sum is None:
+            self.policy_sum = weights
+        else:
+            for k, v in weights.items():
+                self.policy_sum[k] += v
+        self.policy_sum_count += 1
+
+    def averaged_policy(self) -> Policy:
+        """The policy to publish: the mean of the weights after each averaged round so far (the current
+        policy before the first of them)."""
+        if self.policy_sum is None:
+            return self.policy
+        policy = copy.deepcopy(self.policy)              # no fresh initialisation: the torch RNG is untouched
+        policy.load_state_dict({k: v / self.policy_sum_count for k, v in self.policy_sum.items()})
+        policy.eval()
+        return policy
+
     def publish_policy(self, onnx_bytes: bytes) -> int:
         """Send a new policy model (hash-checked by the devices); return how many accepted it."""
         accepted, _, _ = self._broadcast(to_bytes(PolicyUpdate.for_model(self.round, onnx_bytes)))
         return len(accepted)
 
     def generate(self, n_days: int, rng: np.random.Generator) -> np.ndarray:
-        """Synthetic days (n_days, 48) from the current policy and the released initial states."""
+        """Synthetic days (n_days, 48) from the averaged policy and the released initial states."""
         homes, firsts = self.initial_states.sample(n_days, rng)
-        rollout, _ = sample_rollout(self.policy, self.geometry, homes, firsts, rng, self.config.alpha)
+        rollout, _ = sample_rollout(self.averaged_policy(), self.geometry, homes, firsts, rng, self.config.alpha,
+                                    self.initial_states.explore_factors)
         return rollout.cells.astype(np.int32)

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pategail.sdk.epr import CellGeometry, EPREnvironment, isin_rows
+from pategail.sdk.epr import CellGeometry, EPREnvironment
+from pategail.sdk.epr import explore_ranks as sdk_explore_ranks
 from pategail.sdk.features import N_ACTIONS, label_actions
 
 
@@ -26,24 +27,8 @@ def user_homes(days: np.ndarray, users: np.ndarray, night_slots: int = 12) -> np
 
 
 def explore_ranks(geometry: CellGeometry, days: np.ndarray, homes: np.ndarray, chunk: int = 4096):
-    """For every real explore move: the destination's distance rank from the current cell (1 = nearest other
-    cell; 0 = beyond the K candidates) and the ranks (1..K) of the K nearest cells not yet visited that day.
-
-    Returns (dest_rank (m,), unvisited (m, K) bool).
-    """
-    labels = label_actions(days, homes)
-    d_idx, t_idx = np.nonzero(labels == 3)
-    dest = days[d_idx, t_idx + 1]
-    dest_rank = np.zeros(len(d_idx), dtype=np.int64)
-    unvisited = np.zeros((len(d_idx), geometry.candidates), dtype=bool)
-    future = np.arange(days.shape[1])[None, :] > t_idx[:, None]
-    for s in range(0, len(d_idx), chunk):                                  # bounded memory: chunk x K
-        sl = slice(s, s + chunk)
-        cand = geometry.neighbours[days[d_idx[sl], t_idx[sl]]]                      # (m, K) by rank
-        hit = cand == dest[sl, None]
-        dest_rank[sl] = np.where(hit.any(1), hit.argmax(1) + 1, 0)
-        unvisited[sl] = ~isin_rows(cand, np.where(future[sl], -1, days[d_idx[sl]]))
-    return dest_rank, unvisited
+    """:func:`pategail.sdk.epr.explore_ranks` with the whole geometry's neighbour table."""
+    return sdk_explore_ranks(geometry.neighbours.__getitem__, days, homes, chunk)
 
 
 def fit_alpha(dest_rank: np.ndarray, unvisited: np.ndarray, lo: float = 0.0, hi: float = 3.0) -> float:
@@ -86,9 +71,13 @@ def fit_epr_baseline(geometry: CellGeometry, days: np.ndarray, users: np.ndarray
     return EPRBaseline(alpha=alpha, action_probs=probs, init_homes=homes, init_first=days[:, 0].copy())
 
 
-def sample_epr(model: EPRBaseline, geometry: CellGeometry, n_days: int, rng: np.random.Generator) -> np.ndarray:
+def sample_epr(model: EPRBaseline, geometry: CellGeometry, n_days: int, rng: np.random.Generator,
+               explore_factors: np.ndarray | None = None) -> np.ndarray:
+    """``n_days`` days of the fitted model; ``explore_factors`` (pategail.sdk.epr) only for ablations — the
+    baseline itself is the pure power law."""
     idx = rng.integers(0, len(model.init_homes), n_days)
-    env = EPREnvironment(geometry, alpha=model.alpha, slots=model.action_probs.shape[0] + 1, rng=rng)
+    env = EPREnvironment(geometry, alpha=model.alpha, explore_factors=explore_factors,
+                         slots=model.action_probs.shape[0] + 1, rng=rng)
     env.reset(model.init_homes[idx], model.init_first[idx])
     while not env.done:
         at_home = (env.history()[:, -1] == env.homes).astype(np.int64)

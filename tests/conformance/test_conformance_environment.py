@@ -15,7 +15,7 @@ CELLS = np.array([[39.9042, 116.4074], [40.0, 116.3], [39.95, 116.35], [-33.86, 
 
 def test_environment_round_trips_exactly(tmp_path):
     env = Environment(cells=CELLS, alpha=0.96, candidates=3, initial_states=np.array([[0, 0], [1, 2]]),
-                      initial_weights=np.array([0.25, 0.75]))
+                      initial_weights=np.array([0.25, 0.75]), explore_factors=np.array([2.5, 1.0, 0.125]))
     bundle = load_bundle(export_bundle(Policy(PolicyConfig(n_cells=4)), Discriminator(), tmp_path / "b",
                                        environment=env))
     got = bundle.environment
@@ -23,7 +23,15 @@ def test_environment_round_trips_exactly(tmp_path):
     np.testing.assert_array_equal(got.initial_states, [[0, 0], [1, 2]])
     np.testing.assert_array_equal(got.initial_weights, [0.25, 0.75])
     assert (got.alpha, got.candidates) == (0.96, 3)
+    np.testing.assert_array_equal(got.explore_factors, [2.5, 1.0, 0.125])
     assert len(bundle.sha256) == 64
+
+
+def test_explore_factors_must_fit_the_candidates(tmp_path):
+    for bad in (np.array([1.0, 1.0]), np.array([1.0, -1.0, 1.0]), np.array([1.0, np.nan, 1.0])):
+        with pytest.raises(BundleError, match="explore_factors"):
+            export_bundle(Policy(PolicyConfig(n_cells=4)), Discriminator(), tmp_path / "b",
+                          environment=Environment(cells=CELLS, alpha=1.0, candidates=3, explore_factors=bad))
 
 
 def test_models_only_bundle_has_no_environment(tmp_path):

@@ -14,6 +14,7 @@ from pategail.sdk.store import DAYS_CAP
 import pytest
 
 from pategail.sdk.device import Device
+from pategail.sdk.epr import n_rank_bins
 from pategail.sdk.features import N_PAIR_FEATURES, pair_features
 from pategail.sdk.messages import Ack, InitialStatesRequest, PolicyUpdate, from_bytes
 from pategail.sdk.secagg.fixedpoint import SCALE
@@ -22,6 +23,8 @@ from pategail.sdk.secagg.errors import SecAggAbort
 from pategail.server.secagg.round import SecureRoundConfig, run_secure_round
 
 N_DEVICES = 5
+ENVIRONMENT_LENGTH = 2 * 4210 + 2 + 2 * n_rank_bins(1000)
+"""A device's environment vector on the default data: initial states, then the explore law."""
 TOL = 1e-5
 
 
@@ -91,7 +94,7 @@ def federation(tmp_path_factory, dataset, bundle_dir, round_request, policy_byte
     out["pending_after"] = [d.pending for d in devices]
     out["initial_acks"] = [from_bytes(handle(d, InitialStatesRequest(2))) for d in devices]
     out["contributions"] = np.stack([d.pending for d in devices])
-    out["initial_aggregate"] = secure_round(2, 2 * dataset.n_cells + 2)
+    out["initial_aggregate"] = secure_round(2, ENVIRONMENT_LENGTH)
     with pytest.raises(SecAggAbort):                  # nothing pending any more: every device drops out
         secure_round(3, round_request.n_queries)
     return out
@@ -102,7 +105,7 @@ def test_round_is_acknowledged_with_nothing_but_the_request_size(federation, rou
     acks = federation["round_acks"]
     assert len(set(acks)) == 1                                           # identical bytes from every device
     assert from_bytes(acks[0]) == Ack(1, "round_request", round_request.n_queries)
-    assert all(a == Ack(2, "initial_states_request", 2 * 4210 + 2) for a in federation["initial_acks"])
+    assert all(a == Ack(2, "initial_states_request", ENVIRONMENT_LENGTH) for a in federation["initial_acks"])
 
 
 def _torch_scores(bundle, flat: np.ndarray, pairs: np.ndarray) -> np.ndarray:
@@ -153,7 +156,13 @@ def test_secure_sums_are_the_devices_own_vectors(federation, dataset):
     weights = [min(1.0, len(d.store.days()) / DAYS_CAP) for d in federation["devices"]]
     np.testing.assert_allclose(init.sum[:n], np.bincount(homes, weights=weights, minlength=n),
                                atol=N_DEVICES / SCALE)
-    assert init.sum[n:].sum() == pytest.approx(N_DEVICES, abs=1e-4)
+    assert init.sum[n:2 * n + 2].sum() == pytest.approx(N_DEVICES, abs=1e-4)
+    # the explore law's two halves (observed, power-law expected) each sum to the weight of every device
+    # that made an explore move
+    bins = n_rank_bins(1000)
+    observed, expected = init.sum[2 * n + 2:2 * n + 2 + bins], init.sum[2 * n + 2 + bins:]
+    assert observed.sum() == pytest.approx(sum(weights), abs=1e-4)
+    assert expected.sum() == pytest.approx(sum(weights), abs=1e-4)
 
 
 # -- leak detection -----------------------------------------------------------------------------------------

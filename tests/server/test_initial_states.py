@@ -1,7 +1,10 @@
 import numpy as np
+import pytest
 
 from pategail.sdk.store import initial_state_contribution
-from pategail.server.initial_states import InitialStates, contribution_length
+from pategail.server.initial_states import FACTOR_RANGE, SIGNAL_GATE, InitialStates, contribution_length
+
+NO_EXPLORE = np.zeros(4)            # two rank bins, no explore move: observed and expected shares all 0
 
 
 def test_noise_free_sums_give_the_day_weighted_distribution():
@@ -9,12 +12,13 @@ def test_noise_free_sums_give_the_day_weighted_distribution():
     a = np.zeros((100, 48), dtype=int)
     a[50:, 0] = 2
     b = np.ones((50, 48), dtype=int)
-    sums = initial_state_contribution(a, 0, 3) + initial_state_contribution(b, 1, 3)
-    assert len(sums) == contribution_length(3)
-    states = InitialStates.from_noisy_sums(sums)
+    sums = np.concatenate([initial_state_contribution(a, 0, 3) + initial_state_contribution(b, 1, 3), NO_EXPLORE])
+    assert len(sums) == contribution_length(3, 2)
+    states = InitialStates.from_noisy_sums(sums, 3, 2)
     np.testing.assert_allclose(states.home_weights, [1 / 1.5, 0.5 / 1.5, 0])      # weights 1 and 0.5
     np.testing.assert_allclose(states.first_weights, [0, 0, 1])
     assert abs(states.p_same - (0.5 + 0.5) / 1.5) < 1e-12
+    np.testing.assert_array_equal(states.explore_factors, [1, 1])                 # nothing learned: power law
     homes, firsts = states.sample(30000, np.random.default_rng(0))
     assert abs((homes == 0).mean() - 2 / 3) < 0.01
     assert abs((firsts == homes).mean() - 2 / 3) < 0.01
@@ -22,8 +26,31 @@ def test_noise_free_sums_give_the_day_weighted_distribution():
 
 
 def test_negative_noisy_counts_are_clipped():
-    sums = np.array([-3.0, 2.0, 1.0, 4.0, -1.0, 0.0, 2.0, 3.0])     # 3 cells
-    states = InitialStates.from_noisy_sums(sums)
+    sums = np.array([-3.0, 2.0, 1.0, 4.0, -1.0, 0.0, 2.0, 3.0, *NO_EXPLORE])     # 3 cells
+    states = InitialStates.from_noisy_sums(sums, 3, 2)
     np.testing.assert_allclose(states.home_weights, [0, 2 / 3, 1 / 3])
     np.testing.assert_allclose(states.first_weights, [1, 0, 0])
     assert abs(states.p_same - 2 / 3) < 1e-12
+
+
+def test_explore_factors_are_observed_over_expected_shrunk_by_the_noise():
+    head = np.array([1.0, 0.0, 0.0, 0.0, 1.0, 1.0])                            # 2 cells
+    sums = np.concatenate([head, [6.0, 2.0, -1.0], [3.0, 4.0, 2.0]])             # O, A over 3 bins
+    exact = InitialStates.from_noisy_sums(sums, 2, 3)
+    np.testing.assert_allclose(exact.explore_factors, [2.0, 0.5, FACTOR_RANGE[0]])  # O < 0 clipped to 0
+    heavy = sums.copy()
+    heavy[5] = SIGNAL_GATE * 2.0                        # released total weight = SIGNAL_GATE x noise std
+    noisy = InitialStates.from_noisy_sums(heavy, 2, 3, noise_std=2.0)
+    np.testing.assert_allclose(noisy.explore_factors, [8 / 5, 4 / 6, 2 / 4])
+    # a total weight of 1 under noise std 2: the ratio would be noise, the power law is kept
+    np.testing.assert_array_equal(InitialStates.from_noisy_sums(sums, 2, 3, noise_std=2.0).explore_factors, 1)
+    with pytest.raises(ValueError):
+        InitialStates.from_noisy_sums(sums, 2, 2)                                # wrong layout
+
+
+def test_round_trip_through_the_checkpoint_dict():
+    sums = np.concatenate([[1.0, 0.0, 0.0, 1.0, 0.5, 1.0], [2.0, 1.0], [1.0, 2.0]])
+    states = InitialStates.from_noisy_sums(sums, 2, 2)
+    again = InitialStates.from_dict(states.to_dict())
+    np.testing.assert_array_equal(again.explore_factors, states.explore_factors)
+    np.testing.assert_array_equal(again.home_weights, states.home_weights)

@@ -3,19 +3,25 @@ import ast
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
 from pategail.cli import main
-from pategail.data.prepare import prepare_dataset
 from pategail.data.dataset import load_dataset
+from pategail.data.prepare import prepare_dataset
 from pategail.emulator import EmulatedFleet, choose_users
+from pategail.errors import PategailError
 from pategail.export.bundle import export_bundle
 from pategail.export.discriminator import Discriminator
-from pategail.sdk.bundle import Environment
+from pategail.sdk.bundle import Environment, load_bundle
+from pategail.sdk.epr import candidate_count, explore_law_contribution, n_rank_bins
+from pategail.sdk.features import infer_home
 from pategail.server import coordinator as coordinator_module
+from pategail.server.checkpoint import read_journal
 from pategail.server.config import TrainConfig
 from pategail.server.coordinator import Coordinator
+from pategail.server.initial_states import FACTOR_RANGE
 from pategail.server.policy import Policy, PolicyConfig
 from pategail.server.ppo import PPOConfig
 
@@ -43,8 +49,9 @@ def _coordinator(dataset, run: Path, seed=0, **overrides) -> Coordinator:
     return Coordinator(config, fleet, dataset.cells, run, seed=seed)
 
 
-def _params(coordinator):
-    return torch.cat([p.detach().flatten() for p in coordinator.policy.parameters()])
+def _params(coordinator_or_policy):
+    policy = getattr(coordinator_or_policy, "policy", coordinator_or_policy)
+    return torch.cat([p.detach().flatten() for p in policy.parameters()])
 
 
 def test_same_seed_same_run(dataset, tmp_path):
@@ -57,6 +64,17 @@ def test_same_seed_same_run(dataset, tmp_path):
     c = _coordinator(dataset, tmp_path / "c", seed=1)
     c.train()
     assert not torch.equal(_params(a), _params(c))
+
+
+def test_the_published_policy_is_the_mean_of_the_last_rounds(dataset, tmp_path):
+    coordinator = _coordinator(dataset, tmp_path / "avg", average_rounds=2)
+    after = []
+    coordinator.train(on_round=lambda stats: after.append(_params(coordinator).clone()))
+    assert len(after) == 3 and coordinator.policy_sum_count == 2
+    assert torch.allclose(_params(coordinator.averaged_policy()), (after[1] + after[2]) / 2, atol=1e-6)
+    assert not torch.equal(_params(coordinator.averaged_policy()), after[2])
+    with pytest.raises(PategailError, match="average_rounds"):
+        TrainConfig(**{**TINY, "average_rounds": 0})
 
 
 def test_killed_and_resumed_run_ends_like_an_uninterrupted_one(dataset, tmp_path, monkeypatch):
@@ -86,6 +104,7 @@ def test_killed_and_resumed_run_ends_like_an_uninterrupted_one(dataset, tmp_path
     third.train()
     assert third.round == 3
     assert torch.equal(_params(third), _params(whole))
+    assert torch.equal(_params(third.averaged_policy()), _params(whole.averaged_policy()))
 
 
 def test_privacy_spending_survives_a_crash_exactly_once(dataset, tmp_path, monkeypatch):
@@ -98,7 +117,7 @@ def test_privacy_spending_survives_a_crash_exactly_once(dataset, tmp_path, monke
     monkeypatch.setattr(coordinator_module, "ppo_update", crash_in_update)
     with pytest.raises(RuntimeError):
         first.train()                          # initial states and round 1 released, round 1 not finished
-    assert first.accountant.num_queries == 2 * dataset.n_cells + 2 + 6 * 47
+    assert first.accountant.num_queries == 2 * dataset.n_cells + 2 + 2 * n_rank_bins(candidate_count(dataset.n_cells, TINY["candidates"])) + 6 * 47
     monkeypatch.setattr(coordinator_module, "ppo_update", real_update)
     again = _coordinator(dataset, run, target_epsilon=50.0, rounds=2)
     assert again.resume()
@@ -139,6 +158,16 @@ def test_train_cli_two_rounds(dataset, tmp_path, capsys):
     for name in ("synthetic.csv", "report.md", "statistics.png", "density.png", "bundle/manifest.json"):
         assert (run / name).is_file(), name
     assert "| ours |" in capsys.readouterr().out
+    # the explore law learned in the initial-state release is what the published bundle generates with
+    # (no noise: exactly the three devices' summed contributions, up to the fixed-point grid)
+    factors = report["environment"]["explore_factors"]
+    total = 0
+    for user in choose_users(dataset.users, 3, 0):
+        days = dataset.user_days(user)
+        total = total + explore_law_contribution(days, infer_home(days), dataset.cells, candidates=TINY["candidates"])
+    bins = n_rank_bins(TINY["candidates"])
+    np.testing.assert_allclose(factors, np.clip(total[:bins] / total[bins:], *FACTOR_RANGE), rtol=1e-4)
+    np.testing.assert_array_equal(load_bundle(run / "bundle").environment.explore_factors, factors)
     # a second start without --resume refuses to clobber the run; a resume with other settings is refused
     assert main(argv) == 2
     assert "--resume" in capsys.readouterr().err
@@ -185,6 +214,22 @@ def test_a_round_without_enough_devices_releases_nothing(dataset, tmp_path, monk
         coordinator.train()
     assert coordinator.initial_states is None and coordinator.accountant.num_queries == 0
     assert not (tmp_path / "run" / "checkpoint" / "releases").exists()
+
+
+def test_a_device_preparing_a_vector_of_another_length_is_left_out(dataset, tmp_path, monkeypatch, caplog):
+    from pategail.sdk.messages import Ack, from_bytes
+    coordinator = _coordinator(dataset, tmp_path / "run", min_survivors=0.5)
+    odd = coordinator.fleet.device_ids[0]
+    real_request = EmulatedFleet.request
+
+    def request(self, device_id, message):                 # as an SDK with another vector layout would answer
+        reply = real_request(self, device_id, message)
+        ack = from_bytes(reply)
+        return Ack(ack.round, ack.kind, ack.n + 1).to_bytes() if device_id == odd else reply
+    monkeypatch.setattr(EmulatedFleet, "request", request)
+    coordinator.learn_initial_states()
+    assert read_journal(tmp_path / "run" / "checkpoint")[0].n_survivors == 2
+    assert f"device {odd} left out" in caplog.text
 
 
 def test_a_release_whose_result_never_arrived_is_still_counted(dataset, tmp_path, monkeypatch):
