@@ -31,9 +31,9 @@ class TrainConfig:
     average_rounds: int = 20
     """The published policy is the mean of the policy weights after each of the last N rounds (Polyak–Ruppert
     tail averaging, as SWA does for networks); 1 publishes the last iterate. Adversarial training makes the
-    last iterate swing from round to round (the share of "stay" moved between 0.26 and 0.70 over rounds
-    30–60 of one run); the average of the last 20 rounds beat every single round of two runs on all five
-    metrics against the training days (BENCHMARKS.md)."""
+    last iterate swing from round to round (the share of "stay" moved between 0.26 and 0.67 over rounds
+    30–60 of one run); against the training days the average of the last 20 rounds beat every single round
+    of two runs on DailyLoc and I-rank, and the epr baseline on all five metrics (BENCHMARKS.md)."""
     disc_steps: int = 10
     """Discriminator training steps on each device per round (k)."""
     disc_batch_size: int = 64

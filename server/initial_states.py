@@ -23,7 +23,7 @@ import numpy as np
 SIGNAL_GATE = 10.0
 """The explore factors are used only when the released total device weight Σw is at least this many times
 the noise's standard deviation; below that the ratio of two noisy sums is noise itself (83 devices at
-ε = 8 gave factors of 0.8–3.2 from a noise std of 645 on Σw ≈ 30) and the pure power law is kept."""
+ε = 8 gave factors of 0.8–3.2 from a noise std of 645 on Σw ≈ 39) and the pure power law is kept."""
 FACTOR_RANGE = (0.05, 20.0)
 """Explore factors are clipped to this range (post-processing), so a rank bin no device explored into stays
 reachable, and noise cannot make one bin dominate. On pategail-geolife the factors lie in 0.46–1.95."""
