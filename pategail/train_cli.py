@@ -75,7 +75,12 @@ def run_train(args) -> int:
     if marker.is_file():
         if not args.resume:
             raise PategailError(f"{run} holds a run already; add --resume to continue it, or choose another --out")
-        if json.loads(marker.read_text()) != identity:
+        recorded = json.loads(marker.read_text())
+        if set(recorded.get("config", {})) != set(identity["config"]):
+            raise PategailError(f"{marker}: this run was made by another version of pategail (its settings "
+                                "differ in name, not only in value) and cannot be resumed; start it again in "
+                                "another --out")
+        if recorded != identity:
             raise PategailError(f"{marker}: this run was started with other settings, data, seed or --devices; "
                                 "resume it with the same ones, or choose another --out")
     elif args.resume:
