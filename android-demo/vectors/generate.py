@@ -337,6 +337,48 @@ def reference_round(bundle_dir: Path, days: np.ndarray, request: bytes, seed: in
             "ack": hx(ack), "seed": seed}
 
 
+def artifact_vectors(bundle_dir: Path, days: np.ndarray, request: bytes, steps: int = 20, batch: int = 32) -> dict:
+    """What ONNX Runtime's training core must reproduce (android-demo/artifact-check): ``steps`` AdamW steps of
+    the bundle's training artifacts from its checkpoint on fixed batches (losses), the eval model's scores
+    after them, and the inference models' outputs (discriminator and policy) on fixed inputs."""
+    from pategail.sdk.bundle import load_bundle, open_policy_session, open_scoring_session, open_training_session
+    from pategail.sdk.features import N_PAIR_FEATURES, action_mask, infer_home, label_actions, pair_features
+    from pategail.sdk.generate import prefix_features
+    from pategail.sdk.messages import RoundRequest
+
+    bundle = load_bundle(bundle_dir)
+    cells = bundle.environment.cells
+    homes = np.full(len(days), infer_home(days), dtype=np.int32)
+    msg = RoundRequest.from_bytes(request)
+    table = np.concatenate([
+        pair_features(days, homes, label_actions(days, homes), cells).reshape(-1, N_PAIR_FEATURES),
+        pair_features(msg.days, msg.homes, msg.actions, cells).reshape(-1, N_PAIR_FEATURES)])
+    n_real = len(days) * 47
+    labels_all = (np.arange(len(table)) < n_real).astype(np.float32)
+    rng = np.random.default_rng(3)
+    session = open_training_session(bundle)
+    batches, losses = [], []
+    for _ in range(steps):
+        idx = rng.integers(0, len(table), batch)
+        batches.append(idx.tolist())
+        losses.append(session.train_step(table[idx], labels_all[idx]))
+    eval_idx = np.arange(0, len(table), 7)
+    _, prob = session.score(table[eval_idx])
+    logit0, prob0 = open_scoring_session(bundle).run(["logit", "prob"], {"pairs": table[eval_idx]})
+    policy_cells = np.asarray(days[:2], dtype=np.int64)
+    feats = prefix_features(days[:2], homes[:2], cells)
+    mask = action_mask(days[:2], homes[:2])
+    log_probs, logits, values = open_policy_session(bundle).run(["log_probs", "logits", "values"], {
+        "cells": policy_cells, "features": feats, "mask": mask})
+    f64 = lambda a: np.asarray(a, dtype=np.float64).ravel().tolist()  # noqa: E731
+    return {"learning_rate": bundle.learning_rate, "pairs": f64(table), "n_pairs": len(table),
+            "labels": labels_all.tolist(), "batches": batches, "losses": losses, "eval_rows": eval_idx.tolist(),
+            "eval_prob": f64(prob), "inference_logit": f64(logit0), "inference_prob": f64(prob0),
+            "policy_inputs": {"cells": policy_cells.ravel().tolist(), "features": f64(feats),
+                              "mask": mask.astype(int).ravel().tolist(), "shape": list(policy_cells.shape)},
+            "policy_log_probs": f64(log_probs), "policy_values": f64(values)}
+
+
 def make_request(bundle_dir: Path, ds) -> bytes:
     from pategail.sdk.bundle import load_bundle, open_policy_session
     from pategail.sdk.epr import CellGeometry
@@ -384,6 +426,7 @@ def main(argv=None) -> int:
     write_json(args.out / "messages.json", message_vectors(request))
     write_json(args.out / "features.json", feature_vectors(days, env.cells, env))
     write_json(args.out / "device.json", reference_round(bundle_dir, days, request, seed=11))
+    write_json(args.out / "training.json", artifact_vectors(bundle_dir, days, request))
     return 0
 
 
