@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import struct
 import subprocess
 from pathlib import Path
@@ -33,8 +34,39 @@ log = logging.getLogger(__name__)
 
 MAIN_CLASS = "org.pategail.core.tools.StdioDevice"
 (OP_PUBLIC_KEYS, OP_DIRECTORY, OP_INSTALL_BUNDLE, OP_ADD_DAYS, OP_DEVICE_MESSAGE) = range(1, 6)
-OP_START_ROUND, OP_SHARE_KEYS, OP_MASKED_INPUT, OP_CONSISTENCY, OP_UNMASK = range(10, 15)
+OP_START_ROUND, OP_SHARE_KEYS, OP_MASKED_INPUT, OP_CONSISTENCY, OP_UNMASK, OP_MASKED_SCORES, OP_CPU_NANOS = \
+    range(10, 17)
 _REFUSALS = {1: MessageRejected, 2: ProtocolError, 3: RefusedUnmask, 4: SecAggAbort}
+CORE = Path(__file__).resolve().parents[1] / "android-demo" / "core"
+JARS = {"BouncyCastle (libbcprov-java)": Path("/usr/share/java/bcprov.jar"),
+        "org.json (libandroid-json-org-java)": Path("/usr/share/java/json-android.jar")}
+"""The core's two dependencies, as Debian installs them (on Android: bcprov from Maven, org.json built in)."""
+JUNIT = Path("/usr/share/java/junit-platform-console-standalone.jar")
+
+
+def java_missing(with_junit: bool = False) -> str | None:
+    """Why the Java core cannot be built and run here (one line), or None."""
+    for tool in ("java", "javac"):
+        if shutil.which(tool) is None:
+            return f"no {tool} on PATH (apt-get install openjdk-17-jdk-headless)"
+    for name, jar in {**JARS, **({"JUnit 5 (junit5)": JUNIT} if with_junit else {})}.items():
+        if not jar.is_file():
+            return f"{jar} missing: install {name}"
+    return None
+
+
+def compile_core(out: str | os.PathLike, *, with_tests: bool = False) -> str:
+    """javac the core (and its JUnit tests) for Java 11 into ``out``; returns the classpath that runs it."""
+    out = Path(out)
+    sources = sorted(str(p) for p in (CORE / "src" / "main").rglob("*.java"))
+    if with_tests:
+        sources += sorted(str(p) for p in (CORE / "src" / "test").rglob("*.java"))
+    jars = [*JARS.values(), *([JUNIT] if with_tests else [])]
+    done = subprocess.run(["javac", "--release", "11", "-nowarn", "-encoding", "UTF-8", "-cp",
+                           ":".join(map(str, jars)), "-d", str(out), *sources], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise JavaDeviceError(f"javac failed: {(done.stdout + done.stderr).strip()[-2000:]}")
+    return ":".join([str(out), *(str(j) for j in JARS.values())])
 
 
 class JavaDeviceError(PategailError):
@@ -111,6 +143,10 @@ class JavaDevice:
     def __exit__(self, *exc) -> None:
         self.close()
 
+    def cpu_seconds(self) -> float:
+        """CPU time the Java process's serving thread has used so far (for benchmarks)."""
+        return struct.unpack(">Q", self._call(OP_CPU_NANOS))[0] / 1e9
+
     # -- the app's side ------------------------------------------------------------------------------------
     @property
     def public_keys(self) -> DevicePublicKeys:
@@ -146,8 +182,14 @@ class JavaDevice:
     def share_keys(self, key_broadcast: bytes) -> bytes:
         return self._call(OP_SHARE_KEYS, key_broadcast)
 
-    def masked_input(self, share_delivery: bytes) -> bytes:
-        return self._call(OP_MASKED_INPUT, share_delivery)
+    def masked_input(self, share_delivery: bytes, scores: np.ndarray | None = None) -> bytes:
+        """The masked upload of the device's pending vector; or, given ``scores`` (M,), of those scores — the
+        Python ``SecAggClient``'s form, which ``run_secure_round`` uses when it is passed values (benchmarks)."""
+        if scores is None:
+            return self._call(OP_MASKED_INPUT, share_delivery)
+        scores = np.ascontiguousarray(scores, dtype=">f8")
+        return self._call(OP_MASKED_SCORES, struct.pack(">I", len(share_delivery)) + share_delivery
+                          + struct.pack(">I", scores.size) + scores.tobytes())
 
     def consistency_check(self, survivor_set: bytes) -> bytes:
         return self._call(OP_CONSISTENCY, survivor_set)

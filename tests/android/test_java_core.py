@@ -9,7 +9,9 @@ import sys
 
 import pytest
 
-from .conftest import JARS, JUNIT, ROOT, VECTORS
+from pategail.jvm_device import JARS, JUNIT
+
+from .conftest import ROOT, VECTORS
 
 
 def test_junit_suite_passes_on_the_python_vectors(java_classes):

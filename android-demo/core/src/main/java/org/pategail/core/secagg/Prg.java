@@ -2,8 +2,10 @@ package org.pategail.core.secagg;
 
 import java.security.GeneralSecurityException;
 
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+
 import javax.crypto.Cipher;
-import javax.crypto.spec.IvParameterSpec;
 import javax.crypto.spec.SecretKeySpec;
 
 /**
@@ -17,27 +19,38 @@ public final class Prg {
     private Prg() {
     }
 
-    /** {@code nBytes} of AES-256-CTR keystream under the 32-byte seed. */
+    /**
+     * {@code nBytes} of AES-256-CTR keystream under the 32-byte seed, counter blocks 0, 1, 2, ... (big-endian,
+     * as the Python SDK's {@code modes.CTR(bytes(16))}). Computed as AES-ECB over the counter blocks: the same
+     * bytes, and on the JDK about twice as fast as its CTR mode (Android's BoringSSL is fast either way).
+     */
     public static byte[] keystream(byte[] seed, int nBytes) {
         if (seed.length != 32) {
             throw new IllegalArgumentException("PRG seeds are 32 bytes");
         }
-        try {
-            Cipher c = Cipher.getInstance("AES/CTR/NoPadding");
-            c.init(Cipher.ENCRYPT_MODE, new SecretKeySpec(seed, "AES"), new IvParameterSpec(new byte[16]));
-            return c.doFinal(new byte[nBytes]);
-        } catch (GeneralSecurityException err) {
-            throw new IllegalStateException("AES-CTR unavailable", err);
+        int blocks = (nBytes + 15) / 16;
+        byte[] counters = new byte[16 * blocks];
+        for (int b = 0; b < blocks; b++) {        // fewer than 2^31 blocks: the high 12 bytes stay zero
+            int at = 16 * b + 12;
+            counters[at] = (byte) (b >>> 24);
+            counters[at + 1] = (byte) (b >>> 16);
+            counters[at + 2] = (byte) (b >>> 8);
+            counters[at + 3] = (byte) b;
         }
+        try {
+            Cipher c = Cipher.getInstance("AES/ECB/NoPadding");
+            c.init(Cipher.ENCRYPT_MODE, new SecretKeySpec(seed, "AES"));
+            c.doFinal(counters, 0, counters.length, counters, 0);        // in place
+        } catch (GeneralSecurityException err) {
+            throw new IllegalStateException("AES unavailable", err);
+        }
+        return counters.length == nBytes ? counters : java.util.Arrays.copyOf(counters, nBytes);
     }
 
     /** {@code n} uniform elements of Z_2^64: the keystream's little-endian words. */
     public static long[] expandUint64(byte[] seed, int n) {
-        byte[] ks = keystream(seed, 8 * n);
         long[] out = new long[n];
-        for (int i = 0; i < n; i++) {
-            out[i] = Bytes.getLongLE(ks, 8 * i);
-        }
+        ByteBuffer.wrap(keystream(seed, 8 * n)).order(ByteOrder.LITTLE_ENDIAN).asLongBuffer().get(out);
         return out;
     }
 

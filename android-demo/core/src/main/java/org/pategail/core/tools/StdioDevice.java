@@ -28,12 +28,16 @@ import org.pategail.core.secagg.Wire;
  * (status 0 ok, 1 message rejected, 2 protocol error, 3 refused unmask, 4 abort, 5 failure; the payload of
  * a non-zero status is the one-line reason in UTF-8).
  *
+ * <p>Two operations exist for benchmarks and tests only: {@code OP_MASKED_SCORES} uploads scores given by the
+ * caller (the Python SDK's {@code SecAggClient.masked_input(delivery, scores)}), and {@code OP_CPU_NANOS}
+ * reports the CPU time this serving thread has used (java.lang.management: a JVM tool, not app code).
+ *
  * <p>Usage: {@code StdioDevice --root DIR --id N --replay FILE [--seed S]}
  */
 public final class StdioDevice {
     public static final int OP_PUBLIC_KEYS = 1, OP_DIRECTORY = 2, OP_INSTALL_BUNDLE = 3, OP_ADD_DAYS = 4,
             OP_DEVICE_MESSAGE = 5, OP_START_ROUND = 10, OP_SHARE_KEYS = 11, OP_MASKED_INPUT = 12,
-            OP_CONSISTENCY = 13, OP_UNMASK = 14;
+            OP_CONSISTENCY = 13, OP_UNMASK = 14, OP_MASKED_SCORES = 15, OP_CPU_NANOS = 16;
 
     private final Device device;
     private KeyDirectory directory;
@@ -145,6 +149,19 @@ public final class StdioDevice {
             case OP_MASKED_INPUT:
                 client();
                 return device.maskedInput(payload);
+            case OP_MASKED_SCORES: {
+                byte[] delivery = r.blob(1 << 26);
+                long m = r.u32();
+                double[] scores = new double[(int) m];
+                for (int i = 0; i < m; i++) {
+                    scores[i] = r.f64();
+                }
+                r.done();
+                return client().maskedInput(delivery, scores);
+            }
+            case OP_CPU_NANOS:
+                return new Wire.Writer().u64(java.lang.management.ManagementFactory.getThreadMXBean()
+                        .getCurrentThreadCpuTime()).bytes();
             case OP_CONSISTENCY:
                 return client().consistencyCheck(payload);
             case OP_UNMASK:
