@@ -68,6 +68,9 @@ def test_java_device_in_a_python_round_gives_the_exact_sum(fleet):
     np.testing.assert_array_equal(result.sum, want_sum)
     np.testing.assert_array_equal(result.sq_sum, want_sq)
     assert not result.stats.rejected
+    # the upload is on the owner's privacy ledger, with the signed parameters it was made under
+    (entry,) = [json.loads(line) for line in (java.root / "privacy-ledger.jsonl").read_text().splitlines()]
+    assert (entry["round"], entry["queries"], entry["n_min"], entry["sum_scale"]) == (1, m, 3, 0.0)
     # the Java device refuses a replayed round like a Python device does
     from pategail.sdk.secagg.errors import MessageRejected
 

@@ -34,6 +34,7 @@ public final class Device {
     static final String POLICY_META = "policy.json";
     static final String IDENTITY_FILE = "identity.key";
     static final String DAYS_FILE = "days.bin";
+    static final String LEDGER_FILE = "privacy-ledger.jsonl";
     private static final Logger LOG = Logger.getLogger(Device.class.getName());
 
     public final File root;
@@ -44,6 +45,7 @@ public final class Device {
     private final PolicyRunner policy;
     private final SecureRandom secure;
     private final DeviceIdentity identity;
+    private final PrivacyLedger ledger;
     private int[][] days;
     private Bundle bundle;
     private boolean trainerOpen;
@@ -73,6 +75,7 @@ public final class Device {
         this.secure = secure;
         this.identity = loadOrCreateIdentity(new File(root, IDENTITY_FILE), secure);
         this.days = loadDays(new File(root, DAYS_FILE));
+        this.ledger = new PrivacyLedger(new File(root, LEDGER_FILE));
         if (new File(new File(root, BUNDLE_DIR), Bundle.MANIFEST).isFile()) {
             try {
                 openInstalled();
@@ -171,6 +174,11 @@ public final class Device {
 
     public DeviceIdentity identity() {
         return identity;
+    }
+
+    /** What this device has released so far, under which noise (for the app's privacy screen). */
+    public PrivacyLedger ledger() {
+        return ledger;
     }
 
     public String policySha256() {
@@ -508,6 +516,12 @@ public final class Device {
             throw SecAggException.protocol(err.getMessage());
         }
         pending = null;
+        try {
+            ledger.record(secagg.config(), System.currentTimeMillis() / 1000);
+        } catch (IOException err) {
+            // the upload is not sent unless it is on the owner's record
+            throw SecAggException.abort("cannot write the privacy ledger: " + err.getMessage());
+        }
         return reply;
     }
 }

@@ -76,6 +76,11 @@ public final class SecAggClient {
         return phase;
     }
 
+    /** The verified configuration of the current (or last) round, or null before the first one. */
+    public RoundConfig config() {
+        return round == null ? null : round.config;
+    }
+
     private Round expect(Phase p) throws SecAggException {
         if (phase != p || round == null) {
             throw SecAggException.protocol("device " + deviceId + ": expected phase " + p + ", in " + phase);
