@@ -15,7 +15,8 @@ from .conftest import VECTORS
 
 @pytest.fixture
 def fleet(tmp_path, java_classpath, dataset):
-    """(coordinator, endpoints, java, expected pending by id, M) after every device answered the RoundRequest."""
+    """(coordinator, endpoints, java, pending by id, M, Python devices) after every device answered the
+    RoundRequest."""
     from pategail.jvm_device import JavaDevice
     from pategail.sdk.device import Device
     from pategail.server.secagg.coordinator import SecAggCoordinator
@@ -44,7 +45,7 @@ def fleet(tmp_path, java_classpath, dataset):
         coordinator.enroll(java.device_id, java.public_keys)
         java.set_directory(coordinator.directory)
         endpoints = [d.secagg_endpoint(coordinator.directory) for d in python_devices] + [java]
-        yield coordinator, endpoints, java, pending, len(pending[java.device_id])
+        yield coordinator, endpoints, java, pending, len(pending[java.device_id]), python_devices
     finally:
         java.close()
 
@@ -60,7 +61,7 @@ def _expected(pending: dict, ids) -> tuple[np.ndarray, np.ndarray]:
 def test_java_device_in_a_python_round_gives_the_exact_sum(fleet):
     from pategail.server.secagg.round import SecureRoundConfig, run_secure_round
 
-    coordinator, endpoints, java, pending, m = fleet
+    coordinator, endpoints, java, pending, m, _ = fleet
     result = run_secure_round(endpoints, None, SecureRoundConfig(round_id=1, n_min=3), np.random.default_rng(0),
                               coordinator=coordinator, num_queries=m)
     assert java.device_id in result.survivors and result.n_survivors == 4
@@ -86,7 +87,7 @@ def test_java_device_killed_mid_round(fleet, killed_after, in_sum):
     self-mask seed b is rebuilt from its shares): either way the released sum is exact."""
     from pategail.server.secagg.round import SecureRoundConfig, run_secure_round
 
-    coordinator, endpoints, java, pending, m = fleet
+    coordinator, endpoints, java, pending, m, _ = fleet
 
     def kill(phase, aggregator, replies):
         if phase == killed_after:
@@ -106,7 +107,7 @@ def test_java_device_in_a_secagg_plus_round_with_noise(fleet):
     noise is there (the sums are not the exact ones) and of the calibrated size."""
     from pategail.server.secagg.round import SecureRoundConfig, run_secure_round
 
-    coordinator, endpoints, java, pending, m = fleet
+    coordinator, endpoints, java, pending, m, _ = fleet
     config = SecureRoundConfig(round_id=1, n_min=3, degree=2, sum_noise_scale=0.05, sq_sum_noise_scale=0.05)
     result = run_secure_round(endpoints, None, config, np.random.default_rng(1), coordinator=coordinator,
                               num_queries=m)
@@ -116,3 +117,37 @@ def test_java_device_in_a_secagg_plus_round_with_noise(fleet):
     assert np.count_nonzero(err) > m // 2
     # each coordinate carries at least DLap(b = 0.05): E|err| >= ~0.05; far below any wrap-around
     assert 0.02 < np.mean(np.abs(err)) < 0.5
+
+
+def test_environment_contributions_in_a_round(fleet):
+    """InitialStatesRequest: the Java device pends its initial-state and explore-law contribution, computed by
+    the Java core from its days; the released sums equal the Python devices' plus the Python SDK's own
+    contribution for the Java device's days (to the fixed-point quantum, since the Java floats may differ in
+    the last bits before encoding)."""
+    from pategail.sdk.bundle import load_bundle
+    from pategail.sdk.epr import explore_law_contribution
+    from pategail.sdk.features import infer_home
+    from pategail.sdk.messages import Ack, InitialStatesRequest, from_bytes
+    from pategail.sdk.secagg.fixedpoint import SCALE, encode
+    from pategail.sdk.store import initial_state_contribution
+    from pategail.server.secagg.round import SecureRoundConfig, run_secure_round
+
+    coordinator, endpoints, java, _, _, python_devices = fleet
+    request = InitialStatesRequest(4).to_bytes()
+    pending = {}
+    for dev in python_devices:
+        assert isinstance(from_bytes(dev.handle(request)), Ack)
+        pending[dev.device_id] = dev.pending
+    ack = from_bytes(java.handle(request))
+    env = load_bundle(VECTORS / "bundle").environment
+    days = np.array(json.loads((VECTORS / "features.json").read_text())["days"])
+    home = infer_home(days)
+    python_view = np.concatenate([initial_state_contribution(days, home, len(env.cells)),
+                                  explore_law_contribution(days, home, env.cells, alpha=env.alpha,
+                                                           candidates=env.candidates)])
+    assert isinstance(ack, Ack) and ack.n == len(python_view)
+    result = run_secure_round(endpoints, None, SecureRoundConfig(round_id=1, n_min=3), np.random.default_rng(2),
+                              coordinator=coordinator, num_queries=ack.n)
+    assert result.n_survivors == 4
+    want = sum(encode(p) for p in pending.values()) + encode(python_view)
+    np.testing.assert_allclose(result.sum * SCALE, want, rtol=0, atol=1)
