@@ -9,6 +9,8 @@ coordinator and aggregator are the Python ones, every message goes through bytes
 thread's CPU time inside the JVM (ThreadMXBean) over its five steps, frame decoding and encoding included;
 Python CPU is ``time.thread_time`` around each client's calls (run_secure_round's own figure). The same JVM
 runs ``--rounds`` rounds: the first is cold (interpreted, then JIT-compiled as it goes), the later ones warm.
+Then AndroidPrimitiveCosts.java (next to this script) times each primitive as often as one round runs it
+(best of 10 after warm-up), to show where the Java device's time goes.
 """
 from __future__ import annotations
 
@@ -64,6 +66,11 @@ def main() -> int:
                 rows.append((r, java_ms, float(np.median(py)), float(np.percentile(py, 90)), wall))
                 print(f"round {r}: Java {java_ms:.1f} ms, Python median {rows[-1][2]:.1f} ms, wall {wall:.1f} s",
                       flush=True)
+        bench_dir = Path(__file__).resolve().parent
+        subprocess.run(["javac", "-nowarn", "-cp", classpath, "-d", str(Path(tmp) / "classes"),
+                        str(bench_dir / "AndroidPrimitiveCosts.java")], check=True)
+        costs = subprocess.run(["java", "-cp", classpath, "AndroidPrimitiveCosts", "10"], check=True,
+                               capture_output=True, text=True).stdout.strip().splitlines()
     date = subprocess.run(["date"], capture_output=True, text=True).stdout.strip()
     java_version = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()[0]
     lines = [f"Command: `.venv/bin/python benchmarks/android_secagg_round.py --rounds {args.rounds}` · machine: "
@@ -71,6 +78,7 @@ def main() -> int:
              "| round | Java core device CPU (ms) | Python SDK device CPU median (ms) | Python p90 (ms) | round wall (s) |",
              "|---|---|---|---|---|"]
     lines += [f"| {r} | {j:.1f} | {p:.1f} | {p90:.1f} | {w:.1f} |" for r, j, p, p90, w in rows]
+    lines += ["", "| Java primitive, as often as one round runs it (best of 10) | CPU (ms) |", "|---|---|", *costs]
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

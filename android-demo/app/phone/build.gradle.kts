@@ -14,7 +14,9 @@ android {
         versionCode = 1
         versionName = "0.1.0"
         testInstrumentationRunner = "androidx.test.runner.AndroidJUnitRunner"
-        // where RoundWorker reaches the coordinator, and the coordinator's Ed25519 key the app pins
+        // enrolment (out of band, as in the Python SDK): this phone's device id, where RoundWorker reaches the
+        // coordinator, and the coordinator's Ed25519 key (hex) the app pins
+        buildConfigField("long", "DEVICE_ID", "${project.findProperty("pategail.deviceId") ?: 0}L")
         buildConfigField("String", "COORDINATOR_URL", "\"${project.findProperty("pategail.coordinatorUrl") ?: "https://coordinator.invalid"}\"")
         buildConfigField("String", "COORDINATOR_KEY", "\"${project.findProperty("pategail.coordinatorKey") ?: ""}\"")
     }

@@ -28,8 +28,9 @@ object DeviceHolder {
         SecureRandom(),
     ).also { device = it }
 
+    /** The id the coordinator enrolled this phone under: a stored one, else the build's (-Ppategail.deviceId). */
     fun deviceId(context: Context): Long =
-        context.getSharedPreferences(PREFS, Context.MODE_PRIVATE).getLong("device_id", 0L)
+        context.getSharedPreferences(PREFS, Context.MODE_PRIVATE).getLong("device_id", BuildConfig.DEVICE_ID)
 
     fun consented(context: Context): Boolean =
         context.getSharedPreferences(PREFS, Context.MODE_PRIVATE).getBoolean("consent", false)

@@ -11,6 +11,7 @@ import androidx.appcompat.app.AppCompatActivity
 import java.io.File
 import java.util.Locale
 import java.util.concurrent.Executors
+import org.pategail.core.secagg.Bytes
 
 /**
  * The owner's screen: install a model bundle, import days from a GPX/CSV file, give or withdraw consent to
@@ -99,6 +100,8 @@ class MainActivity : AppCompatActivity() {
                 device.nDays(),
                 device.policySha256()?.take(12) ?: getString(R.string.none),
                 if (DeviceHolder.consented(this)) getString(R.string.taking_part) else getString(R.string.not_taking_part),
+                Bytes.hex(device.identity().signingPublic),
+                Bytes.hex(device.identity().envelopePublic),
             )
             val entries = device.ledger().entries()
             val lines = entries.takeLast(20).reversed().joinToString("\n") {
