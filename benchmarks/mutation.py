@@ -103,6 +103,10 @@ pytest_add_cli_args_test_selection = {selection}
 pytest_add_cli_args = ["-m", "not slow"]
 also_copy = ["data"]
 use_git_change_detection = false
+# torch's thread pools do not survive a fork from a process that already ran the suite: fork each mutant from
+# a fresh server instead; and a hung mutant is cut off at 5x (not 15x) its tests' time
+process_isolation = "forkserver"
+timeout_multiplier = 5.0
 """)
 
 
@@ -139,6 +143,17 @@ def sample(names: list[str], per_module: int | None, seed: int) -> list[str]:
         every = mutant_names(name)
         chosen += every if per_module is None or len(every) <= per_module else rng.sample(every, per_module)
     return chosen
+
+
+def unchecked(chosen: list[str], names: list[str]) -> list[str]:
+    """The mutants of ``chosen`` without a result yet (to resume an interrupted run)."""
+    done = set()
+    for name in names:
+        meta = STAGE / "mutants" / (MODULES[name] + ".meta")
+        if meta.exists():
+            codes = json.loads(meta.read_text())["exit_code_by_key"]
+            done |= {k for k, code in codes.items() if code is not None}
+    return [m for m in chosen if m not in done]
 
 
 def run(chosen: list[str], max_children: int) -> int:
@@ -197,6 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stage", type=Path, default=STAGE, help=f"work folder (default {STAGE.relative_to(ROOT)})")
     ap.add_argument("--sample", type=int, help="at most this many mutants per module (seeded draw)")
     ap.add_argument("--seed", type=int, default=2026, help="seed of the sample (default 2026)")
+    ap.add_argument("--resume", action="store_true", help="go on with the mutants of the last run left unchecked")
     ap.add_argument("--report", action="store_true", help="only print the table of the last run")
     ap.add_argument("--survivors", action="store_true", help="only list the surviving mutants of the last run")
     args = ap.parse_args(argv)
@@ -206,9 +222,14 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(survivors(names)))
         return 0
     if not args.report:
-        stage(names, args.tests_ref)
-        generate()
-        rc = run(sample(names, args.sample, args.seed), args.max_children)
+        if args.resume:
+            _write_config([MODULES[n] for n in names])
+            chosen = unchecked(sample(names, args.sample, args.seed), names)
+        else:
+            stage(names, args.tests_ref)
+            generate()
+            chosen = sample(names, args.sample, args.seed)
+        rc = run(chosen, args.max_children) if chosen else 0
         if rc != 0:
             print(f"mutmut exited with {rc}", file=sys.stderr)
             return rc

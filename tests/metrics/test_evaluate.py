@@ -104,6 +104,11 @@ def test_format_table_markdown_and_text():
     text = format_table(rows, mode="paper", markdown=False, digits=2).splitlines()
     assert text[0].split() == ["JSD", "(paper)", "Radius", "DailyLoc", "Distance", "G-rank", "I-rank"]
     assert text[3].split() == ["ours"] + ["0.50"] * 5
+    # exact layout: right-aligned numbers, columns as wide as their widest cell, two spaces between
+    assert md[1] == "|---|---:|---:|---:|---:|---:|"
+    assert text[1] == "-----------  ------  --------  --------  ------  ------"
+    assert text[3] == "ours           0.50      0.50      0.50    0.50    0.50"
+    assert text[4] == "partial        0.12         -         -       -       -"
     with pytest.raises(ValueError):
         format_table(rows, mode="miles")
 

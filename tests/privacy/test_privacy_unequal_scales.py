@@ -162,7 +162,9 @@ def test_aggregate_rewards_by_hand_values():
     # beta 0: R̂ = R; the clamp's upper end is Popoviciu's 1/4
     np.testing.assert_allclose(aggregate_rewards(np.array([2.0]), np.array([1.4]), 4, 0.0).r_hat, [0.5])
     assert MAX_VARIANCE == 0.25
-    # the mean is over the n given (the survivors), not any other count
+    # one survivor is enough; the mean is over the n given (the survivors), not any other count
+    one = aggregate_rewards(np.array([0.8]), np.array([0.64]), n=1, beta=1.0)
+    np.testing.assert_allclose([one.mean[0], one.var[0], one.r_hat[0]], [0.8, 0.0, 0.8], atol=1e-12)
     np.testing.assert_allclose(aggregate_rewards(np.array([3.0]), np.array([3.0]), 3, 1.0).mean, [1.0])
     with pytest.raises(ValueError):
         aggregate_rewards(np.array([1.0]), np.array([1.0]), 0, 1.0)

@@ -130,3 +130,17 @@ def test_infer_home_is_the_most_visited_night_cell():
     # ties go to the smaller id
     assert infer_home(np.array([[8] * 6 + [3] * 6 + [1] * 36])) == 3
     assert infer_home(np.array([[8] * 6 + [3] * 6 + [1] * 36]), night_slots=13) == 3
+
+
+def test_returnable_when_the_day_starts_away_from_home():
+    # day 1 -> 2 -> 0 (home) -> 1: returnable {} | {1} | {1, 2} | {2}; home first seen at slot 2
+    f = state_features(np.array([[1, 2, 0, 1]]), HOME_CELL, SQUARE)[0]
+    np.testing.assert_allclose(f[:, 6] * 48, [0, 1, 2, 1], atol=1e-5)
+    assert action_mask(np.array([[1, 2, 0, 1]]), HOME_CELL)[0, :, RETURN].tolist() == [False, True, True, True]
+    np.testing.assert_allclose(f[:, 9], [0, 0, 1 / 3, 1 / 4], rtol=1e-6)
+
+
+def test_haversine_of_antipodes_stays_finite():
+    """For this antipodal pair the haversine term rounds to 1 + 2^-52: it must be clipped, not give NaN."""
+    lat, lon = 76.7210822446456, -176.9837206002859
+    assert haversine_km(lat, lon, -lat, lon + 180) == pytest.approx(R_IUGG * math.pi, rel=1e-9)
