@@ -172,3 +172,92 @@ def test_gae_discount_and_lambda_enter_the_advantages():
     adv = [1 + 0.5 * 2, 2, 3 + 0.5 * -2, -2]
     assert stats["policy_loss"] == pytest.approx(-np.mean(adv), abs=1e-5)
     assert stats["approx_kl"] == pytest.approx(0.0, abs=1e-6) and stats["clip_fraction"] == 0.0
+
+
+def test_minibatches_of_one_day_normalise_within_the_day():
+    # day 0: A = [1, 2] -> [-1, 1]/sqrt(2); day 1: A = [3, -2] -> [1, -1]/sqrt(2) (sample std of two values)
+    # day 0: min(0.9·-a, 0.9·-a) + min(1.5a, 1.2a); day 1: min(1.1a, 1.1a) + min(0.5·-a, 0.8·-a), a = 1/sqrt(2)
+    _, stats = one_step(PPOConfig(**{**BASE, "batch_size": 1}))
+    a = 1 / math.sqrt(2)
+    losses = [-(-0.9 * a + 1.2 * a) / 2, -(1.1 * a - 0.8 * a) / 2]
+    assert stats["policy_loss"] == pytest.approx(np.mean(losses), abs=1e-5)
+    assert stats["clip_fraction"] == pytest.approx(0.5)
+
+
+def test_a_single_advantage_is_not_normalised():
+    ratios = np.array([[1.5, 1.0], [1.0, 1.0]])
+    rollout_one = rollout(ratios=ratios)
+    policy = TablePolicy(np.zeros((N, T, 4)), np.zeros((N, T)))
+    one_day = Rollout(rollout_one.cells[:1], rollout_one.features[:1], rollout_one.masks[:1],
+                      rollout_one.actions[:1, :1], rollout_one.log_probs[:1, :1], rollout_one.values[:1, :1],
+                      rollout_one.rewards[:1, :1])
+    stats = ppo_update(policy, torch.optim.SGD(policy.parameters(), lr=0.0), one_day, PPOConfig(**BASE),
+                       torch.Generator().manual_seed(0))
+    # one decision, A = r_0 = 1 (λ = 0, episode ends after it): min(1.5, 1.2) = 1.2
+    assert stats["policy_loss"] == pytest.approx(-1.2, abs=1e-5)
+
+
+class CountingSGD(torch.optim.SGD):
+    def __init__(self, params, lr):
+        super().__init__(params, lr=lr)
+        self.steps = 0
+
+    def step(self, closure=None):
+        self.steps += 1
+        return super().step(closure)
+
+
+@pytest.mark.parametrize("n_epochs, batch_size, steps", [(1, 2, 1), (3, 2, 3), (2, 1, 4), (3, 5, 3)])
+def test_one_optimizer_step_per_minibatch_and_epoch(n_epochs, batch_size, steps):
+    policy = TablePolicy(np.zeros((N, T, 4)), np.zeros((N, T)))
+    opt = CountingSGD(policy.parameters(), lr=0.01)
+    ppo_update(policy, opt, rollout(), PPOConfig(**{**BASE, "n_epochs": n_epochs, "batch_size": batch_size}),
+               torch.Generator().manual_seed(0))
+    assert opt.steps == steps
+
+
+class SharedPolicy(torch.nn.Module):
+    """One logit row per slot shared by all days: the minibatch order changes where SGD ends up."""
+
+    def __init__(self):
+        super().__init__()
+        self.logits = torch.nn.Parameter(torch.zeros(T, 4))
+        self.values = torch.nn.Parameter(torch.zeros(T))
+
+    def forward(self, cells, features):
+        b = cells.shape[0]
+        return self.logits.expand(b, T, 4), self.values.expand(b, T)
+
+
+def test_minibatch_order_comes_from_the_generator():
+    def run(seed):
+        policy = SharedPolicy()
+        ppo_update(policy, torch.optim.SGD(policy.parameters(), lr=0.5), rollout(),
+                   PPOConfig(**{**BASE, "batch_size": 1, "n_epochs": 3}), torch.Generator().manual_seed(seed))
+        return policy.logits.detach().clone()
+    same = run(0)
+    assert torch.equal(same, run(0))
+    assert any(not torch.equal(same, run(s)) for s in range(1, 6))
+
+
+def test_explained_variance_of_the_rollout_is_reported():
+    values = np.array([[0.5, 1.0], [2.0, -1.0]], dtype=np.float32)
+    r = rollout()
+    r = Rollout(r.cells, r.features, r.masks, r.actions, r.log_probs, values, r.rewards)
+    policy = TablePolicy(np.zeros((N, T, 4)), np.zeros((N, T)))
+    stats = ppo_update(policy, torch.optim.SGD(policy.parameters(), lr=0.0), r, PPOConfig(**BASE),
+                       torch.Generator().manual_seed(0))
+    # λ = 0, γ = 0.5: returns = r_t + 0.5 V_{t+1} (0 after the last step)
+    returns = np.array([[1 + 0.5 * 1.0, 2.0], [3 + 0.5 * -1.0, -2.0]])
+    ev = 1 - np.var(returns - values) / np.var(returns)
+    assert stats["explained_variance"] == pytest.approx(ev, rel=1e-6)
+
+
+@pytest.mark.parametrize("field, good, bad", [
+    ("learning_rate", 1e-9, 0.0), ("n_epochs", 1, 0), ("batch_size", 1, 0), ("gamma", 1.0, 1.01),
+    ("gamma", 1e-9, 0.0), ("gae_lambda", 0.0, -0.01), ("gae_lambda", 1.0, 1.01), ("clip_range", 1e-9, 0.0),
+    ("ent_coef", 0.0, -0.01), ("vf_coef", 0.0, -0.01), ("max_grad_norm", 1e-9, 0.0)])
+def test_config_limits(field, good, bad):
+    PPOConfig(**{field: good})
+    with pytest.raises(ValueError):
+        PPOConfig(**{field: bad})
