@@ -7,6 +7,7 @@ import pytest
 
 from pategail.cli import main
 from pategail.data.dataset import load_dataset
+from pategail.metrics import evaluate
 from pategail.sdk.synthetic import HEADER, read_synthetic_csv, write_synthetic_csv
 
 DEFAULT = Path(__file__).resolve().parents[2] / "data" / "default"
@@ -35,9 +36,13 @@ def test_baseline_then_evaluate(prepared, tmp_path, capsys):
     assert main(["-q", "evaluate", "--data", str(prepared), "--synthetic", str(syn), "--json", str(report)]) == 0
     res = json.loads(report.read_text())
     assert set(res) == {"metrics", "metrics_paper", "floor", "floor_paper"}
+    # the report holds exactly what evaluate() gives for those days (both modes and the floor, seed 0)
+    expected = evaluate(days, load_dataset(prepared))
+    assert set(res) == set(expected)
     for key in res:
         assert set(res[key]) == {"radius", "dailyloc", "distance", "grank", "irank"}
-        assert all(0 <= v <= np.log(2) + 1e-9 for v in res[key].values())
+        assert res[key] == {m: pytest.approx(v, rel=1e-12, abs=1e-15) for m, v in expected[key].items()}
+    assert res["metrics"] != res["floor"]                  # 50 Markov days are not the training sample
     assert "km mode" in capsys.readouterr().out
 
 
