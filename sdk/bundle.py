@@ -157,6 +157,9 @@ class Bundle:
     parameters: tuple[tuple[str, tuple[int, ...]], ...]
     environment: Environment | None = None
     """None for a models-only bundle (``pategail export --n-cells``), which devices cannot run."""
+    policy_step: ModelSpec | None = None
+    """The incremental policy model (key/value cache; :mod:`pategail.sdk.decoding`); None in bundles
+    written before it existed, which generate from the full prefix."""
 
     @property
     def sha256(self) -> str:
@@ -246,6 +249,8 @@ def load_bundle(path: str | os.PathLike, *, onnxruntime_version: str | None = No
             if fp.stat().st_size != entry["bytes"] or sha256_file(fp) != entry["sha256"]:
                 raise BundleError(f"{fp}: SHA-256 does not match the manifest (file altered or truncated)")
         policy = _model(root, manifest["policy"]["model"], requires)
+        step = manifest["policy"].get("step_model")
+        policy_step = None if step is None else _model(root, step, requires)
         disc = manifest["discriminator"]
         models = {role: _model(root, disc["models"][role], requires) for role in DISCRIMINATOR_ROLES}
         checkpoint = root / disc["checkpoint"]
@@ -264,11 +269,12 @@ def load_bundle(path: str | os.PathLike, *, onnxruntime_version: str | None = No
     except (KeyError, TypeError, ValueError) as e:
         raise BundleError(f"{manifest_path}: malformed manifest ({type(e).__name__}: {e})") from None
     listed = set(files)
-    for spec_path in [policy.path, checkpoint, *(m.path for m in models.values())]:
+    for spec_path in [policy.path, checkpoint, *(m.path for m in models.values()),
+                      *([] if policy_step is None else [policy_step.path])]:
         if spec_path.name not in listed:
             raise BundleError(f"{manifest_path}: {spec_path.name} is used but has no hash in 'files'")
     return Bundle(root=root, manifest=manifest, policy=policy, discriminator=models, checkpoint=checkpoint,
-                  parameters=parameters, environment=environment)
+                  parameters=parameters, environment=environment, policy_step=policy_step)
 
 
 def session_options(threads: int = 1):
@@ -286,6 +292,17 @@ def open_policy_session(bundle: Bundle, *, threads: int = 1):
     import onnxruntime as ort
 
     return ort.InferenceSession(str(bundle.policy.path), session_options(threads),
+                                providers=["CPUExecutionProvider"])
+
+
+def open_generation_session(bundle: Bundle, *, threads: int = 1):
+    """The session :func:`pategail.sdk.generate.generate_days` should use: the incremental policy model when
+    the bundle has one (one slot a step, key/value cache), else the full-prefix model."""
+    import onnxruntime as ort
+
+    if bundle.policy_step is None:
+        return open_policy_session(bundle, threads=threads)
+    return ort.InferenceSession(str(bundle.policy_step.path), session_options(threads),
                                 providers=["CPUExecutionProvider"])
 
 

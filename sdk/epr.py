@@ -21,7 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pategail.sdk.features import EXPLORE, HOME, RETURN, STAY, action_mask, label_actions
+from pategail.sdk.day_state import DayState
+from pategail.sdk.features import EXPLORE, HOME, RETURN, STAY, label_actions
 from pategail.sdk.geo import haversine_km
 from pategail.sdk.store import DAYS_CAP
 
@@ -107,7 +108,9 @@ class EPREnvironment:
     """A batch of agents living one day each, one slot per :meth:`step`.
 
     ``reset(homes, first_cells)`` starts the day at slot 0; ``step(actions)`` moves every agent to slot t+1.
-    ``days`` holds the cells so far (future slots are -1); ``mask()`` the actions possible now.
+    ``days`` holds the cells so far (future slots are -1); ``mask()`` the actions possible now; ``state``
+    (:class:`~pategail.sdk.day_state.DayState`) the running state features of slot t, updated in O(n·t) a
+    slot so that generation does not re-featurise the prefix.
     """
 
     def __init__(self, geometry: CellGeometry, *, alpha: float = DEFAULT_ALPHA,
@@ -119,19 +122,28 @@ class EPREnvironment:
         self.slots = slots
         self.rng = rng
         self._rank_weight = explore_rank_weights(geometry.candidates, self.alpha, explore_factors)
-        self.days = np.empty((0, slots), dtype=np.int32)
-        self.homes = np.empty(0, dtype=np.int32)
-        self.t = 0
+        self.state = DayState(geometry.cells, slots)
+        self.state.reset(np.empty(0, dtype=np.int32), np.empty(0, dtype=np.int32))
+
+    @property
+    def days(self) -> np.ndarray:
+        """int32 (n, slots): the cells so far, -1 in the slots still to come."""
+        return self.state.days
+
+    @property
+    def homes(self) -> np.ndarray:
+        return self.state.homes
+
+    @property
+    def t(self) -> int:
+        return self.state.t
 
     def reset(self, homes: np.ndarray, first_cells: np.ndarray) -> None:
         homes = np.asarray(homes, dtype=np.int32)
         first_cells = np.asarray(first_cells, dtype=np.int32)
         if homes.shape != first_cells.shape or homes.ndim != 1:
             raise ValueError("homes and first_cells must be 1-D of the same length")
-        self.days = np.full((len(homes), self.slots), -1, dtype=np.int32)
-        self.days[:, 0] = first_cells
-        self.homes = homes
-        self.t = 0
+        self.state.reset(homes, first_cells)
 
     @property
     def done(self) -> bool:
@@ -142,8 +154,8 @@ class EPREnvironment:
         return self.days[:, : self.t + 1]
 
     def mask(self) -> np.ndarray:
-        """bool (n, 4): the actions possible at the current slot."""
-        return action_mask(self.history(), self.homes)[:, -1]
+        """bool (n, 4): the actions possible at the current slot (row t of ``action_mask``)."""
+        return self.state.mask()
 
     def step(self, actions: np.ndarray, realised: np.ndarray | None = None) -> np.ndarray:
         """Apply one action per agent; return the new cells (n,).
@@ -171,8 +183,7 @@ class EPREnvironment:
             realised = np.asarray(realised)
             self._check_realised(hist, actions, realised)
             nxt[ret], nxt[exp] = realised[ret], realised[exp]
-        self.t += 1
-        self.days[:, self.t] = nxt
+        self.state.push(nxt)
         return nxt
 
     def _sample_return(self, hist: np.ndarray, homes: np.ndarray) -> np.ndarray:
