@@ -32,7 +32,8 @@ def write_outputs(coordinator, dataset, run: Path, users, seed: int = 0) -> dict
         torch.manual_seed(seed + 1)
         discriminator = Discriminator()
     env = Environment(dataset.cells, cfg.alpha, cfg.candidates, np.column_stack([homes, firsts]),
-                      np.full(len(homes), 1.0 / len(homes)), coordinator.initial_states.explore_factors)
+                      np.full(len(homes), 1.0 / len(homes)), coordinator.initial_states.explore_factors,
+                      coordinator.place_law())
     export_bundle(coordinator.averaged_policy(), discriminator, run / "bundle", environment=env)
 
     n_days = len(dataset.test_days)
@@ -83,8 +84,13 @@ def write_outputs(coordinator, dataset, run: Path, users, seed: int = 0) -> dict
                           "bytes_down_per_device_per_round": float(np.mean(downs))},
         "environment": {"alpha": cfg.alpha, "candidates": coordinator.geometry.candidates,
                         "explore_factors": coordinator.initial_states.explore_factors.tolist(),
+                        "place_law": cfg.place_law and coordinator.place_law() is not None,
+                        "return_last": None if coordinator.place_law() is None
+                        else coordinator.place_law().return_last,
                         "notes": "explore weight of rank r = r^-alpha x explore_factors[bin(r)], bins of ranks "
-                                 "1, 2, 3-4, 5-8, ...; the factors come from the initial-state release"},
+                                 "1, 2, 3-4, 5-8, ...; the factors come from the initial-state release; with "
+                                 "the place law (d-EPR) it is also x relevance(cell), and a return goes to the "
+                                 "place just left with probability return_last (bundle/relevance.csv)"},
     }
     (run / "report.json").write_text(json.dumps(report, indent=2, default=_json_default) + "\n")
     rows_km = {"ours": result["metrics"], "markov": baselines["km"]["markov"], "epr": baselines["km"]["epr"],

@@ -64,7 +64,7 @@ def run_generate(args) -> int:
         for start in range(0, args.days, args.batch):
             part = rows[start:start + args.batch]
             generated = generate_days(session, geometry, part[:, 0], part[:, 1], rng, alpha=env.alpha,
-                                      explore_factors=env.explore_factors)
+                                      explore_factors=env.explore_factors, places=env.places)
             out.write(generated.days)
             log.info("%d of %d days", min(start + args.batch, args.days), args.days)
     seconds = time.perf_counter() - t0

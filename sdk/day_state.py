@@ -15,6 +15,8 @@ from pategail.sdk.geo import EARTH_RADIUS_KM, haversine_km
 
 _SCALE = 48.0
 _KM_PER_RAD = np.pi / 180 * EARTH_RADIUS_KM
+VISITED_TABLE_MAX = 1 << 26
+"""Largest days × cells table of visited flags kept (64 MB); larger batches search the history instead."""
 
 
 class DayState:
@@ -43,6 +45,8 @@ class DayState:
         self._home_lat, self._home_lon = self.cells[homes, 0], self.cells[homes, 1]
         self._lat, self._lon = lat, lon
         self._dwell = np.ones(n, dtype=np.int64)
+        self.left = np.full(n, -1, dtype=np.int32)
+        """The place just left: the cell of the run before the current one (-1 before the first move)."""
         self._distinct = np.ones(n, dtype=np.int64)
         at_home = first == homes
         self._home_seen = at_home.copy()
@@ -50,6 +54,11 @@ class DayState:
         self._sx, self._sy, self._s2 = np.zeros(n), np.zeros(n), np.zeros(n)
         self._jump = np.zeros(n)
         self._moments(lat, lon)
+        # visited flags per day and cell: "seen today?" in O(1) for explore's candidates and for distinct
+        small = n * len(self.cells) <= VISITED_TABLE_MAX
+        self._visited = np.zeros((n, len(self.cells)), dtype=bool) if small else None
+        if small:
+            self._visited[np.arange(n), first] = True
 
     def _moments(self, lat: np.ndarray, lon: np.ndarray) -> None:
         # the running sums of state_features' cumsum, added in the same order
@@ -69,12 +78,25 @@ class DayState:
         self._jump = haversine_km(self._lat, self._lon, lat, lon)
         self._lat, self._lon = lat, lon
         self._dwell = np.where(cur == prev, self._dwell + 1, 1)
-        new = (self.days[:, :self.t] != cur[:, None]).all(axis=1)
+        self.left = np.where(cur == prev, self.left, prev)
+        if self._visited is None:
+            new = (self.days[:, :self.t] != cur[:, None]).all(axis=1)
+        else:
+            rows = np.arange(len(cur))
+            new = ~self._visited[rows, cur]
+            self._visited[rows, cur] = True
         self._distinct += new
         at_home = cur == self.homes
         self._home_seen |= at_home
         self._home_slots += at_home
         self._moments(lat, lon)
+
+    def visited(self, rows: np.ndarray, candidates: np.ndarray) -> np.ndarray:
+        """bool (m, K): whether day rows[i] has visited cell candidates[i, j] in slots 0..t."""
+        if self._visited is None:
+            from pategail.sdk.epr import isin_rows
+            return isin_rows(candidates, self.history()[rows])
+        return self._visited[np.asarray(rows)[:, None], candidates]
 
     @property
     def current(self) -> np.ndarray:

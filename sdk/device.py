@@ -50,7 +50,8 @@ from pategail.sdk.secagg.client import SecAggClient
 from pategail.sdk.secagg.config import DevicePublicKeys, KeyDirectory
 from pategail.sdk.secagg.crypto import DeviceIdentity
 from pategail.sdk.secagg.errors import ProtocolError
-from pategail.sdk.store import TrajectoryStore, initial_state_contribution
+from pategail.sdk.places import place_contribution
+from pategail.sdk.store import DAYS_CAP, TrajectoryStore, initial_state_contribution
 
 log = logging.getLogger(__name__)
 
@@ -197,7 +198,7 @@ class Device:
         first = rng.choice(days[:, 0], size=int(n_days))
         homes = np.full(int(n_days), self.store.home, dtype=np.int32)
         return generate_days(self._generation_session(), self._geometry, homes, first, rng, alpha=env.alpha,
-                             explore_factors=env.explore_factors)
+                             explore_factors=env.explore_factors, places=env.places)
 
     def _generation_session(self):
         """The bundle's incremental policy model while the policy in use is the bundle's (it computes that
@@ -440,7 +441,8 @@ class Device:
         env = self.bundle.environment
         self._pending = np.concatenate([
             initial_state_contribution(days, self.store.home, self.n_cells),
-            explore_law_contribution(days, self.store.home, env.cells, alpha=env.alpha, candidates=env.candidates)])
+            explore_law_contribution(days, self.store.home, env.cells, alpha=env.alpha, candidates=env.candidates),
+            place_contribution(days, self.store.home, self.n_cells, DAYS_CAP)])
         return Ack(msg.round, KIND_NAMES[KIND_INITIAL_STATES_REQUEST], len(self._pending))
 
     # -- secure aggregation ----------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from pategail.sdk.decoding import (POLICY_INPUT_CELLS, POLICY_INPUT_FEATURES, PO
                                    decoder_for)
 from pategail.sdk.epr import DEFAULT_ALPHA, CellGeometry, EPREnvironment
 from pategail.sdk.features import N_ACTIONS, action_mask, state_features
+from pategail.sdk.places import PlaceLaw
 
 
 class GeneratedDays(NamedTuple):
@@ -61,8 +62,10 @@ def sample_actions(log_probs: np.ndarray, rng: np.random.Generator) -> np.ndarra
 
 def generate_days(policy_session: Session, geometry: CellGeometry, homes: np.ndarray, first_cells: np.ndarray,
                   rng: np.random.Generator, *, alpha: float = DEFAULT_ALPHA,
-                  explore_factors: np.ndarray | None = None, slots: int = 48) -> GeneratedDays:
-    """Sample one day per (home, first cell) with the policy model and the EPR environment.
+                  explore_factors: np.ndarray | None = None, slots: int = 48,
+                  places: PlaceLaw | None = None) -> GeneratedDays:
+    """Sample one day per (home, first cell) with the policy model and the EPR environment (with the learned
+    place law ``places`` when given: d-EPR, pategail.sdk.places).
 
     ``policy_session``: the incremental model (key/value cache; one slot a step) or the full-prefix model
     (re-reads the prefix; old bundles) — :func:`pategail.sdk.decoding.decoder_for` tells them apart; both
@@ -72,7 +75,8 @@ def generate_days(policy_session: Session, geometry: CellGeometry, homes: np.nda
     Returns :class:`GeneratedDays` (days (n, slots) int32, actions (n, slots-1) int8, log_probs float32).
     """
     homes = np.asarray(homes, dtype=np.int32)
-    env = EPREnvironment(geometry, alpha=alpha, explore_factors=explore_factors, slots=slots, rng=rng)
+    env = EPREnvironment(geometry, alpha=alpha, explore_factors=explore_factors, slots=slots, rng=rng,
+                         places=places)
     env.reset(homes, first_cells)
     decoder = decoder_for(policy_session, slots)
     n = len(homes)

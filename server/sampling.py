@@ -56,11 +56,11 @@ class TorchPolicyStepSession:
 
 def sample_rollout(policy: Policy, geometry: CellGeometry, homes: np.ndarray, first_cells: np.ndarray,
                    rng: np.random.Generator, alpha: float,
-                   explore_factors: np.ndarray | None = None) -> tuple[Rollout, np.ndarray]:
+                   explore_factors: np.ndarray | None = None, places=None) -> tuple[Rollout, np.ndarray]:
     """Generate one day per initial state; return the rollout (rewards still zero) and the homes."""
     policy.eval()
     gen = generate_days(TorchPolicyStepSession(policy), geometry, homes, first_cells, rng, alpha=alpha,
-                        explore_factors=explore_factors)
+                        explore_factors=explore_factors, places=places)
     features = state_features(gen.days, homes, geometry.cells)
     masks = action_mask(gen.days, homes)
     with torch.no_grad():

@@ -126,8 +126,8 @@ def test_the_device_runs_a_round_with_torch_unimportable(bundle_dir, dataset, ro
                           timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
-    # initial states (2 n_cells + 2) and the explore law (2 x 11 rank bins for 1,000 candidates)
-    assert out["round"] == "Ack" and out["init"] == 2 * dataset.n_cells + 2 + 2 * 11
+    # initial states (2 n_cells + 2), the explore law (2 x 11 rank bins for 1,000 candidates), the place law
+    assert out["round"] == "Ack" and out["init"] == 2 * dataset.n_cells + 2 + 2 * 11 + dataset.n_cells + 3
     assert out["generated"] == [3, 48] and out["heavy"] == []
     # the same device state, seed and request in this (torch-importing) process give the same scores
     twin = make_device(4, device_id=7, seed=5)
