@@ -43,7 +43,9 @@ def test_bad_generated_days_raise_data_error(toy, bad, why):
 
 def test_result_has_exactly_the_documented_keys(toy):
     result = evaluate(toy.test_days[:2], toy)
-    assert set(result) == {"metrics", "metrics_paper", "floor", "floor_paper"}
+    assert set(result) == {"metrics", "metrics_paper", "floor", "floor_paper", "spatial", "floor_spatial"}
+    for key in ("spatial", "floor_spatial"):
+        assert tuple(result.pop(key)) == ("density", "trips", "hotspots")
     for part in result.values():
         assert tuple(part) == METRIC_NAMES
         assert all(isinstance(v, float) for v in part.values())

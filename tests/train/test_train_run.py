@@ -120,7 +120,7 @@ def test_privacy_spending_survives_a_crash_exactly_once(dataset, tmp_path, monke
     monkeypatch.setattr(coordinator_module, "ppo_update", crash_in_update)
     with pytest.raises(RuntimeError):
         first.train()                          # initial states and round 1 released, round 1 not finished
-    assert first.accountant.num_queries == 2 * dataset.n_cells + 2 + 2 * n_rank_bins(candidate_count(dataset.n_cells, TINY["candidates"])) + 6 * 47
+    assert first.accountant.num_queries == 2 * dataset.n_cells + 2 + 2 * n_rank_bins(candidate_count(dataset.n_cells, TINY["candidates"])) + (dataset.n_cells + 3) + 6 * 47
     monkeypatch.setattr(coordinator_module, "ppo_update", real_update)
     again = _coordinator(dataset, run, target_epsilon=50.0, rounds=2, kappa=3.0)
     assert again.resume()
