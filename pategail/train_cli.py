@@ -33,6 +33,8 @@ def register(sub) -> None:
                    help="JSON file of settings (fields of pategail.server.config.TrainConfig)")
     p.add_argument("--resume", action="store_true", help="continue the run in RUN from its last checkpoint")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (logs only)")
+    from pategail.evaluation.options import add_arguments as add_downstream_arguments
+    add_downstream_arguments(p)
     p.set_defaults(func=run_train)
 
 
@@ -130,6 +132,9 @@ def run_train(args) -> int:
 
     from pategail.reporting import write_outputs
     write_outputs(coordinator, dataset, run, users, seed=args.seed)
+    if not args.no_downstream:
+        from pategail.evaluation.options import config_from_args, extend_run_report
+        extend_run_report(run, dataset, config_from_args(args, args.seed))
     accepted = coordinator.publish_policy((run / "bundle" / "policy.onnx").read_bytes())
     log.info("%d of %d devices accepted the final policy", accepted, len(users))
     print((run / "report.md").read_text())
