@@ -22,6 +22,8 @@ def add_arguments(p) -> None:
     p.add_argument("--prediction-steps", type=int, default=PredictionConfig.steps, metavar="N",
                    help=f"training budget of the next-location LSTM, minibatches per arm "
                         f"(default {PredictionConfig.steps})")
+    p.add_argument("--prediction-device", default=PredictionConfig.device, metavar="DEVICE",
+                   help=f"torch device of the next-location LSTM, e.g. cuda (default {PredictionConfig.device})")
     p.add_argument("--attack-days-per-user", type=int, default=AttackConfig.days_per_user, metavar="N",
                    help=f"days of each attacked user in the membership attacks (default {AttackConfig.days_per_user})")
 
@@ -37,7 +39,8 @@ def config_from_args(args, seed: int):
         raise PategailError(f"--prediction-steps must be at least 1, got {args.prediction_steps}")
     if args.attack_days_per_user < 1:
         raise PategailError(f"--attack-days-per-user must be at least 1, got {args.attack_days_per_user}")
-    return DownstreamConfig(prediction=PredictionConfig(steps=args.prediction_steps, seed=seed),
+    return DownstreamConfig(prediction=PredictionConfig(steps=args.prediction_steps, seed=seed,
+                                                                device=args.prediction_device),
                             recommendation=RecommendationConfig(seed=seed),
                             attack=AttackConfig(days_per_user=args.attack_days_per_user), seed=seed)
 

@@ -23,6 +23,8 @@ class PredictionConfig:
     """Adam step size."""
     seed: int = 0
     """Seeds the initial weights and the minibatches; the same for every arm."""
+    device: str = "cpu"
+    """torch device that trains and evaluates the LSTM ("cpu", "cuda"); results are reproducible per device."""
 
     def __post_init__(self):
         if min(self.steps, self.batch_size, self.cell_dim, self.slot_dim, self.hidden) < 1:

@@ -43,16 +43,17 @@ class NextLocationLSTM(nn.Module):
 def train_predictor(days: np.ndarray, n_cells: int, config: PredictionConfig) -> NextLocationLSTM:
     """An LSTM trained for ``config.steps`` minibatches on ``days`` (int (n, T)); seeded by ``config.seed``
     (weights and minibatches), so two arms differ only by their days."""
-    days = torch.as_tensor(np.asarray(days, dtype=np.int64))
+    days = torch.as_tensor(np.asarray(days, dtype=np.int64), device=config.device)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(config.seed)
         model = NextLocationLSTM(n_cells, days.shape[1], config)
+    model.to(config.device)
     batches = np.random.default_rng([config.seed, 0xB7])
     optimiser = torch.optim.Adam(model.parameters(), lr=config.learning_rate)
     loss_fn = nn.CrossEntropyLoss()
     model.train()
     for _ in range(config.steps):
-        batch = days[torch.as_tensor(batches.integers(0, len(days), config.batch_size))]
+        batch = days[torch.as_tensor(batches.integers(0, len(days), config.batch_size), device=config.device)]
         logits = model(batch[:, :-1])
         loss = loss_fn(logits.reshape(-1, n_cells), batch[:, 1:].reshape(-1))
         optimiser.zero_grad()
@@ -78,12 +79,14 @@ def ranking_metrics(ranks: np.ndarray) -> dict[str, float]:
 @torch.no_grad()
 def evaluate_predictor(model: NextLocationLSTM, test_days: np.ndarray, chunk: int = 64) -> dict[str, float]:
     """:func:`ranking_metrics` over every slot transition of the test days."""
-    test = torch.as_tensor(np.asarray(test_days, dtype=np.int64))
+    device = next(model.parameters()).device
+    test = torch.as_tensor(np.asarray(test_days, dtype=np.int64), device=device)
     ranks = []
     for start in range(0, len(test), chunk):
         block = test[start:start + chunk]
-        logits = model(block[:, :-1]).numpy()
-        ranks.append(true_ranks(logits, block[:, 1:].numpy()))
+        logits = model(block[:, :-1])
+        true = logits.gather(-1, block[:, 1:, None])
+        ranks.append((logits >= true).sum(-1).cpu().numpy())       # = true_ranks, on the model's device
     return ranking_metrics(np.concatenate([r.ravel() for r in ranks]))
 
 
