@@ -9,7 +9,7 @@ from dataclasses import dataclass
 class PredictionConfig:
     """The LSTM and its training budget (the same for every arm)."""
 
-    steps: int = 300
+    steps: int = 200
     """Minibatches of training (Adam); the experiment's budget (``--prediction-steps``)."""
     batch_size: int = 32
     """Days per minibatch, drawn with replacement from the arm's days."""
