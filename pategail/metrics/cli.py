@@ -27,6 +27,10 @@ def run_evaluate(args) -> int:
     from pategail.metrics.evaluate import evaluate, format_table
     from pategail.sdk.synthetic import read_synthetic_csv
 
+    config = None
+    if not args.no_downstream:
+        from pategail.evaluation.options import config_from_args
+        config = config_from_args(args, args.seed)                 # bad budgets stop before any work
     dataset = load_dataset(args.data)
     days = read_synthetic_csv(args.synthetic, n_cells=dataset.n_cells, slots=dataset.train_days.shape[1])
     res = evaluate(days, dataset, seed=args.seed)
@@ -36,21 +40,21 @@ def run_evaluate(args) -> int:
     print("\npaper mode:")
     print(format_table({"synthetic": res["metrics_paper"], "floor": res["floor_paper"]}, mode="paper"))
     if not args.no_downstream:
-        res.update(_downstream(args, dataset, days))
+        res.update(_downstream(args, dataset, days, config))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(res, indent=2) + "\n")
     return 0
 
 
-def _downstream(args, dataset, days) -> dict:
+def _downstream(args, dataset, days, config) -> dict:
     """The ``utility`` and ``attacks`` sections (pategail.evaluation), printed as tables."""
     from pategail.evaluation.downstream import downstream
-    from pategail.evaluation.options import config_from_args, policy_session_from_bundle
+    from pategail.evaluation.options import policy_session_from_bundle
     from pategail.evaluation.render import markdown, write_figures
 
     session = policy_session_from_bundle(args.bundle) if args.bundle is not None else None
-    result = downstream(dataset, days, policy_session=session, config=config_from_args(args, args.seed))
+    result = downstream(dataset, days, policy_session=session, config=config)
     print("\n" + markdown(result))
     if args.figures is not None:
         write_figures(result, args.figures)
