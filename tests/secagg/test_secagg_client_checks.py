@@ -171,3 +171,52 @@ def test_unmask_needs_t_confirmations_of_the_same_survivor_set(federation):
     genuine = AckSet.decode(run.agg.ack_set(d)).acks
     with pytest.raises(ProtocolError, match="different survivor set"):
         run.by_id[d].unmask(AckSet(1, genuine + (odd,)).encode())
+
+
+# -- the aggregator's own checks ---------------------------------------------------------------------------------
+def test_aggregator_phases_and_membership(federation):
+    run = Manual(federation, n=4, n_min=3)
+    d = run.ids[0]
+    advert = run.by_id[d].start_round(run.start.config, run.start.envelopes[d])
+    run.agg.receive_advertise(advert)
+    with pytest.raises(MessageRejected, match="duplicate"):
+        run.agg.receive_advertise(advert)
+    with pytest.raises(SecAggAbort, match="cannot close phase share"):
+        run.agg.close_shares()
+    with pytest.raises(SecAggAbort, match="only 1 devices advertised keys"):
+        run.agg.close_advertise()                                  # 1 < n_min: the round is over
+    assert run.agg.phase == "aborted"
+    with pytest.raises(SecAggAbort, match="cannot unmask"):
+        run.agg.finish()
+
+
+def test_aggregator_takes_shares_only_from_advertisers_with_one_share_per_neighbour(federation):
+    run = Manual(federation, n=4, n_min=3)
+    run.advertise(who=run.ids[:3])                                 # the fourth never advertised
+    late = run.clients[3].start_round(run.start.config, run.start.envelopes[run.ids[3]])
+    with pytest.raises(MessageRejected, match="arrived in phase share"):
+        run.agg.receive_advertise(late)
+    shares = [run.by_id[d].share_keys(run.agg.key_broadcast(d)) for d in run.ids[:3]]
+    for s in shares:
+        run.agg.receive_shares(s)
+    run.agg.close_shares()
+    assert run.agg.phase == "input"
+    # each device's ShareDelivery carries exactly the shares its live neighbours made for it
+    delivery = ShareDelivery.decode(run.agg.share_delivery(run.ids[0]))
+    assert delivery.recipient == run.ids[0] and [v for v, _ in delivery.shares] == run.ids[1:3]
+
+
+def test_aggregate_of_a_round_driven_by_hand(federation):
+    run = Manual(federation, n=4, n_min=3)
+    run.advertise()
+    run.share()
+    values = [np.array([0.5, 0.25, 1.0]), np.array([0.5, 0.5, 0.0]), np.array([0.25, 0.0, 0.0]),
+              np.array([1.0, 1.0, 1.0])]
+    run.mask(who=run.ids[:3], values=values)                       # device 4 dropped after ShareKeys
+    run.ack()
+    run.unmask()
+    verified = run.coordinator.verify(run.agg.finish())
+    assert verified.survivors == tuple(run.ids[:3])
+    np.testing.assert_array_equal(verified.sum, [1.25, 0.75, 1.0])
+    np.testing.assert_array_equal(verified.sq_sum, [0.5625, 0.3125, 1.0])
+    assert run.agg.phase == "done"
