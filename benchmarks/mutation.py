@@ -169,6 +169,23 @@ def run(chosen: list[str], max_children: int) -> int:
                           env=env).returncode
 
 
+ONLY: set[str] | None = None
+"""When set (--same-as), only these mutants are counted: the ones checked in another run."""
+
+
+def _codes(meta: Path) -> dict[str, int | None]:
+    codes = json.loads(meta.read_text())["exit_code_by_key"]
+    return codes if ONLY is None else {k: v for k, v in codes.items() if k in ONLY}
+
+
+def checked(stage: Path) -> set[str]:
+    """Every mutant with a result in the run at ``stage``."""
+    out = set()
+    for meta in (stage / "mutants").rglob("*.py.meta"):
+        out |= {k for k, v in json.loads(meta.read_text())["exit_code_by_key"].items() if v is not None}
+    return out
+
+
 def results(names: list[str]) -> dict[str, Counter]:
     """Per module: Counter of killed / survived / other from mutmut's .meta files."""
     out = {}
@@ -176,7 +193,7 @@ def results(names: list[str]) -> dict[str, Counter]:
         meta = STAGE / "mutants" / (MODULES[name] + ".meta")
         if not meta.exists():
             continue
-        codes = json.loads(meta.read_text())["exit_code_by_key"]
+        codes = _codes(meta)
         c = Counter()
         for key, code in codes.items():
             c["killed" if code in _KILLED else "survived" if code in _SURVIVED else "not run"] += 1
@@ -189,8 +206,7 @@ def survivors(names: list[str]) -> list[str]:
     for name in names:
         meta = STAGE / "mutants" / (MODULES[name] + ".meta")
         if meta.exists():
-            codes = json.loads(meta.read_text())["exit_code_by_key"]
-            found += sorted(k for k, code in codes.items() if code in _SURVIVED)
+            found += sorted(k for k, code in _codes(meta).items() if code in _SURVIVED)
     return found
 
 
@@ -231,7 +247,7 @@ def _row(label: str, c: Counter) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    global STAGE
+    global STAGE, ONLY
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--module", action="append", choices=sorted(MODULES), help="default: all of them")
     ap.add_argument("--tests-ref", help="git ref whose tests/ to run (default: the work tree's)")
@@ -241,11 +257,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit", type=int, help="keep the first LIMIT of each module's draw (nested sub-sample)")
     ap.add_argument("--seed", type=int, default=2026, help="seed of the sample (default 2026)")
     ap.add_argument("--resume", action="store_true", help="go on with the mutants of the last run left unchecked")
+    ap.add_argument("--same-as", type=Path, help="with --report/--survivors: count only the mutants checked in "
+                                                    "the run at this folder (a before/after comparison)")
     ap.add_argument("--report", action="store_true", help="only print the table of the last run")
     ap.add_argument("--survivors", action="store_true", help="only list the surviving mutants of the last run")
     ap.add_argument("--diff", action="store_true", help="with --survivors: show each one's changed lines")
     args = ap.parse_args(argv)
     STAGE = args.stage.resolve()
+    if args.same_as:
+        ONLY = checked(args.same_as.resolve())
     names = args.module or list(MODULES)
     if args.survivors:
         mutmut = Path(sys.executable).with_name("mutmut")
