@@ -31,7 +31,6 @@ import json
 import logging
 import os
 import platform
-import shutil
 from pathlib import Path
 
 import onnx
@@ -42,6 +41,7 @@ from pategail.export.discriminator import LABEL_EXPERT, LABEL_GENERATED, Discrim
 from pategail.export.onnx_policy import POLICY_FILE, save_policy_onnx
 from pategail.sdk.bundle import (FORMAT, FORMAT_VERSION, MANIFEST, BundleError, Environment, load_bundle,
                                  parse_version, sha256_file)
+from pategail.sdk.files import replacing_directory
 from pategail.sdk.features import ACTIONS, N_PAIR_FEATURES, STATE_FEATURES
 from pategail.server.policy import MASKED_LOGIT, Policy
 
@@ -167,25 +167,13 @@ def export_bundle(policy: Policy, discriminator: Discriminator, out_dir: str | o
     replaceable = out_dir.is_dir() and (not any(out_dir.iterdir()) or (out_dir / MANIFEST).is_file())
     if out_dir.exists() and not replaceable:
         raise BundleError(f"{out_dir} exists and is not a model bundle; refusing to replace it")
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out_dir.parent / f".{out_dir.name}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    try:
+    with replacing_directory(out_dir) as tmp:
         save_policy_onnx(policy, tmp / POLICY_FILE)
         paths = build_discriminator_artifacts(discriminator, tmp, training_config)
         section = environment.write(tmp) if environment is not None else None
         manifest = build_manifest(tmp, policy, discriminator, paths, training_config, section)
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
         load_bundle(tmp)              # the device-side checks (hashes, IR <= 10, opset <= 21) before publishing
-        old = out_dir.parent / f".{out_dir.name}.old-{os.getpid()}"
-        if out_dir.exists():
-            out_dir.rename(old)
-        tmp.rename(out_dir)
-        shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     log.info("bundle written to %s (%d files, %.1f KB)", out_dir, len(manifest["files"]),
              sum(f["bytes"] for f in manifest["files"].values()) / 1024)
     return out_dir

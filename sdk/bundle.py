@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from pategail.errors import PategailError
 from pategail.sdk.epr import candidate_count, explore_rank_weights
+from pategail.sdk.errors import BundleError
 
 MANIFEST = "manifest.json"
 FORMAT = "pategail-model-bundle"
@@ -35,10 +35,6 @@ FORMAT_VERSION = 1
 
 POLICY = "policy"
 DISCRIMINATOR_ROLES = ("training", "eval", "optimizer", "inference")
-
-
-class BundleError(PategailError):
-    """A model bundle is missing, altered, of another format version, or not runnable here."""
 
 
 @dataclass(frozen=True)

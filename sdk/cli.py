@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pategail.errors import PategailError
+from pategail.sdk.errors import BundleError, SdkError
 
 
 def register(sub) -> None:
@@ -34,12 +34,12 @@ def run_generate(args) -> int:
     from pategail.sdk.synthetic import write_synthetic_csv
 
     if args.days < 1:
-        raise PategailError(f"--days must be at least 1, got {args.days}")
+        raise SdkError(f"--days must be at least 1, got {args.days}")
     bundle = load_bundle(args.bundle)
     env = bundle.environment
     if env is None or env.initial_states is None:
-        raise PategailError(f"{args.bundle}: the bundle has no released initial states (initial_states.csv); "
-                            "it cannot seed generated days")
+        raise BundleError(f"{args.bundle}: the bundle has no released initial states (initial_states.csv); "
+                          "it cannot seed generated days")
     rng = np.random.default_rng(args.seed)
     weights = env.initial_weights / env.initial_weights.sum()
     rows = env.initial_states[rng.choice(len(weights), size=args.days, p=weights)]

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pategail.sdk.features import EXPLORE, HOME, RETURN, STAY, action_mask, label_actions
+from pategail.sdk.contribution import DAYS_CAP, contribution_weight
+from pategail.sdk.features import EXPLORE, HOME, RETURN, SLOTS, STAY, action_mask, label_actions
 from pategail.sdk.geo import haversine_km
-from pategail.sdk.store import DAYS_CAP
 
 DEFAULT_CANDIDATES = 1000
 """Nearest cells eligible for explore. On pategail-geolife's training days, the destinations of real explore
@@ -111,7 +111,7 @@ class EPREnvironment:
     """
 
     def __init__(self, geometry: CellGeometry, *, alpha: float = DEFAULT_ALPHA,
-                 explore_factors: np.ndarray | None = None, slots: int = 48, rng: np.random.Generator):
+                 explore_factors: np.ndarray | None = None, slots: int = SLOTS, rng: np.random.Generator):
         if alpha < 0:
             raise ValueError("alpha must be >= 0")
         self.geometry = geometry
@@ -298,7 +298,7 @@ def explore_law_contribution(days: np.ndarray, home: int, cells: np.ndarray, *, 
     keep = dest_rank > 0
     if not keep.any():
         return out
-    w = min(1.0, len(days) / days_cap)
+    w = contribution_weight(len(days), days_cap)
     observed = np.bincount(bins[dest_rank[keep] - 1], minlength=n_bins) / keep.sum()
     weights = np.where(unvisited[keep], explore_rank_weights(k, alpha)[None, :], 0.0)
     per_bin = weights @ np.eye(n_bins)[bins]                                    # (moves, B)

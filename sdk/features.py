@@ -17,6 +17,10 @@ import numpy as np
 
 from pategail.sdk.geo import EARTH_RADIUS_KM, haversine_km
 
+SLOTS = 48
+"""Half-hour slots a day: the MDP's horizon, the width of every day array (one constant for the whole
+project: the SDK, the coordinator, the data sets and the device protocol)."""
+
 STAY, HOME, RETURN, EXPLORE = 0, 1, 2, 3
 ACTIONS = ("stay", "home", "return", "explore")
 N_ACTIONS = 4
@@ -36,7 +40,7 @@ STATE_FEATURES = (
 )
 N_STATE_FEATURES = len(STATE_FEATURES)
 N_PAIR_FEATURES = N_STATE_FEATURES + N_ACTIONS
-_SCALE = 48.0
+_SCALE = float(SLOTS)
 
 
 def _same_cell(days: np.ndarray) -> np.ndarray:
@@ -45,7 +49,7 @@ def _same_cell(days: np.ndarray) -> np.ndarray:
     return eq & np.tril(np.ones(eq.shape[1:], dtype=bool))
 
 
-def state_features(days: np.ndarray, homes: np.ndarray, cells: np.ndarray, day_slots: int = 48) -> np.ndarray:
+def state_features(days: np.ndarray, homes: np.ndarray, cells: np.ndarray, day_slots: int = SLOTS) -> np.ndarray:
     """float32 (n, T, F): the state features of every slot of every day (see ``STATE_FEATURES``).
 
     days: int (n, T) cell ids, T <= day_slots (a prefix of a day gives the prefix's rows exactly);

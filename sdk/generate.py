@@ -12,7 +12,7 @@ from typing import NamedTuple, Protocol
 import numpy as np
 
 from pategail.sdk.epr import DEFAULT_ALPHA, CellGeometry, EPREnvironment
-from pategail.sdk.features import N_ACTIONS, action_mask, state_features
+from pategail.sdk.features import N_ACTIONS, SLOTS, action_mask, state_features
 
 # The policy model's interface (written to the bundle manifest by pategail.export).
 POLICY_INPUT_CELLS = "cells"
@@ -42,14 +42,14 @@ class GeneratedDays(NamedTuple):
     log_probs: np.ndarray
 
 
-def prefix_features(days: np.ndarray, homes: np.ndarray, cells: np.ndarray, slots: int = 48) -> np.ndarray:
+def prefix_features(days: np.ndarray, homes: np.ndarray, cells: np.ndarray, slots: int = SLOTS) -> np.ndarray:
     """float32 (n, t+1, 11): the state features of the prefix ``days`` (n, t+1) of ``slots``-slot days —
     equal to the first t+1 rows of the full day's features, since ``state_features`` is causal."""
     return state_features(days, homes, cells, day_slots=slots)
 
 
 def policy_step(policy_session: Session, days: np.ndarray, homes: np.ndarray, cells: np.ndarray,
-                slots: int = 48) -> np.ndarray:
+                slots: int = SLOTS) -> np.ndarray:
     """float32 (n, 4): masked log-probabilities of the action at the last slot of ``days`` (n, t+1), a
     prefix of ``slots``-slot days."""
     feeds = {
@@ -72,7 +72,7 @@ def sample_actions(log_probs: np.ndarray, rng: np.random.Generator) -> np.ndarra
 
 def generate_days(policy_session: Session, geometry: CellGeometry, homes: np.ndarray, first_cells: np.ndarray,
                   rng: np.random.Generator, *, alpha: float = DEFAULT_ALPHA,
-                  explore_factors: np.ndarray | None = None, slots: int = 48) -> GeneratedDays:
+                  explore_factors: np.ndarray | None = None, slots: int = SLOTS) -> GeneratedDays:
     """Sample one day per (home, first cell) with the policy model and the EPR environment.
 
     homes, first_cells: int (n,); ``alpha`` and ``explore_factors`` set the explore law (pategail.sdk.epr).

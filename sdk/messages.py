@@ -24,15 +24,15 @@ from typing import ClassVar, Union
 
 import numpy as np
 
-from pategail.errors import PategailError
+from pategail.sdk.contribution import reward_count
+from pategail.sdk.errors import SdkError
+from pategail.sdk.features import N_ACTIONS, SLOTS
 from pategail.sdk.secagg.errors import MessageRejected
 from pategail.sdk.secagg.wire import Reader, Writer
 
 MAGIC = b"PGDV"
 PROTOCOL_VERSION = 1
 """Version of the device protocol this SDK speaks; a frame of another version is refused."""
-SLOTS = 48
-N_ACTIONS = 4
 _HEAD = struct.Struct(">4sBBI")
 
 KIND_POLICY_UPDATE, KIND_ROUND_REQUEST, KIND_INITIAL_STATES_REQUEST, KIND_ACK, KIND_ERROR = 1, 2, 3, 4, 5
@@ -56,7 +56,7 @@ NOT_READY = "not_ready"            # no bundle installed, or no days stored yet
 ERROR_CODES = (MALFORMED, VERSION, SHAPE, NON_FINITE, TOO_LARGE, CELL_RANGE, HASH, INCOMPATIBLE, NOT_READY)
 
 
-class MessageError(PategailError):
+class MessageError(SdkError):
     """A message was refused; ``code`` is one of :data:`ERROR_CODES`. The receiver's state is unchanged."""
 
     def __init__(self, code: str, message: str):
@@ -231,8 +231,8 @@ class RoundRequest(_Wire):
 
     @property
     def n_queries(self) -> int:
-        """Pairs the device scores: n × 47."""
-        return self.days.shape[0] * (SLOTS - 1)
+        """Pairs the device scores: n × 47 (the reward vector's length, pategail.sdk.contribution)."""
+        return reward_count(self.days.shape[0])
 
     def body(self) -> bytes:
         w = Writer().raw(_i64(self.round)).u32(self.k_steps).u32(self.batch_size).u32(len(self.days))
@@ -255,8 +255,9 @@ class RoundRequest(_Wire):
 class InitialStatesRequest(_Wire):
     """Coordinator → device: make the device's environment contribution its pending vector for the next
     secure round — the initial-state contribution (float (2·n_cells + 2,),
-    :func:`pategail.sdk.store.initial_state_contribution`) followed by the explore-law contribution (float
-    (2·B,), :func:`pategail.sdk.epr.explore_law_contribution`)."""
+    :func:`pategail.sdk.contribution.initial_state_contribution`) followed by the explore-law contribution
+    (float (2·B,), :func:`pategail.sdk.epr.explore_law_contribution`); the layout is
+    :class:`pategail.sdk.contribution.EnvironmentLayout`."""
 
     round: int
     KIND: ClassVar[int] = KIND_INITIAL_STATES_REQUEST

@@ -2,8 +2,8 @@
 
 On a phone this is the app's private storage; in the emulator each device has its own directory. The days
 never leave the device: what the protocol sends out is computed from them only through the discriminator's
-scores and the initial-state contribution below, and both go out only inside a masked secure-aggregation
-upload (DESIGN.md, "Roles and trust boundaries").
+scores and the environment contribution (:mod:`pategail.sdk.contribution`), and both go out only inside a
+masked secure-aggregation upload (DESIGN.md, "Roles and trust boundaries").
 
 Layout of the store directory: ``days.npy`` (int32 (n, 48), read with ``allow_pickle=False``), replaced
 atomically (write a temporary file, then ``os.replace``) so a crash never leaves half a file.
@@ -15,11 +15,10 @@ from pathlib import Path
 
 import numpy as np
 
-from pategail.errors import DataError
-from pategail.sdk.features import infer_home
+from pategail.sdk.errors import DataError
+from pategail.sdk.features import SLOTS, infer_home
+from pategail.sdk.files import replacing
 
-SLOTS = 48
-"""Half-hour slots a day (the MDP's horizon)."""
 DAYS_FILE = "days.npy"
 
 
@@ -86,12 +85,8 @@ class TrajectoryStore:
         return len(merged)
 
     def _write(self, days: np.ndarray) -> None:
-        tmp = self.path.with_name(f".{DAYS_FILE}.tmp")
-        with open(tmp, "wb") as f:
+        with replacing(self.path) as tmp, open(tmp, "wb") as f:
             np.save(f, days, allow_pickle=False)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
 
     @property
     def home(self) -> int:
@@ -106,40 +101,3 @@ class TrajectoryStore:
     def max_cell(self) -> int:
         """The largest cell id stored (-1 when empty): lets a device check a new bundle's cell table."""
         return int(self._days.max()) if len(self._days) else -1
-
-
-DAYS_CAP = 100
-"""Days at which a device's initial-state (and explore-law) contribution reaches full weight. Weighting by days makes the
-released home and first-cell distribution follow days, as the days a generator must imitate do (a user
-with 700 days is not one home among 83 in the test days); capping keeps every entry in [0, 1], the
-bound the secure aggregation and the noise calibration assume."""
-
-
-def initial_state_contribution(days: np.ndarray, home: int, n_cells: int) -> np.ndarray:
-    """float64 (2·n_cells + 2,): one device's contribution to the released distribution of initial states.
-
-    With w = min(1, days / DAYS_CAP), the layout (every entry in [0, 1], so the secure aggregation's
-    clipping never changes it) is:
-
-    - ``[0, n_cells)``: w × one-hot of the device's home cell;
-    - ``[n_cells, 2·n_cells)``: w × share of its days whose first cell is not home, by first cell;
-    - ``[2·n_cells]``: w × share of its days whose first cell is home;
-    - ``[2·n_cells + 1]``: w.
-
-    Summed over devices (with noise) this gives a day-weighted count of users per home cell and per first
-    cell, and P(first cell = home) as the ratio of the last two sums — from which the coordinator draws
-    (home, first cell) pairs.
-    """
-    days = np.asarray(days)
-    if not 0 <= home < n_cells:
-        raise ValueError(f"home {home} is not a cell id (0..{n_cells - 1})")
-    out = np.zeros(2 * n_cells + 2, dtype=np.float64)
-    w = min(1.0, len(days) / DAYS_CAP)
-    out[home] = w
-    out[2 * n_cells + 1] = w
-    if len(days):
-        first = days[:, 0]
-        away = first[first != home]
-        out[n_cells:2 * n_cells] = w * np.bincount(away, minlength=n_cells)[:n_cells] / len(days)
-        out[2 * n_cells] = w * np.count_nonzero(first == home) / len(days)
-    return out

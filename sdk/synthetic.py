@@ -12,7 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
-from pategail.errors import DataError
+from pategail.sdk.errors import DataError
+from pategail.sdk.features import SLOTS
+from pategail.sdk.files import write_atomic
 
 HEADER = "agent,day,slot,cell,lat,lon"
 
@@ -35,12 +37,10 @@ def write_synthetic_csv(path: str | os.PathLike, days: np.ndarray, cells: np.nda
     lines = [f"{a},{d},{s},{c},{cells[c, 0]:.6f},{cells[c, 1]:.6f}" for a, d, s, c in table.tolist()]
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(HEADER + "\n" + "\n".join(lines) + "\n")
-    os.replace(tmp, path)
+    write_atomic(path, (HEADER + "\n" + "\n".join(lines) + "\n").encode())
 
 
-def read_synthetic_csv(path: str | os.PathLike, n_cells: int | None = None, slots: int = 48) -> np.ndarray:
+def read_synthetic_csv(path: str | os.PathLike, n_cells: int | None = None, slots: int = SLOTS) -> np.ndarray:
     """Read a synthetic data file back into int32 days (n, slots), validating every row."""
     path = Path(path)
     try:

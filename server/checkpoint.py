@@ -14,31 +14,23 @@ from __future__ import annotations
 
 import io
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from pategail.sdk.files import write_atomic
+
 CHECKPOINT = "checkpoint.pt"
 RELEASES = "releases"
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def save_checkpoint(directory: Path, state: dict) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     buf = io.BytesIO()
     torch.save(state, buf)
-    atomic_write(directory / CHECKPOINT, buf.getvalue())
+    write_atomic(directory / CHECKPOINT, buf.getvalue())
 
 
 def load_checkpoint(directory: Path) -> dict | None:
@@ -73,7 +65,7 @@ def journal_release(directory: Path, release: Release) -> None:
     np.savez(buf, sum=release.sum, sq_sum=release.sq_sum,
              meta=np.array([release.round, release.n_survivors], dtype=np.int64),
              scales=np.array([release.sum_scale, release.sq_sum_scale]), kind=np.array(release.kind))
-    atomic_write(root / f"round-{release.round:05d}.npz", buf.getvalue())
+    write_atomic(root / f"round-{release.round:05d}.npz", buf.getvalue())
 
 
 def read_journal(directory: Path) -> dict[int, Release]:
@@ -94,7 +86,7 @@ def journal_intent(directory: Path, round_: int, sum_scale: float, sq_sum_scale:
     root.mkdir(parents=True, exist_ok=True)
     attempt = len(list(root.glob(f"intent-{round_:05d}-*.json")))
     path = root / f"intent-{round_:05d}-{attempt:02d}.json"
-    atomic_write(path, json.dumps({"round": round_, "attempt": attempt, "sum_scale": sum_scale,
+    write_atomic(path, json.dumps({"round": round_, "attempt": attempt, "sum_scale": sum_scale,
                                    "sq_sum_scale": sq_sum_scale, "count": count}).encode())
     return path
 

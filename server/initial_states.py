@@ -4,8 +4,8 @@ the initial states (home cell, first cell) of generated days and the correction 
 The original code started generated days from test-set days. Here each device contributes, with a weight w
 that grows with its number of days (capped at 1), the vector ``[w·home one-hot (n_cells) | w·share of its
 days whose first cell is not home, by first cell (n_cells) | w·share of its days that start at home | w]``
-(every entry in [0, 1]; see the SDK's ``initial_state_contribution``); the coordinator receives only the
-noisy sums and turns them into a distribution — clipping negative noisy counts to 0 is post-processing, so
+(every entry in [0, 1]; the layout is the SDK's :mod:`pategail.sdk.contribution`, imported by both sides);
+the coordinator receives only the noisy sums and turns them into a distribution — clipping negative noisy counts to 0 is post-processing, so
 it costs no privacy. After those 2·n_cells + 2 entries come the device's explore-law contribution (2·B
 entries, see the SDK's ``explore_law_contribution``): observed and power-law-expected shares of its explore
 moves by rank bin, whose noisy sums O and A give the explore factors (O + s) / (A + s), s = √2·b for the
@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pategail.sdk.contribution import EnvironmentLayout
+
 
 SIGNAL_GATE = 10.0
 """The explore factors are used only when the released total device weight Σw is at least this many times
@@ -27,11 +29,6 @@ the noise's standard deviation; below that the ratio of two noisy sums is noise 
 FACTOR_RANGE = (0.05, 20.0)
 """Explore factors are clipped to this range (post-processing), so a rank bin no device explored into stays
 reachable, and noise cannot make one bin dominate. On pategail-geolife the factors lie in 0.46–1.95."""
-
-
-def contribution_length(n_cells: int, n_bins: int) -> int:
-    """Entries of one device's vector: initial states (2·n_cells + 2), then explore law (2·n_bins)."""
-    return 2 * n_cells + 2 + 2 * n_bins
 
 
 @dataclass(frozen=True)
@@ -47,17 +44,16 @@ class InitialStates:
     @classmethod
     def from_noisy_sums(cls, sums: np.ndarray, n_cells: int, n_bins: int, noise_std: float = 0.0) -> "InitialStates":
         n = n_cells
-        if len(sums) != contribution_length(n_cells, n_bins) or n < 1:
-            raise ValueError("noisy sums do not have the initial-state layout")
-        homes = np.clip(sums[:n], 0, None)
-        firsts = np.clip(sums[n:2 * n], 0, None)
+        parts = EnvironmentLayout(n_cells, n_bins).unpack(sums)
+        homes = np.clip(parts.homes, 0, None)
+        firsts = np.clip(parts.firsts, 0, None)
         # all-zero after clipping (only possible under overwhelming noise): fall back to uniform
         homes = homes / homes.sum() if homes.sum() > 0 else np.full(n, 1 / n)
         firsts = firsts / firsts.sum() if firsts.sum() > 0 else np.full(n, 1 / n)
-        weight = sums[2 * n + 1]
-        p_same = sums[2 * n] / weight if weight > 0 else 0.5
-        observed = np.clip(sums[2 * n + 2:2 * n + 2 + n_bins], 0, None)
-        expected = np.clip(sums[2 * n + 2 + n_bins:], 0, None)
+        weight = parts.weight
+        p_same = parts.first_at_home / weight if weight > 0 else 0.5
+        observed = np.clip(parts.explore_observed, 0, None)
+        expected = np.clip(parts.explore_expected, 0, None)
         s = max(float(noise_std), 0.0)
         if s > 0 and weight < SIGNAL_GATE * s:
             factors = np.ones(n_bins)

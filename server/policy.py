@@ -20,10 +20,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from pategail.sdk.features import N_ACTIONS, N_STATE_FEATURES
+from pategail.sdk.features import N_ACTIONS, N_STATE_FEATURES, SLOTS
 
-MAX_SLOTS = 48
-"""Slots in a day (half hours): the longest sequence the slot embedding covers."""
 MASKED_LOGIT = -1e9
 """Logit given to impossible actions. Finite on purpose: its probability underflows to exactly 0, yet
 p·log p stays 0 (not NaN) in PPO's entropy, and exported graphs carry no infinities."""
@@ -46,7 +44,7 @@ class PolicyConfig:
     """Width of the cell embedding before its projection to d_model; keeps the table at n_cells × 32."""
     d_ff: int = 128
     """Hidden width of each block's MLP."""
-    max_slots: int = MAX_SLOTS
+    max_slots: int = SLOTS
     """Longest day (tokens); the slot embedding has this many rows."""
     dropout: float = 0.0
     """Dropout in attention and MLP. 0: PPO's ratio needs the same network at sampling and update time."""

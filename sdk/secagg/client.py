@@ -34,8 +34,8 @@ from .config import KeyDirectory, RoundConfig
 from .errors import MessageRejected, ProtocolError, RefusedUnmask, SecAggAbort
 from .fixedpoint import SCALE, clip_unit, encode, to_ring
 from .graph import NeighbourGraph
-from .messages import (AckSet, AdvertiseKeys, ChecksumEnvelope, KeyBroadcast, MaskedInput, ShareDelivery,
-                       ShareKeys, SurvivorAck, SurvivorSet, UnmaskShares, from_bitmap)
+from .messages import (KIND_ACK_SET, KIND_KEY_BROADCAST, AdvertiseKeys, ChecksumEnvelope, MaskedInput, RelayedFrames,
+                       ShareDelivery, ShareKeys, SurvivorAck, SurvivorSet, UnmaskShares, from_bitmap)
 from .noise import discrete_laplace_share
 from .prg import add_mask, expand_mask
 
@@ -130,10 +130,10 @@ class SecAggClient:
     def share_keys(self, key_broadcast: bytes) -> bytes:
         """Check the neighbours' signed keys; send each an encrypted share of b_u and of s_u's secret key."""
         r = self._expect(Phase.ADVERTISED)
-        kb = KeyBroadcast.decode(key_broadcast)
+        kb = RelayedFrames.decode(key_broadcast, KIND_KEY_BROADCAST)
         self._check_round(kb.round_id)
         peers: dict[int, AdvertiseKeys] = {}
-        for raw in kb.adverts:
+        for raw in kb.frames:
             adv = AdvertiseKeys.decode(raw, self._directory)
             self._check_round(adv.round_id)
             if adv.sender not in r.neighbours or adv.sender in peers:
@@ -226,11 +226,11 @@ class SecAggClient:
             return self._round.response
         r = self._expect(Phase.ACKED)
         cfg = r.config
-        acks = AckSet.decode(ack_set)
+        acks = RelayedFrames.decode(ack_set, KIND_ACK_SET)
         self._check_round(acks.round_id)
         digest = survivor_digest(cfg.round_id, r.ack_bitmap)
         confirmed = {self.device_id}
-        for raw in acks.acks:
+        for raw in acks.frames:
             if len(confirmed) >= cfg.threshold:
                 break  # t valid signatures on our U3 is the condition; checking more only costs time
             ack = SurvivorAck.decode(raw, self._directory)

@@ -2,9 +2,10 @@
 
 The server re-exports these (``pategail.server.secagg``); the SDK never imports the server.
 """
+from pategail.sdk.errors import SdkError
 
 
-class SecAggError(Exception):
+class SecAggError(SdkError):
     """Base class of every secure-aggregation error."""
 
 

@@ -6,8 +6,8 @@ MessageRejected on anything wrong. Aggregator -> device messages are unsigned: t
 signed by someone else (forwarded device messages), authenticated by AES-GCM (shares, envelopes), or checked
 by the devices against each other (the survivor set, via the signed acknowledgements).
 
-Flow: AdvertiseKeys -> KeyBroadcast -> ShareKeys -> ShareDelivery -> MaskedInput -> SurvivorSet ->
-SurvivorAck -> AckSet -> UnmaskShares -> AggregateResult (to the coordinator).
+Flow: AdvertiseKeys -> RelayedFrames (key broadcast) -> ShareKeys -> ShareDelivery -> MaskedInput -> SurvivorSet ->
+SurvivorAck -> RelayedFrames (ack set) -> UnmaskShares -> AggregateResult (to the coordinator).
 """
 from __future__ import annotations
 
@@ -117,23 +117,30 @@ class AdvertiseKeys:
 
 
 @dataclass(frozen=True)
-class KeyBroadcast:
-    """Aggregator -> device: the signed AdvertiseKeys frames of the device's neighbours (U1 ∩ N(u))."""
+class RelayedFrames:
+    """Aggregator -> device: signed device frames relayed unchanged to one device — with ``kind``
+    ``KIND_KEY_BROADCAST`` the AdvertiseKeys of its neighbours (U1 ∩ N(u)), with ``KIND_ACK_SET`` the
+    SurvivorAcks of its neighbours in U4. The device checks every frame's own signature."""
 
+    kind: int
     round_id: int
-    adverts: tuple[bytes, ...]
+    frames: tuple[bytes, ...]
+
+    def __post_init__(self):
+        if self.kind not in (KIND_KEY_BROADCAST, KIND_ACK_SET):
+            raise ValueError(f"not a relayed-frames kind: {self.kind}")
 
     def encode(self) -> bytes:
-        w = Writer().u64(self.round_id).u32(len(self.adverts))
-        for a in self.adverts:
-            w.blob(a)
-        return frame(KIND_KEY_BROADCAST, w.bytes())
+        w = Writer().u64(self.round_id).u32(len(self.frames))
+        for f in self.frames:
+            w.blob(f)
+        return frame(self.kind, w.bytes())
 
     @classmethod
-    def decode(cls, data: bytes) -> "KeyBroadcast":
-        r = Reader(unframe(data, KIND_KEY_BROADCAST)[0])
+    def decode(cls, data: bytes, kind: int) -> "RelayedFrames":
+        r = Reader(unframe(data, kind)[0])
         round_id = r.u64()
-        out = cls(round_id, tuple(r.blob(1024) for _ in range(r.u32())))
+        out = cls(kind, round_id, tuple(r.blob(1024) for _ in range(r.u32())))
         r.done()
         return out
 
@@ -232,28 +239,6 @@ class SurvivorAck:
     def decode(cls, data: bytes, directory: KeyDirectory) -> "SurvivorAck":
         r, round_id, sender = _open_signed(data, KIND_ACK, directory)
         out = cls(round_id, sender, r.raw(32))
-        r.done()
-        return out
-
-
-@dataclass(frozen=True)
-class AckSet:
-    """Aggregator -> device: the signed SurvivorAck frames of the device's neighbours in U4."""
-
-    round_id: int
-    acks: tuple[bytes, ...]
-
-    def encode(self) -> bytes:
-        w = Writer().u64(self.round_id).u32(len(self.acks))
-        for a in self.acks:
-            w.blob(a)
-        return frame(KIND_ACK_SET, w.bytes())
-
-    @classmethod
-    def decode(cls, data: bytes) -> "AckSet":
-        r = Reader(unframe(data, KIND_ACK_SET)[0])
-        round_id = r.u64()
-        out = cls(round_id, tuple(r.blob(1024) for _ in range(r.u32())))
         r.done()
         return out
 

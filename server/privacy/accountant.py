@@ -1,8 +1,9 @@
 """Privacy accounting of a run: every release recorded, composed with Google's ``dp-accounting``.
 
 Pure maths first (``to_dp_event``, ``composed_epsilon``, ``composed_delta``), then the stateful
-``PrivacyAccountant`` that records releases and saves/resumes with the run's checkpoint (the split
-Opacus uses between ``accountants/analysis`` and ``accountants``).
+``PrivacyAccountant`` that records releases (the split Opacus uses between ``accountants/analysis`` and
+``accountants``). A run's accountant is rebuilt from the release journal's intents on every start
+(:mod:`pategail.server.releases`), so it has no state of its own to save.
 
 What is recorded: one ``QueryRelease`` per round — ``count`` queried pairs, each answered with Σ D + noise
 (Laplace scale ``sum_scale``) and, optionally, Σ D² + noise (``sq_sum_scale``); both sums have
@@ -16,16 +17,11 @@ discrete-Laplace PLD is unusable at this sensitivity (it reports ε ~ 83 where t
 """
 from __future__ import annotations
 
-import json
 import math
-from dataclasses import asdict, dataclass
-from pathlib import Path
+from dataclasses import dataclass
 
 from dp_accounting import dp_event
 from dp_accounting.pld import pld_privacy_accountant
-
-FORMAT = "pategail-privacy-accountant/1"
-
 
 @dataclass(frozen=True)
 class QueryRelease:
@@ -119,37 +115,10 @@ class PrivacyAccountant:
         """Composed δ at ``epsilon``."""
         return composed_delta(self._releases, epsilon, self.value_discretization_interval)
 
-    def per_query_epsilon(self) -> float:
-        """The largest pure ε of a single query recorded (the paper's ε)."""
+    def max_per_query_epsilon(self) -> float:
+        """The largest pure ε of a single query recorded (the paper's ε of the noisiest-spending release)."""
         return max((r.per_query_epsilon for r in self._releases), default=0.0)
 
     def basic_epsilon(self) -> float:
         """Pure-DP total by basic composition, Σ count * per-query ε (an upper bound at δ = 0)."""
         return math.fsum(r.count * r.per_query_epsilon for r in self._releases)
-
-    def summary(self) -> dict:
-        """What a run reports: queries, per-query ε, composed (ε, δ) and the basic-composition bound."""
-        return {"num_queries": self.num_queries, "per_query_epsilon": self.per_query_epsilon(),
-                "epsilon": self.epsilon(), "delta": self.target_delta, "basic_epsilon": self.basic_epsilon()}
-
-    def to_dict(self) -> dict:
-        """JSON-ready state, saved with the run's checkpoint."""
-        return {"format": FORMAT, "target_delta": self.target_delta,
-                "value_discretization_interval": self.value_discretization_interval,
-                "releases": [asdict(r) for r in self._releases]}
-
-    @classmethod
-    def from_dict(cls, state: dict) -> "PrivacyAccountant":
-        """Resume from ``to_dict()`` output."""
-        if state.get("format") != FORMAT:
-            raise ValueError(f"not a privacy accountant state: {state.get('format')!r}")
-        acc = cls(state["target_delta"], state["value_discretization_interval"])
-        acc._releases = [QueryRelease(**r) for r in state["releases"]]
-        return acc
-
-    def save(self, path: str | Path) -> None:
-        Path(path).write_text(json.dumps(self.to_dict(), indent=1))
-
-    @classmethod
-    def load(cls, path: str | Path) -> "PrivacyAccountant":
-        return cls.from_dict(json.loads(Path(path).read_text()))

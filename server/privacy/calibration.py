@@ -63,11 +63,6 @@ def sum_noise_scales(epsilon: float, kappa: float) -> SumNoiseScales:
     return SumNoiseScales(sum_scale=lam, sq_sum_scale=kappa / (epsilon * (kappa - 1.0)))
 
 
-def laplace_std(scale: float) -> float:
-    """Standard deviation √2·b of Laplace(0, b) (and, up to O(1/b²), of the discrete Laplace used)."""
-    return math.sqrt(2.0) * scale
-
-
 @dataclass(frozen=True, eq=False)
 class RewardAggregate:
     """Per-query results, each of shape (M,)."""

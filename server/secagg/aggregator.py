@@ -18,9 +18,9 @@ from pategail.sdk.secagg.client import survivor_digest
 from pategail.sdk.secagg.config import KeyDirectory, RoundConfig
 from pategail.sdk.secagg.errors import MessageRejected, SecAggAbort
 from pategail.sdk.secagg.graph import NeighbourGraph
-from pategail.sdk.secagg.messages import (AckSet, AdvertiseKeys, AggregateResult, KeyBroadcast, MaskedInput,
-                                          ShareDelivery, ShareKeys, SurvivorAck, SurvivorSet, UnmaskShares,
-                                          to_bitmap)
+from pategail.sdk.secagg.messages import (KIND_ACK_SET, KIND_KEY_BROADCAST, AdvertiseKeys, AggregateResult,
+                                          MaskedInput, RelayedFrames, ShareDelivery, ShareKeys, SurvivorAck,
+                                          SurvivorSet, UnmaskShares, to_bitmap)
 from pategail.sdk.secagg.prg import P61, add_mask, expand_mask
 
 log = logging.getLogger(__name__)
@@ -78,8 +78,8 @@ class Aggregator:
         self._close("advertise", self.adverts, "advertised keys")
 
     def key_broadcast(self, device: int) -> bytes:
-        return KeyBroadcast(self.config.round_id,
-                            tuple(self.adverts[v][1] for v in self._live_neighbours(device, self.adverts))).encode()
+        return RelayedFrames(KIND_KEY_BROADCAST, self.config.round_id,
+                             tuple(self.adverts[v][1] for v in self._live_neighbours(device, self.adverts))).encode()
 
     # -- 1: ShareKeys --------------------------------------------------------------------------------------
     def receive_shares(self, data: bytes) -> None:
@@ -128,8 +128,8 @@ class Aggregator:
         self.phase = "unmask" if self.phase == "ack" else self.phase
 
     def ack_set(self, device: int) -> bytes:
-        return AckSet(self.config.round_id,
-                      tuple(self.acks[v] for v in self._live_neighbours(device, self.acks))).encode()
+        return RelayedFrames(KIND_ACK_SET, self.config.round_id,
+                             tuple(self.acks[v] for v in self._live_neighbours(device, self.acks))).encode()
 
     # -- 4: Unmask -----------------------------------------------------------------------------------------
     def receive_unmask(self, data: bytes) -> None:

@@ -20,6 +20,7 @@ from pategail.sdk.secagg.graph import default_threshold
 from pategail.sdk.secagg.messages import AggregateResult, from_bitmap
 
 from .checksum import seal_envelope, verify_aggregate
+from .config import SecureRoundConfig
 
 
 @dataclass(frozen=True)
@@ -66,10 +67,11 @@ class SecAggCoordinator:
             raise ValueError("device ids are 32-bit and not 0xFFFFFFFF")
         self._devices[device_id] = keys
 
-    def new_round(self, round_id: int, participants, num_queries: int, n_min: int, sum_noise_scale: float,
-                  sq_sum_noise_scale: float, degree: int = 0, threshold: int | None = None,
+    def new_round(self, config: SecureRoundConfig, participants, num_queries: int,
                   aggregator: int = COORDINATOR) -> RoundStart:
-        """Sign a round configuration and seal a fresh checksum key to every participant."""
+        """Sign the RoundConfig of ``config`` over ``participants`` (``num_queries`` values each, aggregated
+        by ``aggregator``) and seal a fresh checksum key to every participant."""
+        round_id = config.round_id
         if round_id <= self._last_round:
             raise ValueError(f"round ids must increase ({round_id} <= {self._last_round})")
         participants = tuple(sorted(participants))
@@ -77,10 +79,11 @@ class SecAggCoordinator:
             raise ValueError(f"devices not enrolled: {missing[:5]}")
         ephemeral = X25519PrivateKey.generate()
         n = len(participants)
+        degree = config.degree
         holders = n if degree == 0 or degree >= n - 1 else degree + 1
-        cfg = RoundConfig(round_id, participants, num_queries, n_min,
-                          threshold if threshold is not None else default_threshold(holders), degree,
-                          float(sum_noise_scale), float(sq_sum_noise_scale), os.urandom(32),
+        threshold = config.threshold if config.threshold is not None else default_threshold(holders)
+        cfg = RoundConfig(round_id, participants, num_queries, config.n_min, threshold, degree,
+                          float(config.sum_noise_scale), float(config.sq_sum_noise_scale), os.urandom(32),
                           crypto.public_bytes(ephemeral), aggregator)
         key = os.urandom(32)
         envelopes = {d: seal_envelope(ephemeral, self._devices[d].envelope, round_id, d, key)

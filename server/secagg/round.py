@@ -22,34 +22,11 @@ from pategail.sdk.secagg.config import COORDINATOR
 from pategail.sdk.secagg.errors import SecAggAbort, SecAggError
 
 from .aggregator import Aggregator
+from .config import SecureRoundConfig
 from .coordinator import SecAggCoordinator
 
 log = logging.getLogger(__name__)
 STAGES = ("after_advertise", "after_share_keys", "after_masked_input", "after_consistency")
-
-
-@dataclass(frozen=True)
-class SecureRoundConfig:
-    """The coordinator's choices for one round (noise scales in value units, on the sums)."""
-
-    round_id: int
-    """Strictly increasing round number."""
-    n_min: int
-    """Fewest contributors for which the round releases anything; noise shares are sized for it."""
-    sum_noise_scale: float = 0.0
-    """Discrete-Laplace scale of the total noise on each Σ D (see privacy.calibration.sum_noise_scales)."""
-    sq_sum_noise_scale: float = 0.0
-    """The same for each Σ D²."""
-    degree: int = 0
-    """SecAgg+ neighbours per device (even); 0 = all pairs."""
-    threshold: int | None = None
-    """Shamir threshold; None = a strict majority of a neighbourhood."""
-    aggregator: str = "coordinator"
-    """"coordinator" or "device" (a device drawn at random each round)."""
-
-    def __post_init__(self):
-        if self.aggregator not in ("coordinator", "device"):
-            raise ValueError("aggregator must be 'coordinator' or 'device'")
 
 
 @dataclass(frozen=True)
@@ -137,9 +114,7 @@ def run_secure_round(clients: Sequence[SecAggClient], values: np.ndarray | None,
             agg_cpu[0] += time.thread_time() - t
 
     t0 = time.thread_time()
-    start = coordinator.new_round(config.round_id, participants, num_queries, config.n_min,
-                                  config.sum_noise_scale, config.sq_sum_noise_scale, config.degree,
-                                  config.threshold, agg_id)
+    start = coordinator.new_round(config, participants, num_queries, agg_id)
     coord_cpu = time.thread_time() - t0
     agg = on_aggregator(Aggregator, start.config, coordinator.directory)
     alive = list(participants)

@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from pategail.sdk.store import initial_state_contribution
-from pategail.server.initial_states import FACTOR_RANGE, SIGNAL_GATE, InitialStates, contribution_length
+from pategail.sdk.contribution import contribution_length, initial_state_contribution
+from pategail.server.initial_states import FACTOR_RANGE, SIGNAL_GATE, InitialStates
 
 NO_EXPLORE = np.zeros(4)            # two rank bins, no explore move: observed and expected shares all 0
 
