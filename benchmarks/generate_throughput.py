@@ -85,7 +85,7 @@ def untrained_bundle(data: Path, out: Path) -> Path:
 
     from pategail.sdk.features import infer_home
     from pategail.sdk.places import place_contribution
-    from pategail.sdk.store import DAYS_CAP
+    from pategail.sdk.contribution import DAYS_CAP
     from pategail.server.places import place_law_from_noisy_sums
 
     ds = load_dataset(data)

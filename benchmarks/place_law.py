@@ -17,7 +17,7 @@ from pategail.metrics.spatial import spatial_metrics
 from pategail.sdk.epr import CellGeometry, explore_law_contribution, n_rank_bins
 from pategail.sdk.features import infer_home
 from pategail.sdk.places import PlaceLaw, place_contribution
-from pategail.sdk.store import DAYS_CAP
+from pategail.sdk.contribution import DAYS_CAP
 from pategail.server.places import place_law_from_noisy_sums
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -1,7 +1,8 @@
 """The `pategail` command line. Each command lives next to the code it drives and registers itself here.
 
-User mistakes (:class:`~pategail.errors.PategailError`) are printed as one line and exit with status 2;
-anything else is a bug and keeps its traceback.
+User mistakes (``pategail.errors.USER_ERRORS``: the command line's :class:`~pategail.errors.PategailError` and
+the SDK's :class:`~pategail.sdk.errors.SdkError`) are printed as one line and exit with status 2; anything
+else is a bug and keeps its traceback.
 """
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from pategail.errors import PategailError
+    from pategail.errors import USER_ERRORS
 
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -40,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
     try:
         return int(args.func(args) or 0)
-    except PategailError as e:
+    except USER_ERRORS as e:
         print(f"pategail: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

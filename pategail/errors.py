@@ -1,9 +1,17 @@
-"""Errors that are the user's to fix: the command line prints them as one line and exits non-zero."""
+"""Errors that are the user's to fix: the command line prints them as one line and exits with status 2.
+
+Two roots: :class:`PategailError` for the command line and the research tooling (an option, a config file,
+a run directory), and the SDK's own :class:`~pategail.sdk.errors.SdkError` (a bundle, a device, a protocol
+message), which the SDK raises without knowing about this command line. ``USER_ERRORS`` is both.
+"""
+from pategail.sdk.errors import DataError, SdkError
 
 
 class PategailError(Exception):
     """A mistake in the input (a file, a row, a field, an option): shown as one line, never a traceback."""
 
 
-class DataError(PategailError):
-    """A data file or a data set directory is missing, malformed or inconsistent."""
+USER_ERRORS = (PategailError, SdkError)
+"""What ``pategail`` prints as one line (exit 2); anything else is a bug and keeps its traceback."""
+
+__all__ = ["DataError", "PategailError", "SdkError", "USER_ERRORS"]

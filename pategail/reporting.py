@@ -13,7 +13,9 @@ INITIAL_STATES_IN_BUNDLE = 4096
 """Initial states drawn from the released distribution and shipped in the bundle for `pategail generate`."""
 
 
-def write_outputs(coordinator, dataset, run: Path, users, seed: int = 0) -> dict:
+def write_outputs(coordinator, dataset, run: Path, seed: int = 0) -> dict:
+    """Export the run's bundle, generate and evaluate synthetic days against the test days, and write the
+    report; the run's numbers come from ``coordinator.summary()`` (a RunSummary)."""
     import torch
 
     from pategail.baselines.cli import compare
@@ -24,16 +26,17 @@ def write_outputs(coordinator, dataset, run: Path, users, seed: int = 0) -> dict
     from pategail.plots import plot_density, plot_statistics
     from pategail.sdk.bundle import Environment
     from pategail.sdk.synthetic import write_synthetic_csv
+    from pategail.server.privacy.summary import privacy_line
 
-    cfg = coordinator.config
+    summary = coordinator.summary()
+    cfg = summary.config
     rng = np.random.default_rng([seed, 0xF1])
     homes, firsts = coordinator.initial_states.sample(INITIAL_STATES_IN_BUNDLE, rng)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed + 1)
         discriminator = Discriminator()
     env = Environment(dataset.cells, cfg.alpha, cfg.candidates, np.column_stack([homes, firsts]),
-                      np.full(len(homes), 1.0 / len(homes)), coordinator.initial_states.explore_factors,
-                      coordinator.place_law())
+                      np.full(len(homes), 1.0 / len(homes)), summary.explore_factors, summary.places)
     export_bundle(coordinator.averaged_policy(), discriminator, run / "bundle", environment=env)
 
     n_days = len(dataset.test_days)
@@ -41,16 +44,7 @@ def write_outputs(coordinator, dataset, run: Path, users, seed: int = 0) -> dict
     write_synthetic_csv(run / "synthetic.csv", days, dataset.cells)
     result = evaluate(days, dataset, seed=seed)
     baselines = compare(dataset, seed)
-    from pategail.server.checkpoint import read_journal
-
-    history = coordinator.history
-    wall_seconds = coordinator.wall_seconds
-    rounds = coordinator.round
-    ups = [u for _, u in coordinator.bytes_by_round] or [0.0]
-    downs = [d for d, _ in coordinator.bytes_by_round] or [0.0]
-    acc = coordinator.accountant
-    b, b_sq = coordinator.noise_scales()
-    n_dev = len(users)
+    rounds, wall_seconds, n_dev = summary.rounds, summary.wall_seconds, summary.devices
     report = {
         "metrics": result["metrics"], "metrics_paper": result["metrics_paper"],
         "floor": result["floor"], "floor_paper": result["floor_paper"],
@@ -58,35 +52,17 @@ def write_outputs(coordinator, dataset, run: Path, users, seed: int = 0) -> dict
         "baselines": {m: {"metrics": baselines["km"][m], "metrics_paper": baselines["paper"][m],
                           "spatial": baselines["spatial"][m]}
                       for m in ("markov", "epr")},
-        "privacy": {
-            "mechanism": "distributed discrete Laplace on securely aggregated sums (Theorem 3 split)"
-            if cfg.private else "none (--no-privacy)",
-            "epsilon_total": acc.epsilon() if cfg.private else None,
-            "delta": cfg.target_delta if cfg.private else None,
-            "epsilon_target": cfg.target_epsilon,
-            "epsilon_per_query": coordinator.per_query_epsilon,
-            "lambda": b / n_dev if cfg.private else 0.0,
-            "lambda_c": b_sq / n_dev if cfg.private else 0.0,
-            "sum_noise_scale": b, "sq_sum_noise_scale": b_sq,
-            "beta": cfg.beta, "kappa": cfg.kappa, "devices": n_dev,
-            "releases": len(read_journal(coordinator.ckpt_dir)),
-            "queries": acc.num_queries if cfg.private else None,
-            "notes": "lambda: Laplace scale of the noise on the mean reward (sum scale / devices); lambda_c: the "
-                     "scale on the mean of D^2, from which the variance is computed with the noisy mean "
-                     "(Theorem 3's budget split, 3x less noise than the paper's lambda_c added to the variance "
-                     "at the same per-query epsilon); epsilon_total: PLD composition of every release",
-        },
+        "privacy": summary.privacy,
         "training": {"rounds": rounds, "devices": n_dev, "wall_seconds": wall_seconds,  # rounds, all sessions
-                     "seconds_per_round": float(np.mean([h["seconds"] for h in history])) if history else None,
-                     "days_per_round": cfg.days_per_round, "config": cfg.to_dict(), "seed": seed,
-                     "last_round": history[-1] if history else None},
-        "communication": {"bytes_up_per_device_per_round": float(np.mean(ups)),
-                          "bytes_down_per_device_per_round": float(np.mean(downs))},
-        "environment": {"alpha": cfg.alpha, "candidates": coordinator.geometry.candidates,
-                        "explore_factors": coordinator.initial_states.explore_factors.tolist(),
-                        "place_law": cfg.place_law and coordinator.place_law() is not None,
-                        "return_last": None if coordinator.place_law() is None
-                        else coordinator.place_law().return_last,
+                     "seconds_per_round": summary.seconds_per_round,
+                     "days_per_round": cfg.days_per_round, "config": cfg.to_dict(), "seed": summary.seed,
+                     "last_round": summary.last_round},
+        "communication": {"bytes_up_per_device_per_round": summary.bytes_up_per_device_per_round,
+                          "bytes_down_per_device_per_round": summary.bytes_down_per_device_per_round},
+        "environment": {"alpha": cfg.alpha, "candidates": summary.candidates,
+                        "explore_factors": summary.explore_factors.tolist(),
+                        "place_law": cfg.place_law and summary.places is not None,
+                        "return_last": None if summary.places is None else summary.places.return_last,
                         "notes": "explore weight of rank r = r^-alpha x explore_factors[bin(r)], bins of ranks "
                                  "1, 2, 3-4, 5-8, ...; the factors come from the initial-state release; with "
                                  "the place law (d-EPR) it is also x relevance(cell), and a return goes to the "
@@ -99,14 +75,10 @@ def write_outputs(coordinator, dataset, run: Path, users, seed: int = 0) -> dict
                   "epr": baselines["paper"]["epr"], "floor": result["floor_paper"]}
     rows_spatial = {"ours": result["spatial"], "markov": baselines["spatial"]["markov"],
                     "epr": baselines["spatial"]["epr"], "floor": result["floor_spatial"]}
-    p = report["privacy"]
-    privacy_line = (f"total ε = {p['epsilon_total']:.3g} at δ = {p['delta']:g} (target {p['epsilon_target']:g}); "
-                    f"per-query ε = {p['epsilon_per_query']:.3g}; λ = {p['lambda']:.3g}, λ_c = {p['lambda_c']:.3g}"
-                    if cfg.private else "none (--no-privacy)")
     md = [f"# PateGail run: {run}", "",
           f"{n_dev} devices, {rounds} rounds, {wall_seconds:.0f} s; {n_days} synthetic days vs "
           f"{n_days} test days (JSD, lower is better).", "",
-          f"Privacy: {privacy_line}.", "",
+          f"Privacy: {privacy_line(summary.privacy)}.", "",
           "km mode:", "", format_table(rows_km, mode="km"), "",
           "paper mode:", "", format_table(rows_paper, mode="paper"), "",
           "spatial (Density, Trips: JSD, lower is better; Hot-k: overlap of the top-k cells, higher is better):",

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 from pathlib import Path
 
 from pategail.errors import PategailError
@@ -64,6 +63,7 @@ def run_train(args) -> int:
     from pategail.sdk.bundle import Environment
     from pategail.server.coordinator import Coordinator
     from pategail.server.policy import Policy, PolicyConfig
+    from pategail.server.privacy.summary import plan_line
 
     config = _config(args)
     downstream_config = None
@@ -109,7 +109,7 @@ def run_train(args) -> int:
     coordinator = Coordinator(config, fleet, dataset.cells, run, seed=args.seed)
     if args.resume and not coordinator.resume():
         log.info("%s: no round was checkpointed yet; starting again (journalled releases are re-used)", run)
-    _log_privacy_plan(coordinator, len(users))
+    log.info(plan_line(coordinator.plan, len(users), config.beta))
 
     bar = None
     if not args.no_progress:
@@ -135,7 +135,7 @@ def run_train(args) -> int:
             bar.close()
 
     from pategail.reporting import write_outputs
-    write_outputs(coordinator, dataset, run, users, seed=args.seed)
+    write_outputs(coordinator, dataset, run, seed=args.seed)
     if downstream_config is not None:
         from pategail.evaluation.options import extend_run_report
         extend_run_report(run, dataset, downstream_config)
@@ -143,15 +143,3 @@ def run_train(args) -> int:
     log.info("%d of %d devices accepted the final policy", accepted, len(users))
     print((run / "report.md").read_text())
     return 0
-
-
-def _log_privacy_plan(coordinator, n_devices: int) -> None:
-    cfg = coordinator.config
-    if not cfg.private:
-        log.info("privacy: none (--no-privacy): the same protocol, masked sums released without noise")
-        return
-    b, b_sq = coordinator.noise_scales()
-    log.info("privacy: total (ε=%g, δ=%g) over %d queries; per-query ε %.3g; Laplace scale on each sum %.3g "
-             "(std %.3g on a mean reward over %d devices); κ=%g, β=%g", cfg.target_epsilon, cfg.target_delta,
-             coordinator.planned_queries(), coordinator.per_query_epsilon, b, math.sqrt(2) * b / n_devices,
-             n_devices, cfg.kappa, cfg.beta)

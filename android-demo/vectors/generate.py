@@ -275,7 +275,7 @@ def message_vectors(request: bytes) -> dict:
 def feature_vectors(days: np.ndarray, cells: np.ndarray, env) -> dict:
     from pategail.sdk.epr import explore_law_contribution
     from pategail.sdk.features import action_mask, infer_home, label_actions, pair_features, state_features
-    from pategail.sdk.store import initial_state_contribution
+    from pategail.sdk.contribution import initial_state_contribution
 
     home = infer_home(days)
     homes = np.full(len(days), home, dtype=np.int32)

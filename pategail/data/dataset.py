@@ -18,18 +18,17 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from pategail.errors import DataError
+from pategail.sdk.features import SLOTS
+from pategail.sdk.files import replacing_directory
 
 FORMAT = "pategail-dataset"
 FORMAT_VERSION = 1
-SLOTS_PER_DAY = 48
 """Half-hour slots; the MDP of the paper is defined on 48 slots a day."""
 _ARRAYS = ("train_days", "train_users", "test_days", "test_users")
 _OPTIONAL_ARRAYS = ("holdout_days", "holdout_users")
@@ -93,8 +92,8 @@ def validate(ds: Dataset) -> None:
         raise DataError(f"{w}: cells row {row}: coordinate out of range (lat {c[row, 0]}, lon {c[row, 1]})")
     for split in ("train", "test"):
         days, users = getattr(ds, f"{split}_days"), getattr(ds, f"{split}_users")
-        if days.ndim != 2 or days.shape[1] != SLOTS_PER_DAY:
-            raise DataError(f"{w}: {split}_days must have shape (n, {SLOTS_PER_DAY}); got {days.shape}")
+        if days.ndim != 2 or days.shape[1] != SLOTS:
+            raise DataError(f"{w}: {split}_days must have shape (n, {SLOTS}); got {days.shape}")
         if not np.issubdtype(days.dtype, np.integer):
             raise DataError(f"{w}: {split}_days must hold integer cell ids; got {days.dtype}")
         if len(days) == 0:
@@ -183,10 +182,8 @@ def save_dataset(ds: Dataset, path: str | os.PathLike) -> None:
     root = Path(path)
     if root.exists() and any(root.iterdir()) and not (root / "dataset.json").exists():
         raise DataError(f"{root}: exists and is not a data set directory; refusing to overwrite it")
-    root.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{root.name}.", dir=root.parent))
-    try:
-        meta = {"format": FORMAT, "format_version": FORMAT_VERSION, "slots_per_day": SLOTS_PER_DAY, **ds.meta,
+    with replacing_directory(root) as tmp:
+        meta = {"format": FORMAT, "format_version": FORMAT_VERSION, "slots_per_day": SLOTS, **ds.meta,
                 "n_cells": ds.n_cells, "users": int(len(ds.users)), "train_days": int(len(ds.train_days)),
                 "test_days": int(len(ds.test_days)),
                 **({"holdout_days": int(len(ds.holdout_days))} if ds.holdout_days is not None else {})}
@@ -196,13 +193,3 @@ def save_dataset(ds: Dataset, path: str | os.PathLike) -> None:
         for name in _ARRAYS + _OPTIONAL_ARRAYS:
             if getattr(ds, name) is not None:
                 np.save(tmp / f"{name}.npy", np.ascontiguousarray(getattr(ds, name), dtype=np.int32))
-        old = None
-        if root.exists():
-            old = root.parent / f".{root.name}.old-{os.getpid()}"
-            os.replace(root, old)
-        os.replace(tmp, root)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise

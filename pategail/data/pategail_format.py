@@ -23,7 +23,7 @@ import numpy as np
 from numpy._core import multiarray
 from numpy.lib import format as npy_format
 
-from pategail.data.dataset import SLOTS_PER_DAY
+from pategail.sdk.features import SLOTS
 from pategail.data.fixes import read_text
 from pategail.errors import DataError
 
@@ -94,9 +94,9 @@ def load_user_days(path: Path, *, allow_pickle: bool = False) -> dict[int, np.nd
     for key in sorted(obj):
         days = obj[key]
         if not (isinstance(days, np.ndarray) and np.issubdtype(days.dtype, np.integer)
-                and days.ndim == 2 and days.shape[1] == SLOTS_PER_DAY):
+                and days.ndim == 2 and days.shape[1] == SLOTS):
             what = f"{days.dtype} array of shape {days.shape}" if isinstance(days, np.ndarray) else type(days).__name__
-            raise DataError(f"{path}: user {key}: expected an integer array (days × {SLOTS_PER_DAY}), got {what}")
+            raise DataError(f"{path}: user {key}: expected an integer array (days × {SLOTS}), got {what}")
         out[int(key)] = days.astype(np.int64)
     return out
 
@@ -108,8 +108,8 @@ def read_day_lines(path: Path) -> np.ndarray:
         lines.pop()
     rows = [s.split() for s in lines]
     for i, r in enumerate(rows):
-        if len(r) != SLOTS_PER_DAY:
-            raise DataError(f"{path}: row {i + 1}: expected {SLOTS_PER_DAY} cell ids, got {len(r)}")
+        if len(r) != SLOTS:
+            raise DataError(f"{path}: row {i + 1}: expected {SLOTS} cell ids, got {len(r)}")
     if not rows:
         raise DataError(f"{path}: no days")
     try:
@@ -166,7 +166,7 @@ def read_pategail_folder(folder: str | Path, *, allow_pickle: bool = False):
     _check_ids(train, len(cells), folder / "real.data")
     _check_ids(test, len(cells), folder / "test.data")
     by_user = load_user_days(folder / "real_data.npy", allow_pickle=allow_pickle)
-    joined = np.concatenate(list(by_user.values())) if by_user else np.empty((0, SLOTS_PER_DAY), np.int64)
+    joined = np.concatenate(list(by_user.values())) if by_user else np.empty((0, SLOTS), np.int64)
     if joined.shape != train.shape or not np.array_equal(joined, train):
         detail = (f"{len(joined)} days vs {len(train)}" if joined.shape != train.shape
                   else f"first difference at real.data row {int(np.argmax((joined != train).any(axis=1))) + 1}")

@@ -20,12 +20,13 @@ from pathlib import Path
 
 import numpy as np
 
-from pategail.data.dataset import SLOTS_PER_DAY, Dataset, save_dataset
+from pategail.data.dataset import Dataset, save_dataset
 from pategail.data.fixes import Fixes, read_geolife_plt, read_gps_csv
 from pategail.data.gridding import MINUTES_PER_DAY, fixes_to_days, in_bbox, slots_per_day, split_last_days
 from pategail.data.holdout import hold_out_users
 from pategail.data.pategail_format import read_pategail_folder
 from pategail.errors import DataError
+from pategail.sdk.features import SLOTS
 
 log = logging.getLogger(__name__)
 
@@ -84,10 +85,10 @@ def _check_options(fmt, out_dir, utc_offset, bbox, test_fraction, slot_minutes):
     if fmt not in FORMATS:
         raise DataError(f"--format {fmt!r}: unknown format; choose one of {', '.join(FORMATS)}")
     n_slots = slots_per_day(slot_minutes)
-    if n_slots != SLOTS_PER_DAY:
+    if n_slots != SLOTS:
         raise DataError(f"--slot-minutes {slot_minutes}: gives {n_slots} slots a day, but data sets hold "
-                        f"{SLOTS_PER_DAY} slots a day (the paper's MDP is defined on 48 half-hour slots); "
-                        f"use {MINUTES_PER_DAY // SLOTS_PER_DAY}")
+                        f"{SLOTS} slots a day (the paper's MDP is defined on 48 half-hour slots); "
+                        f"use {MINUTES_PER_DAY // SLOTS}")
     if not (math.isfinite(utc_offset) and -14 <= utc_offset <= 14):
         raise DataError(f"--utc-offset {utc_offset}: must be between -14 and 14 hours")
     if not 0 < test_fraction < 1:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from pategail.metrics.kernels import day_top_counts, jensen_shannon
 from pategail.sdk.geo import haversine_km
 
 LOG_EDGES_KM = np.logspace(-1, 2, 41)
@@ -89,12 +90,7 @@ def global_rank_shares(days, top: int = G_RANK_TOP) -> np.ndarray:
 def individual_rank_shares(days, top: int = I_RANK_TOP) -> np.ndarray:
     """(n, top): per day, the visit share (count / T) of its r-th most visited cell, r = 1..top, padded with 0."""
     days = np.asarray(days)
-    s = np.sort(days, axis=1)
-    first = np.ones(s.shape, dtype=bool)
-    first[:, 1:] = s[:, 1:] != s[:, :-1]
-    counts = (s[:, :, None] == s[:, None, :]).sum(axis=2)          # (n, T): count of the slot's cell
-    counts = -np.sort(-np.where(first, counts, 0), axis=1)[:, :top]  # one entry per distinct cell, descending
-    counts = np.pad(counts, ((0, 0), (0, top - counts.shape[1])))
+    counts = day_top_counts(days, top)
     return counts / days.shape[1]
 
 
@@ -122,11 +118,7 @@ def jsd(p, q) -> float:
     ½ KL(p‖m) + ½ KL(q‖m) with m = (p + q) / 2."""
     p = np.asarray(p, dtype=float) + SMOOTHING
     q = np.asarray(q, dtype=float) + SMOOTHING
-    if p.shape != q.shape:
-        raise ValueError(f"jsd: distributions of different shapes {p.shape} and {q.shape}")
-    p, q = p / p.sum(), q / q.sum()
-    m = (p + q) / 2
-    return float(0.5 * np.sum(p * np.log(p / m)) + 0.5 * np.sum(q * np.log(q / m)))
+    return jensen_shannon(p / p.sum(), q / q.sum())
 
 
 # --- the five metrics ----------------------------------------------------------------------------------

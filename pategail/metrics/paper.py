@@ -25,6 +25,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from pategail.metrics.kernels import day_top_counts as _day_top_counts
+from pategail.metrics.kernels import jensen_shannon
+
 GEOLIFE_UPPER = 2101.45
 """Upper bound of the Distance and Radius histograms in the paper's code for GeoLife (squared degrees)."""
 
@@ -51,13 +54,6 @@ def hist(values, lo: float, hi: float, n: int) -> np.ndarray:
     return counts.astype(float)
 
 
-def _kl(p: np.ndarray, q: np.ndarray) -> float:
-    """KL(p ‖ q) in nats after normalising both to sum 1 (what ``scipy.stats.entropy(p, q)`` returns)."""
-    p = p / p.sum()
-    q = q / q.sum()
-    return float(np.sum(p * np.log(p / q)))
-
-
 def jsd(p, q) -> float:
     """The paper's JSD: p ← p / (Σp + 1e-10) + 1e-10 (same for q), then ½ KL(p‖m) + ½ KL(q‖m), m = (p + q) / 2.
 
@@ -66,12 +62,7 @@ def jsd(p, q) -> float:
     """
     p = np.asarray(p, dtype=float)
     q = np.asarray(q, dtype=float)
-    if p.shape != q.shape:
-        raise ValueError(f"jsd: distributions of different shapes {p.shape} and {q.shape}")
-    p = p / (p.sum() + 1e-10) + 1e-10
-    q = q / (q.sum() + 1e-10) + 1e-10
-    m = (p + q) / 2
-    return 0.5 * _kl(p, m) + 0.5 * _kl(q, m)
+    return jensen_shannon(p / (p.sum() + 1e-10) + 1e-10, q / (q.sum() + 1e-10) + 1e-10)
 
 
 # --- per-day statistics of the paper's code -------------------------------------------------------------
@@ -109,14 +100,7 @@ def top_shares(days, top: int = G_RANK_TOP) -> np.ndarray:
 
 def day_top_counts(days, top: int = I_RANK_TOP) -> np.ndarray:
     """(n, top): the counts of each day's ``top`` most visited cells, descending, padded with 0."""
-    days = np.asarray(days)
-    s = np.sort(days, axis=1)
-    first = np.ones(s.shape, dtype=bool)
-    first[:, 1:] = s[:, 1:] != s[:, :-1]
-    counts = (s[:, :, None] == s[:, None, :]).sum(axis=2)          # (n, T): count of the slot's cell
-    counts = -np.sort(-np.where(first, counts, 0), axis=1)          # one entry per distinct cell, descending
-    counts = counts[:, :top]
-    return np.pad(counts, ((0, 0), (0, top - counts.shape[1]))).astype(float)
+    return _day_top_counts(days, top).astype(float)
 
 
 # --- the five metrics ----------------------------------------------------------------------------------

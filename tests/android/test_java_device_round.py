@@ -75,7 +75,7 @@ def test_java_device_in_a_python_round_gives_the_exact_sum(fleet):
     # the Java device refuses a replayed round like a Python device does
     from pategail.sdk.secagg.errors import MessageRejected
 
-    start = coordinator.new_round(2, sorted(pending), m, 3, 0.0, 0.0)
+    start = coordinator.new_round(SecureRoundConfig(2, n_min=3), sorted(pending), m)
     java.start_round(start.config, start.envelopes[java.device_id])
     with pytest.raises(MessageRejected, match="replay"):
         java.start_round(start.config, start.envelopes[java.device_id])
@@ -129,7 +129,7 @@ def test_environment_contributions_in_a_round(fleet):
     from pategail.sdk.features import infer_home
     from pategail.sdk.messages import Ack, InitialStatesRequest, from_bytes
     from pategail.sdk.secagg.fixedpoint import SCALE, encode
-    from pategail.sdk.store import initial_state_contribution
+    from pategail.sdk.contribution import initial_state_contribution
     from pategail.server.secagg.round import SecureRoundConfig, run_secure_round
 
     coordinator, endpoints, java, _, _, python_devices = fleet

@@ -28,8 +28,19 @@ def _edit_manifest(root, edit):
     (root / "manifest.json").write_text(json.dumps(manifest))
 
 
-def test_bundle_error_is_a_user_error():
-    assert issubclass(BundleError, PategailError)
+def test_bundle_error_is_the_sdks_own_and_a_one_line_cli_error(bundle_copy, tmp_path, capsys):
+    from pategail.cli import main
+    from pategail.sdk.errors import SdkError
+    from pategail.sdk.messages import MessageError
+    from pategail.sdk.secagg.errors import SecAggError
+
+    # issue 11, point 5: the SDK's errors derive from the SDK's root, not from the command line's class
+    for cls in (BundleError, MessageError, SecAggError):
+        assert issubclass(cls, SdkError) and not issubclass(cls, PategailError)
+    (bundle_copy / "policy.onnx").write_bytes(b"altered")
+    code = main(["-q", "generate", "--bundle", str(bundle_copy), "--days", "2", "--out", str(tmp_path / "s.csv")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err.startswith("pategail: error: ") and "\n" not in err and "SHA-256" in err
 
 
 @pytest.mark.parametrize("name", ["policy.onnx", "discriminator_checkpoint", "discriminator_optimizer_model.onnx"])

@@ -10,7 +10,7 @@ import re
 
 import numpy as np
 
-from pategail.sdk.store import DAYS_CAP
+from pategail.sdk.contribution import DAYS_CAP
 import pytest
 
 from pategail.sdk.device import Device

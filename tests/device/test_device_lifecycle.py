@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from pategail.sdk.bundle import BundleError, open_training_session, sha256_file
-from pategail.sdk.device import CHECKPOINT_TAG, Device
+from pategail.sdk.checkpoint import CHECKPOINT_TAG
+from pategail.sdk.device import Device
 from pategail.sdk.messages import Ack, ErrorReply, PolicyUpdate, from_bytes
 
 

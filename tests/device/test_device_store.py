@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from pategail.errors import DataError
-from pategail.sdk.store import TrajectoryStore, initial_state_contribution
+from pategail.sdk.contribution import initial_state_contribution
+from pategail.sdk.store import TrajectoryStore
 
 
 def _days(rng, n, n_cells=50):

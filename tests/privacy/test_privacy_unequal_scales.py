@@ -12,8 +12,8 @@ from dp_accounting.pld import pld_privacy_accountant
 from pategail.server.privacy.accountant import (PrivacyAccountant, QueryRelease, composed_delta, composed_epsilon,
                                                 to_dp_event)
 from pategail.server.privacy.calibration import (MAX_VARIANCE, aggregate_rewards, lambda_reward, lambdas_compensated,
-                                                 laplace_std, sum_noise_scales)
-from pategail.server.privacy.planning import calibrate_per_query_epsilon, planned_epsilon
+                                                 sum_noise_scales)
+from pategail.server.privacy.plan import PLAN_INTERVAL, plan_privacy
 
 
 def direct(scales_and_counts, interval=1e-4):
@@ -49,7 +49,7 @@ def test_one_query_with_unequal_scales_matches_numerical_integration():
         assert acc.delta(eps) == pytest.approx(by_hand, abs=5e-4)
     # beyond the pure ε 1/b + 1/b_sq = 2.667 nothing is left
     assert acc.delta(1 / b + 1 / b_sq + 1e-3) == pytest.approx(0.0, abs=1e-9)
-    assert acc.per_query_epsilon() == pytest.approx(1 / b + 1 / b_sq)
+    assert acc.max_per_query_epsilon() == pytest.approx(1 / b + 1 / b_sq)
 
 
 def test_unequal_scales_match_dp_accounting_directly():
@@ -66,7 +66,7 @@ def test_unequal_scales_match_dp_accounting_directly():
     assert acc.epsilon() > 1.5 * max(wrong, dropped)
     assert acc.num_queries == 400
     assert acc.basic_epsilon() == pytest.approx(300 * (1 / 40 + 1 / 10) + 100 * (1 / 80 + 1 / 20))
-    assert acc.per_query_epsilon() == pytest.approx(1 / 40 + 1 / 10)
+    assert acc.max_per_query_epsilon() == pytest.approx(1 / 40 + 1 / 10)
 
 
 def test_pure_functions_agree_with_dp_accounting():
@@ -108,24 +108,18 @@ def test_record_merges_only_identical_consecutive_scales():
     assert acc.releases == (QueryRelease(2.0, 1.0, 7), QueryRelease(2.0, 0.5, 1), QueryRelease(2.0, None, 2),
                             QueryRelease(2.0, 1.0, 5))
     assert acc.num_queries == 15
-    assert acc.per_query_epsilon() == pytest.approx(0.5 + 2.0)
+    assert acc.max_per_query_epsilon() == pytest.approx(0.5 + 2.0)
     assert acc.basic_epsilon() == pytest.approx(7 * 1.5 + 1 * 2.5 + 2 * 0.5 + 5 * 1.5)
-    s = acc.summary()
-    assert s == {"num_queries": 15, "per_query_epsilon": acc.per_query_epsilon(), "epsilon": acc.epsilon(),
-                 "delta": 1e-5, "basic_epsilon": acc.basic_epsilon()}
-    assert PrivacyAccountant().summary()["epsilon"] == 0.0 and PrivacyAccountant().per_query_epsilon() == 0.0
+    assert PrivacyAccountant().epsilon() == 0.0 and PrivacyAccountant().max_per_query_epsilon() == 0.0
 
 
-def test_accountant_state_round_trip_keeps_unequal_scales(tmp_path):
+def test_accountant_keeps_unequal_scales():
+    # (issue 11 deleted the accountant's persistence: a run's accountant is rebuilt from the release journal)
     acc = PrivacyAccountant(target_delta=1e-7, value_discretization_interval=1e-3)
     acc.record(30.0, 7.5, 11)
     acc.record(15.0, None, 2)
-    state = acc.to_dict()
-    assert state["releases"] == [{"sum_scale": 30.0, "sq_sum_scale": 7.5, "count": 11},
-                                 {"sum_scale": 15.0, "sq_sum_scale": None, "count": 2}]
-    assert state["value_discretization_interval"] == 1e-3 and state["target_delta"] == 1e-7
-    acc.save(tmp_path / "a.json")
-    back = PrivacyAccountant.load(tmp_path / "a.json")
+    assert acc.releases == (QueryRelease(30.0, 7.5, 11), QueryRelease(15.0, None, 2))
+    back = acc
     assert back.releases == acc.releases and back.value_discretization_interval == 1e-3
     assert back.epsilon() == pytest.approx(direct([(30.0, 11), (7.5, 11), (15.0, 2)], 1e-3).get_epsilon(1e-7),
                                            rel=1e-9)
@@ -140,7 +134,6 @@ def test_sum_scales_for_kappa_4():
     assert s.sum_scale == pytest.approx(20.0)                  # κ/ε
     assert s.sq_sum_scale == pytest.approx(4 / (0.2 * 3))      # κ/(ε(κ-1))
     assert s.per_query_epsilon == pytest.approx(0.2)           # 0.05 + 0.15
-    assert laplace_std(3.0) == pytest.approx(3.0 * math.sqrt(2))
     lam, lam_c = lambdas_compensated(0.2, 10, 4.0)
     assert (lam, lam_c) == (pytest.approx(2.0), pytest.approx(12 / 6))
     assert lambda_reward(2.0, 4) == pytest.approx(0.125)
@@ -172,28 +165,35 @@ def test_aggregate_rewards_by_hand_values():
         aggregate_rewards(np.array([1.0]), np.array([1.0]), 1, -0.1)
 
 
-# -- planning -------------------------------------------------------------------------------------------------
+# -- planning (issue 11: the immutable PrivacyPlan, calibrated by dp-accounting, replaced the bisection) -----
 def test_planned_epsilon_composes_both_sums_at_their_own_scales():
-    eps_q, kappa, q = 0.01, 4.0, 500
-    s = sum_noise_scales(eps_q, kappa)
-    expected = direct([(s.sum_scale, q), (s.sq_sum_scale, q)], interval=1e-3).get_epsilon(1e-5)
-    assert planned_epsilon(eps_q, kappa, q, 1e-5) == pytest.approx(expected, rel=1e-9)
+    kappa, q = 4.0, 500
+    plan = plan_privacy(3.0, 1e-5, kappa, q)
+    assert plan.sq_sum_noise_scale == pytest.approx(plan.sum_noise_scale / (kappa - 1))
+    expected = direct([(plan.sum_noise_scale, q), (plan.sq_sum_noise_scale, q)],
+                      interval=PLAN_INTERVAL).get_epsilon(1e-5)
+    assert plan.expected_epsilon == pytest.approx(expected, rel=1e-9)
+
+
+def _planned_epsilon(plan, factor, queries, delta):
+    """The composed ε of the plan's releases with ``factor`` times less noise, on the planning grid."""
+    return composed_epsilon([QueryRelease(plan.sum_noise_scale / factor, plan.sq_sum_noise_scale / factor,
+                                          queries)], delta, PLAN_INTERVAL)
 
 
 @pytest.mark.parametrize("target, delta, queries, kappa", [(1.0, 1e-5, 2000, 2.0), (3.0, 1e-6, 300, 4.0)])
 def test_calibration_finds_the_largest_per_query_epsilon(target, delta, queries, kappa):
-    eps_q = calibrate_per_query_epsilon(target, delta, queries, kappa)
-    assert planned_epsilon(eps_q, kappa, queries, delta) <= target
-    assert planned_epsilon(eps_q * 1.02, kappa, queries, delta) > target      # to ~1%: not wastefully small
+    plan = plan_privacy(target, delta, kappa, queries)
+    assert _planned_epsilon(plan, 1.0, queries, delta) <= target
+    assert _planned_epsilon(plan, 1.02, queries, delta) > target      # to ~1%: not wastefully small
     # and the run's accountant (finer grid) agrees that the whole run stays within the target
-    s = sum_noise_scales(eps_q, kappa)
-    assert composed_epsilon([QueryRelease(s.sum_scale, s.sq_sum_scale, queries)], delta) <= target
+    assert composed_epsilon([QueryRelease(plan.sum_noise_scale, plan.sq_sum_noise_scale, queries)], delta) <= target
 
 
 def test_calibration_brackets_from_far_away_and_rejects_bad_targets():
     # a huge target for one query: the bracket must grow many times
-    eps_q = calibrate_per_query_epsilon(20.0, 1e-5, 1, 2.0)
-    assert planned_epsilon(eps_q, 2.0, 1, 1e-5) <= 20.0 < planned_epsilon(eps_q * 1.02, 2.0, 1, 1e-5)
-    for bad in [(0.0, 1e-5, 10), (1.0, 0.0, 10), (1.0, 1.0, 10), (1.0, 1e-5, 0)]:
+    plan = plan_privacy(20.0, 1e-5, 2.0, 1)
+    assert _planned_epsilon(plan, 1.0, 1, 1e-5) <= 20.0 < _planned_epsilon(plan, 1.02, 1, 1e-5)
+    for eps, delta, queries in [(0.0, 1e-5, 10), (1.0, 0.0, 10), (1.0, 1.0, 10), (1.0, 1e-5, 0)]:
         with pytest.raises(ValueError):
-            calibrate_per_query_epsilon(*bad, kappa=2.0)
+            plan_privacy(eps, delta, 2.0, queries)

@@ -119,11 +119,11 @@ def test_bad_messages_are_rejected_without_disturbing_the_round(federation, rng)
 def test_replayed_config_and_forged_envelope_are_rejected(federation, rng):
     coordinator, clients, _ = federation(4)
     ids = [c.device_id for c in clients]
-    start = coordinator.new_round(1, ids, M, 3, 0.0, 0.0)
+    start = coordinator.new_round(SecureRoundConfig(1, n_min=3), ids, M)
     clients[0].start_round(start.config, start.envelopes[ids[0]])
     with pytest.raises(MessageRejected, match="replay"):
         clients[0].start_round(start.config, start.envelopes[ids[0]])
-    start2 = coordinator.new_round(2, ids, M, 3, 0.0, 0.0)
+    start2 = coordinator.new_round(SecureRoundConfig(2, n_min=3), ids, M)
     with pytest.raises(MessageRejected, match="decryption"):  # another device's envelope cannot be opened
         clients[1].start_round(start2.config, start2.envelopes[ids[2]].replace(
             ids[2].to_bytes(4, "big"), ids[1].to_bytes(4, "big"), 1))

@@ -7,8 +7,10 @@ import pytest
 
 from pategail.sdk.secagg import MessageRejected, ProtocolError, RefusedUnmask, SecAggAbort
 from pategail.sdk.secagg.client import Phase
-from pategail.sdk.secagg.messages import AckSet, KeyBroadcast, ShareDelivery, SurvivorSet, UnmaskShares, to_bitmap
+from pategail.sdk.secagg.messages import (KIND_ACK_SET, KIND_KEY_BROADCAST, RelayedFrames, ShareDelivery, SurvivorSet,
+                                         UnmaskShares, to_bitmap)
 from pategail.server.secagg.aggregator import Aggregator
+from pategail.server.secagg.config import SecureRoundConfig
 
 M = 3
 
@@ -20,7 +22,7 @@ class Manual:
         self.coordinator, self.clients, self.recorder = federation(n)
         self.ids = [c.device_id for c in self.clients]
         self.by_id = dict(zip(self.ids, self.clients))
-        self.start = self.coordinator.new_round(round_id, self.ids, M, n_min, 0.0, 0.0)
+        self.start = self.coordinator.new_round(SecureRoundConfig(round_id, n_min=n_min), self.ids, M)
         self.agg = Aggregator(self.start.config, self.coordinator.directory)
 
     def advertise(self, who=None):
@@ -51,7 +53,7 @@ class Manual:
 
 def test_a_device_that_is_not_a_participant_refuses_the_round(federation):
     run = Manual(federation)
-    start = run.coordinator.new_round(2, run.ids[:3], M, 2, 0.0, 0.0)
+    start = run.coordinator.new_round(SecureRoundConfig(2, n_min=2), run.ids[:3], M)
     with pytest.raises(ProtocolError, match="not a participant"):
         run.clients[3].start_round(start.config, start.envelopes[run.ids[0]])
 
@@ -60,7 +62,7 @@ def test_another_devices_envelope_is_refused_before_decryption(federation):
     run = Manual(federation)
     with pytest.raises(MessageRejected, match="another round or device"):
         run.clients[0].start_round(run.start.config, run.start.envelopes[run.ids[1]])
-    later = run.coordinator.new_round(2, run.ids, M, 3, 0.0, 0.0)
+    later = run.coordinator.new_round(SecureRoundConfig(2, n_min=3), run.ids, M)
     with pytest.raises(MessageRejected, match="another round or device"):
         run.clients[0].start_round(later.config, run.start.envelopes[run.ids[0]])
     assert run.clients[0].phase is Phase.IDLE                      # a refused call changes nothing
@@ -71,7 +73,7 @@ def test_another_devices_envelope_is_refused_before_decryption(federation):
 def test_steps_out_of_order_are_protocol_errors(federation):
     run = Manual(federation)
     with pytest.raises(ProtocolError, match="expected phase ADVERTISED"):
-        run.clients[0].share_keys(KeyBroadcast(1, ()).encode())
+        run.clients[0].share_keys(RelayedFrames(KIND_KEY_BROADCAST, 1, ()).encode())
     run.advertise()
     with pytest.raises(ProtocolError, match="expected phase SHARED"):
         run.clients[0].masked_input(ShareDelivery(1, run.ids[0], ()).encode(), np.zeros(M))
@@ -81,21 +83,21 @@ def test_share_keys_checks_round_and_threshold(federation):
     run = Manual(federation, n=4, n_min=2)                          # threshold 3 of 4
     run.advertise()
     d = run.ids[0]
-    broadcast = KeyBroadcast.decode(run.agg.key_broadcast(d))
+    broadcast = RelayedFrames.decode(run.agg.key_broadcast(d), KIND_KEY_BROADCAST)
     with pytest.raises(MessageRejected, match="round 9"):
-        run.by_id[d].share_keys(KeyBroadcast(9, broadcast.adverts).encode())
+        run.by_id[d].share_keys(RelayedFrames(KIND_KEY_BROADCAST, 9, broadcast.frames).encode())
     # one neighbour's keys only: 1 + 1 < t = 3
     with pytest.raises(SecAggAbort, match="threshold is 3"):
-        run.by_id[d].share_keys(KeyBroadcast(1, broadcast.adverts[:1]).encode())
+        run.by_id[d].share_keys(RelayedFrames(KIND_KEY_BROADCAST, 1, broadcast.frames[:1]).encode())
     # the same neighbour twice
     with pytest.raises(ProtocolError, match="repeated"):
-        run.by_id[d].share_keys(KeyBroadcast(1, broadcast.adverts[:1] * 2).encode())
+        run.by_id[d].share_keys(RelayedFrames(KIND_KEY_BROADCAST, 1, broadcast.frames[:1] * 2).encode())
     # its own advert is not a neighbour's
     own = run.agg.adverts[d][1]
     with pytest.raises(ProtocolError, match="unexpected"):
-        run.by_id[d].share_keys(KeyBroadcast(1, (own,) + broadcast.adverts[1:]).encode())
+        run.by_id[d].share_keys(RelayedFrames(KIND_KEY_BROADCAST, 1, (own,) + broadcast.frames[1:]).encode())
     # exactly t - 1 neighbours plus itself is enough
-    assert run.by_id[d].share_keys(KeyBroadcast(1, broadcast.adverts[:2]).encode())
+    assert run.by_id[d].share_keys(RelayedFrames(KIND_KEY_BROADCAST, 1, broadcast.frames[:2]).encode())
 
 
 def test_masked_input_checks_recipient_sender_and_shape(federation):
@@ -151,7 +153,7 @@ def test_unmask_reveals_b_for_survivors_and_s_for_dropouts(federation):
     response = UnmaskShares.decode(run.by_id[d].unmask(run.agg.ack_set(d)), run.coordinator.directory)
     assert {v for v, _ in response.b_shares} == set(run.ids[:3])
     assert {v for v, _ in response.s_shares} == {run.ids[3]}
-    assert run.by_id[d].unmask(run.agg.ack_set(d)) == run.by_id[d].unmask(AckSet(1, ()).encode())  # cached
+    assert run.by_id[d].unmask(run.agg.ack_set(d)) == run.by_id[d].unmask(RelayedFrames(KIND_ACK_SET, 1, ()).encode())  # cached
 
 
 def test_unmask_needs_t_confirmations_of_the_same_survivor_set(federation):
@@ -168,9 +170,9 @@ def test_unmask_needs_t_confirmations_of_the_same_survivor_set(federation):
     # another device's acknowledgement of a different set does not count
     other = run.by_id[run.ids[2]]
     odd = other.consistency_check(SurvivorSet(1, to_bitmap(run.ids[1:], tuple(run.ids))).encode())
-    genuine = AckSet.decode(run.agg.ack_set(d)).acks
+    genuine = RelayedFrames.decode(run.agg.ack_set(d), KIND_ACK_SET).frames
     with pytest.raises(ProtocolError, match="different survivor set"):
-        run.by_id[d].unmask(AckSet(1, genuine + (odd,)).encode())
+        run.by_id[d].unmask(RelayedFrames(KIND_ACK_SET, 1, genuine + (odd,)).encode())
 
 
 # -- the aggregator's own checks ---------------------------------------------------------------------------------

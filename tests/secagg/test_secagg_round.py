@@ -125,7 +125,7 @@ def test_checksum_key_is_fresh_each_round_and_not_in_the_public_config(federatio
     ids = [c.device_id for c in clients]
     seen = []
     for round_id in (1, 2):
-        start = coordinator.new_round(round_id, ids, 4, 2, 0.0, 0.0)
+        start = coordinator.new_round(SecureRoundConfig(round_id, n_min=2), ids, 4)
         cfg, keys = _opened_keys(start, coordinator, recorder, round_id)
         assert len(set(keys.values())) == 1                    # one key per round, for every device
         key = keys[ids[0]]

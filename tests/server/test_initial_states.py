@@ -1,9 +1,9 @@
 import numpy as np
 import pytest
 
+from pategail.sdk.contribution import DAYS_CAP, contribution_length, initial_state_contribution
 from pategail.sdk.places import place_contribution
-from pategail.sdk.store import DAYS_CAP, initial_state_contribution
-from pategail.server.initial_states import FACTOR_RANGE, SIGNAL_GATE, InitialStates, contribution_length
+from pategail.server.initial_states import FACTOR_RANGE, SIGNAL_GATE, InitialStates
 
 NO_EXPLORE = np.zeros(4)            # two rank bins, no explore move: observed and expected shares all 0
 

@@ -1,0 +1,221 @@
+"""The coordinator: the paper's Algorithm 1 over a population of devices it reaches only through bytes.
+
+Each round: sample generated days from π_θ with the EPR environment → send them to every device
+(``RoundRequest``) → each device trains its discriminator and scores the generated pairs → secure noisy
+aggregation of Σ D_u and Σ D_u² (:mod:`pategail.server.releases`) → R, ξ, R̂ = R − βξ
+(:mod:`pategail.server.rewards`) → a PPO update of π_θ. Before the first round, the initial states (home,
+first cell) of generated days are learned through the same secure noisy aggregation.
+
+The coordinator never sees a data set: it gets a :class:`~pategail.server.fleet.Fleet` (device ids, public
+keys, a request/reply byte channel and secure-aggregation endpoints) and the public cell table.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+
+from pategail.sdk.contribution import EnvironmentLayout, reward_count
+from pategail.sdk.epr import CellGeometry, n_rank_bins
+from pategail.sdk.messages import InitialStatesRequest, PolicyUpdate, RoundRequest, to_bytes
+from pategail.server.averaging import TailAverage
+from pategail.server.checkpoint import load_checkpoint, save_checkpoint
+from pategail.server.config import TrainConfig
+from pategail.server.fleet import Fleet
+from pategail.server.initial_states import InitialStates
+from pategail.server.policy import Policy, PolicyConfig
+from pategail.server.ppo import ppo_update
+from pategail.server.privacy.plan import PrivacyPlan, load_or_make_plan
+from pategail.server.privacy.summary import privacy_section
+from pategail.server.releases import SecureReleases
+from pategail.server.rewards import ensemble_verdict, rewards_from_release
+from pategail.server.run_state import RoundStats, RunState, RunSummary
+from pategail.server.sampling import sample_rollout
+
+log = logging.getLogger(__name__)
+
+
+class Coordinator:
+    """Runs and checkpoints a training run in ``run_dir``; ``train()`` resumes where a checkpoint left off."""
+
+    def __init__(self, config: TrainConfig, fleet: Fleet, cells: np.ndarray, run_dir: Path, seed: int = 0,
+                 geometry: CellGeometry | None = None):
+        self.config = config
+        self.fleet = fleet
+        self.cells = np.asarray(cells, dtype=np.float64)
+        self.run_dir = Path(run_dir)
+        self.ckpt_dir = self.run_dir / "checkpoint"
+        self.seed = seed
+        self.geometry = geometry or CellGeometry.build(self.cells, candidates=config.candidates)
+        streams = np.random.SeedSequence(seed).spawn(3)
+        self.rng_sampling = np.random.default_rng(streams[0])    # initial states, actions, destinations
+        self.torch_gen = torch.Generator().manual_seed(int(streams[2].generate_state(1)[0]))
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            self.policy = Policy(PolicyConfig(n_cells=len(self.cells), d_model=config.d_model,
+                                              n_layers=config.n_layers))
+        self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=config.ppo.learning_rate)
+        self.average = TailAverage(first_round=config.rounds - config.average_rounds)
+        self.state = RunState()
+        self.releases = SecureReleases(config, fleet, self.ckpt_dir, seed)
+        self.plan: PrivacyPlan = load_or_make_plan(self.ckpt_dir, config.target_epsilon, config.target_delta,
+                                                   config.kappa, self.planned_queries())
+        """The run's privacy, fixed when the run was created (kept in the checkpoint directory)."""
+
+    @property
+    def round(self) -> int:
+        """Rounds completed."""
+        return self.state.round
+
+    @property
+    def initial_states(self) -> InitialStates | None:
+        return self.state.initial_states
+
+    @property
+    def history(self) -> list[dict]:
+        """One RoundStats (as a dict) per completed round."""
+        return self.state.history
+
+    @property
+    def accountant(self):
+        """The privacy accountant: every release of the run so far (rebuilt from the journal)."""
+        return self.releases.accountant
+
+    @property
+    def policy_sum_count(self) -> int:
+        """Rounds in the tail average so far."""
+        return self.average.count
+
+    # -- plan ---------------------------------------------------------------------------------------------
+    def planned_queries(self) -> int:
+        """Every query the run releases: the environment vector (initial states, explore law and the place
+        law's n_cells + 3 entries), then 47 per generated day of every round."""
+        return self._environment_length() + self.config.rounds * reward_count(self.config.days_per_round)
+
+    def _environment_length(self) -> int:
+        return EnvironmentLayout(len(self.cells), n_rank_bins(self.geometry.candidates), place_law=True).length
+
+    # -- checkpoint ---------------------------------------------------------------------------------------
+    def resume(self) -> bool:
+        """Load the last checkpoint (and the release journal); False when there is none."""
+        state = load_checkpoint(self.ckpt_dir)
+        if state is None:
+            return False
+        if state["config"] != self.config.to_dict() or state["seed"] != self.seed:
+            from pategail.errors import PategailError
+            raise PategailError(f"{self.ckpt_dir}: the checkpoint was made with another configuration or seed; "
+                                "use the same settings to resume, or another --out")
+        self.state = RunState.from_dict(state)
+        self.policy.load_state_dict(state["policy"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.rng_sampling.bit_generator.state = state["rng_sampling"]
+        self.torch_gen.set_state(state["torch_gen"])
+        self.plan = PrivacyPlan.from_dict(state["privacy_plan"])
+        self.average.sum, self.average.count = state["policy_sum"], state["policy_sum_count"]
+        log.info("resumed %s after round %d", self.run_dir, self.round)
+        return True
+
+    def _checkpoint(self) -> None:
+        save_checkpoint(self.ckpt_dir, {
+            **self.state.to_dict(), "config": self.config.to_dict(), "seed": self.seed,
+            "policy": self.policy.state_dict(), "policy_config": vars(self.policy.config),
+            "optimizer": self.optimizer.state_dict(), "rng_sampling": self.rng_sampling.bit_generator.state,
+            "torch_gen": self.torch_gen.get_state(), "privacy_plan": self.plan.to_dict(),
+            "policy_sum": self.average.sum, "policy_sum_count": self.average.count})
+
+    # -- the run ------------------------------------------------------------------------------------------
+    def learn_initial_states(self) -> None:
+        participants = []
+        if 0 not in self.releases.journal():               # else the journalled release is re-used
+            participants, _, _ = self.releases.broadcast(to_bytes(InitialStatesRequest(0)),
+                                                         self._environment_length())
+        release, _, _ = self.releases.release(0, "initial_states", participants, self._environment_length(),
+                                              self.plan.noise_scales)
+        self.state.initial_states = InitialStates.from_noisy_sums(
+            release.sum, len(self.cells), n_rank_bins(self.geometry.candidates),
+            noise_std=math.sqrt(2) * release.sum_scale)            # a Laplace(b) has standard deviation b·√2
+        log.info("initial states learned from %d devices", release.n_survivors)
+        self._checkpoint()
+
+    def run_round(self, round_: int) -> RoundStats:
+        t0 = time.perf_counter()
+        cfg = self.config
+        homes, firsts = self.initial_states.sample(cfg.days_per_round, self.rng_sampling)
+        rollout, homes = sample_rollout(self.policy, self.geometry, homes, firsts, self.rng_sampling, cfg.alpha,
+                                        self.initial_states.explore_factors, self.place_law())
+        journal = self.releases.journal()
+        down = up = None                           # unknown for a release re-used after a crash
+        if round_ in journal:
+            release = journal[round_]
+        else:
+            request = RoundRequest(round_, cfg.disc_steps, cfg.disc_batch_size, rollout.cells.astype(np.int32),
+                                   homes, rollout.actions.astype(np.int8))
+            participants, down, up = self.releases.broadcast(to_bytes(request), request.n_queries)
+            release, d2, u2 = self.releases.release(round_, "rewards", participants, request.n_queries,
+                                                    self.plan.noise_scales)
+            down, up = down + d2, up + u2
+        rollout = replace(rollout, rewards=rewards_from_release(release, cfg))
+        ppo_stats = ppo_update(self.policy, self.optimizer, rollout, cfg.ppo, self.torch_gen)
+        n = len(self.fleet.device_ids)
+        per_device = (None, None) if down is None else (down / n, up / n)
+        if down is not None:
+            self.state.bytes_by_round.append(per_device)
+        mean_reward, disc_accuracy = ensemble_verdict(release)
+        return RoundStats(round=round_, devices=n, survivors=release.n_survivors, mean_reward=mean_reward,
+                          disc_accuracy=disc_accuracy, ppo=ppo_stats, bytes_up=per_device[1],
+                          bytes_down=per_device[0], seconds=time.perf_counter() - t0, epsilon=None)
+
+    def train(self, on_round: Callable[[RoundStats], None] | None = None) -> None:
+        self.releases.rebuild_accountant()
+        if self.initial_states is None:
+            self.learn_initial_states()
+        while self.round < self.config.rounds:
+            stats = self.run_round(self.round + 1)
+            self.state.round += 1
+            self.average.add(self.round, self.policy)
+            self.state.wall_seconds += stats.seconds
+            if self.config.private:
+                stats.epsilon = self.accountant.epsilon()
+            self.state.history.append(vars(stats))
+            self._checkpoint()
+            log.info("round %d: mean reward %.4f, discriminator accuracy %.3f, approx_kl %.4f, clip_fraction "
+                     "%.3f, explained_variance %.3f", stats.round, stats.mean_reward, stats.disc_accuracy,
+                     stats.ppo["approx_kl"], stats.ppo["clip_fraction"], stats.ppo["explained_variance"])
+            if on_round is not None:
+                on_round(stats)
+
+    # -- results ------------------------------------------------------------------------------------------
+    def averaged_policy(self) -> Policy:
+        """The policy to publish: the mean of the weights after each averaged round so far (the current
+        policy before the first of them)."""
+        return self.average.averaged(self.policy)
+
+    def place_law(self):
+        """The released place law the environment uses (None: the classic EPR laws, by configuration or for a
+        run checkpointed before place laws existed)."""
+        return self.initial_states.places if self.config.place_law else None
+
+    def publish_policy(self, onnx_bytes: bytes) -> int:
+        """Send a new policy model (hash-checked by the devices); return how many accepted it."""
+        accepted, _, _ = self.releases.broadcast(to_bytes(PolicyUpdate.for_model(self.round, onnx_bytes)))
+        return len(accepted)
+
+    def generate(self, n_days: int, rng: np.random.Generator) -> np.ndarray:
+        """Synthetic days (n_days, 48) from the averaged policy and the released initial states."""
+        homes, firsts = self.initial_states.sample(n_days, rng)
+        rollout, _ = sample_rollout(self.averaged_policy(), self.geometry, homes, firsts, rng, self.config.alpha,
+                                    self.initial_states.explore_factors, self.place_law())
+        return rollout.cells.astype(np.int32)
+
+    def summary(self) -> RunSummary:
+        """What a report says about the run so far."""
+        n_dev = len(self.fleet.device_ids)
+        privacy = privacy_section(self.plan, self.accountant, n_dev, self.config.beta, len(self.releases.journal()))
+        return RunSummary.of(self.state, self.config, self.seed, n_dev, self.geometry.candidates, privacy,
+                             self.place_law())

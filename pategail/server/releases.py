@@ -1,0 +1,109 @@
+"""How the coordinator gets a noisy aggregate out of the devices: ask every device to prepare its vector,
+then one secure noisy aggregation over those that did — each release journalled and counted exactly once.
+
+The order matters for privacy (see :mod:`pategail.server.checkpoint`): the intent is journalled before the
+secure round starts, and the accountant counts it from then on; the result is journalled the moment it
+arrives, before anything uses it; a round interrupted after its release re-uses the journalled one instead of
+asking the devices again.
+"""
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from pategail.sdk.messages import Ack, ErrorReply, from_bytes
+from pategail.server.checkpoint import Release, journal_intent, journal_release, read_intents, read_journal
+from pategail.server.config import TrainConfig
+from pategail.server.fleet import Fleet
+from pategail.server.privacy.accountant import PrivacyAccountant
+from pategail.server.secagg import SecAggAbort, SecAggCoordinator, SecureRoundConfig, run_secure_round
+
+log = logging.getLogger(__name__)
+
+
+class SecureReleases:
+    """The releases of one run in ``ckpt_dir``: the fleet, the coordinator's secure-aggregation keys (every
+    device of the fleet enrolled), the journal and the privacy accountant rebuilt from it."""
+
+    def __init__(self, config: TrainConfig, fleet: Fleet, ckpt_dir: Path, seed: int):
+        self.config = config
+        self.fleet = fleet
+        self.ckpt_dir = Path(ckpt_dir)
+        self.seed = seed
+        self.accountant = PrivacyAccountant(target_delta=config.target_delta)
+        self.secagg = SecAggCoordinator()
+        for device_id, keys in sorted(fleet.public_keys().items()):
+            self.secagg.enroll(device_id, keys)
+
+    def journal(self) -> dict[int, Release]:
+        """Every release journalled so far, by round (0 = the environment release)."""
+        return read_journal(self.ckpt_dir)
+
+    def rebuild_accountant(self) -> None:
+        """Every secure aggregation that may have released counts, including one made after the last
+        checkpoint and one whose result never reached the coordinator (see server/checkpoint.py)."""
+        self.accountant = PrivacyAccountant(target_delta=self.config.target_delta)
+        for intent in read_intents(self.ckpt_dir):
+            if intent["sum_scale"] > 0:
+                self.accountant.record(intent["sum_scale"], intent["sq_sum_scale"], intent["count"])
+
+    def broadcast(self, message: bytes, length: int | None = None) -> tuple[list[int], int, int]:
+        """Send to every device; return those that acknowledged (with a pending vector of ``length`` values,
+        when given), and bytes down / up."""
+        ok, down, up = [], 0, 0
+        for device_id in self.fleet.device_ids:
+            reply = self.fleet.request(device_id, message)
+            down, up = down + len(message), up + len(reply)
+            answer = from_bytes(reply, expect=(Ack, ErrorReply))
+            if isinstance(answer, Ack) and length is not None and answer.n != length:
+                # an SDK of another version or a bundle with other EPR settings: its upload would not fit
+                log.warning("device %d left out: it prepared %d values, the coordinator expects %d (another SDK "
+                            "version or bundle?)", device_id, answer.n, length)
+            elif isinstance(answer, Ack):
+                ok.append(device_id)
+            else:
+                log.warning("device %d refused round: %s (%s)", device_id, answer.message, answer.code)
+        return ok, down, up
+
+    def release(self, round_: int, kind: str, participants: list[int], length: int,
+                noise_scales: tuple[float, float]) -> tuple[Release, int, int]:
+        """The release of round ``round_``: the journalled one if there is one (nothing spent again), else a
+        secure aggregation of ``length`` values over ``participants`` with the total Laplace scales
+        ``noise_scales`` on each Σ and Σ². Returns it and the bytes down / up of the secure round. Raises
+        SecAggAbort (nothing released, nothing counted) below n_min."""
+        journal = self.journal()
+        if round_ in journal:                      # released before a crash: re-use it, spend nothing again
+            log.info("round %d: re-using the release journalled before the interruption", round_)
+            return journal[round_], 0, 0
+        sum_scale, sq_scale = noise_scales
+        aggregator_sits_out = self.config.aggregator == "device"
+        n_devices = len(self.fleet.device_ids)
+        n_min = max(1, math.ceil(self.config.min_survivors * (n_devices - aggregator_sits_out)))
+        if len(participants) - aggregator_sits_out < n_min:
+            raise SecAggAbort(f"only {len(participants)} of {n_devices} devices took part in "
+                              f"round {round_}; at least {n_min} must")
+        config = SecureRoundConfig(round_id=round_ << 16, n_min=n_min, sum_noise_scale=sum_scale,
+                                   sq_sum_noise_scale=sq_scale, degree=self.config.secagg_degree,
+                                   aggregator=self.config.aggregator)
+        intent = journal_intent(self.ckpt_dir, round_, sum_scale, sq_scale, length)   # counted from here on
+        attempt = int(intent.stem.rsplit("-", 1)[1])
+        config = replace(config, round_id=(round_ << 16) | attempt)
+        if sum_scale > 0:
+            self.accountant.record(sum_scale, sq_scale, length)
+        endpoints = self.fleet.secagg_endpoints(participants, self.secagg.directory)
+        # the aggregator draw (aggregator="device") comes from (seed, round, attempt), not a running stream,
+        # so a resumed run draws what an uninterrupted one would
+        rng = np.random.default_rng([self.seed, round_, attempt])
+        try:
+            result = run_secure_round(endpoints, None, config, rng, coordinator=self.secagg, num_queries=length)
+        except SecAggAbort:                        # below n_min: the protocol released nothing
+            intent.unlink()
+            self.rebuild_accountant()
+            raise
+        release = Release(round_, kind, result.sum, result.sq_sum, result.n_survivors, sum_scale, sq_scale)
+        journal_release(self.ckpt_dir, release)           # before anything uses it
+        return release, sum(result.stats.bytes_down.values()), sum(result.stats.bytes_up.values())

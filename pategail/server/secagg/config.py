@@ -1,0 +1,31 @@
+"""The coordinator's choices for one secure-aggregation round — the one configuration type of the server
+side. :meth:`SecAggCoordinator.new_round <pategail.server.secagg.coordinator.SecAggCoordinator.new_round>`
+turns it, with the round's participants, length and aggregator, into the signed
+:class:`~pategail.sdk.secagg.config.RoundConfig` every device checks (its wire form)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class SecureRoundConfig:
+    """The coordinator's choices for one round (noise scales in value units, on the sums)."""
+
+    round_id: int
+    """Strictly increasing round number."""
+    n_min: int
+    """Fewest contributors for which the round releases anything; noise shares are sized for it."""
+    sum_noise_scale: float = 0.0
+    """Discrete-Laplace scale of the total noise on each Σ D (see privacy.calibration.sum_noise_scales)."""
+    sq_sum_noise_scale: float = 0.0
+    """The same for each Σ D²."""
+    degree: int = 0
+    """SecAgg+ neighbours per device (even); 0 = all pairs."""
+    threshold: int | None = None
+    """Shamir threshold; None = a strict majority of a neighbourhood."""
+    aggregator: str = "coordinator"
+    """"coordinator" or "device" (a device drawn at random each round)."""
+
+    def __post_init__(self):
+        if self.aggregator not in ("coordinator", "device"):
+            raise ValueError("aggregator must be 'coordinator' or 'device'")

@@ -1,0 +1,113 @@
+"""The coordinator's side of secure aggregation: enrol devices, sign round configurations, verify results.
+
+The coordinator holds the only secrets the aggregator must not have: its Ed25519 signing key and each
+round's checksum key. It receives the aggregate (Σ D + noise and Σ D² + noise) and nothing else.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
+
+from pategail.sdk.secagg import crypto
+from pategail.sdk.secagg.config import COORDINATOR, DevicePublicKeys, KeyDirectory, RoundConfig
+from pategail.sdk.secagg.errors import MessageRejected, SecAggAbort
+from pategail.sdk.secagg.fixedpoint import decode
+from pategail.sdk.secagg.graph import default_threshold
+from pategail.sdk.secagg.messages import AggregateResult, from_bitmap
+
+from .checksum import seal_envelope, verify_aggregate
+from .config import SecureRoundConfig
+
+
+@dataclass(frozen=True)
+class RoundStart:
+    """What the coordinator sends out for one round (via the aggregator)."""
+
+    config: bytes
+    """The signed RoundConfig frame, the same for everyone."""
+    envelopes: dict[int, bytes]
+    """device id -> its sealed checksum-key envelope."""
+
+
+@dataclass(frozen=True, eq=False)
+class VerifiedAggregate:
+    """The noisy sums, checked. Shapes: (M,) float64 in value units."""
+
+    round_id: int
+    sum: np.ndarray
+    sq_sum: np.ndarray
+    survivors: tuple[int, ...]
+
+    @property
+    def n_survivors(self) -> int:
+        return len(self.survivors)
+
+
+class SecAggCoordinator:
+    """Signs round configurations and checks aggregates; ``enroll`` builds the public key directory."""
+
+    def __init__(self, signing_key: Ed25519PrivateKey | None = None):
+        self._signing = signing_key or Ed25519PrivateKey.generate()
+        self._devices: dict[int, DevicePublicKeys] = {}
+        self._rounds: dict[int, tuple[RoundConfig, bytes]] = {}
+        self._last_round = -1
+
+    @property
+    def directory(self) -> KeyDirectory:
+        """The public key directory every party holds."""
+        return KeyDirectory(crypto.public_bytes(self._signing), self._devices)
+
+    def enroll(self, device_id: int, keys: DevicePublicKeys) -> None:
+        """Register a device's long-term public keys (out of band, e.g. at app install)."""
+        if not 0 <= device_id < COORDINATOR:
+            raise ValueError("device ids are 32-bit and not 0xFFFFFFFF")
+        self._devices[device_id] = keys
+
+    def new_round(self, config: SecureRoundConfig, participants, num_queries: int,
+                  aggregator: int = COORDINATOR) -> RoundStart:
+        """Sign the RoundConfig of ``config`` over ``participants`` (``num_queries`` values each, aggregated
+        by ``aggregator``) and seal a fresh checksum key to every participant."""
+        round_id = config.round_id
+        if round_id <= self._last_round:
+            raise ValueError(f"round ids must increase ({round_id} <= {self._last_round})")
+        participants = tuple(sorted(participants))
+        if missing := [d for d in participants if d not in self._devices]:
+            raise ValueError(f"devices not enrolled: {missing[:5]}")
+        ephemeral = X25519PrivateKey.generate()
+        n = len(participants)
+        degree = config.degree
+        holders = n if degree == 0 or degree >= n - 1 else degree + 1
+        threshold = config.threshold if config.threshold is not None else default_threshold(holders)
+        cfg = RoundConfig(round_id, participants, num_queries, config.n_min, threshold, degree,
+                          float(config.sum_noise_scale), float(config.sq_sum_noise_scale), os.urandom(32),
+                          crypto.public_bytes(ephemeral), aggregator)
+        key = os.urandom(32)
+        envelopes = {d: seal_envelope(ephemeral, self._devices[d].envelope, round_id, d, key)
+                     for d in participants}
+        self._rounds[round_id] = (cfg, key)
+        self._last_round = round_id
+        return RoundStart(cfg.to_signed_bytes(self._signing.sign), envelopes)
+
+    def verify(self, aggregate: bytes) -> VerifiedAggregate:
+        """Check the aggregate's round, survivor count, range and keyed checksum; decode the noisy sums.
+
+        Raises TamperDetected on a checksum/range mismatch, SecAggAbort below n_min, MessageRejected on
+        malformed bytes or an unknown/finished round (a replayed aggregate).
+        """
+        msg = AggregateResult.decode(aggregate)
+        if msg.round_id not in self._rounds:
+            raise MessageRejected(f"aggregate for unknown or already verified round {msg.round_id}")
+        cfg, key = self._rounds.pop(msg.round_id)  # one verification per round: no retrying forgeries
+        survivors = from_bitmap(msg.survivors_bitmap, cfg.participants)
+        if len(survivors) < cfg.n_min:
+            raise SecAggAbort(f"aggregate over {len(survivors)} devices, below n_min={cfg.n_min}")
+        if msg.sums.shape != (2 * cfg.num_queries,):
+            raise MessageRejected("aggregate of the wrong length")
+        sums = verify_aggregate(msg.sums, msg.checksum, key)
+        values = decode(sums)
+        m = cfg.num_queries
+        return VerifiedAggregate(msg.round_id, values[:m], values[m:], survivors)

@@ -1,0 +1,427 @@
+"""Load a model bundle on the device: verify it, then open ONNX Runtime sessions on it.
+
+A bundle is a directory written by :func:`pategail.export.bundle.export_bundle`: the policy inference
+model, the discriminator's on-device training artifacts and inference model, and ``manifest.json``
+(format version, SHA-256 of every file, input/output names and shapes, parameter order, opset, IR version,
+and the torch/onnx/onnxruntime versions that made it). :func:`load_bundle` refuses — with a one-line
+:class:`BundleError` — a bundle whose files do not match their hashes, whose format version this SDK does
+not read, or that the running onnxruntime cannot run. Torch-free (the SDK runs on phones).
+
+Sessions use ONE intra-op thread: on a model this small, more threads are slower (shared/NOTES-ORT.md) and
+a phone app should not take every core.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import re
+import sys
+import types
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pategail.sdk.epr import candidate_count, explore_rank_weights
+from pategail.sdk.errors import BundleError
+from pategail.sdk.places import PlaceLaw
+
+MANIFEST = "manifest.json"
+FORMAT = "pategail-model-bundle"
+FORMAT_VERSION = 1
+"""The manifest layout this SDK reads (see :func:`pategail.export.bundle.build_manifest`)."""
+
+POLICY = "policy"
+DISCRIMINATOR_ROLES = ("training", "eval", "optimizer", "inference")
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """One graph input or output: name, element type ("float32", "int64", "bool", "seq(float32)"…) and shape
+    (ints for fixed sizes, strings for dynamic axes such as "batch"; None where the graph gives none)."""
+
+    name: str
+    dtype: str
+    shape: tuple[int | str, ...] | None
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One ONNX model file of the bundle and its interface."""
+
+    path: Path
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+    ir_version: int
+    opset: int
+
+    @property
+    def input_names(self) -> tuple[str, ...]:
+        return tuple(t.name for t in self.inputs)
+
+    @property
+    def output_names(self) -> tuple[str, ...]:
+        return tuple(t.name for t in self.outputs)
+
+
+CELLS_FILE = "cells.csv"
+INITIAL_STATES_FILE = "initial_states.csv"
+RELEVANCE_FILE = "relevance.csv"
+
+
+@dataclass(frozen=True)
+class Environment:
+    """What a device needs besides the models to featurise days and to generate them: the cell table
+    (float64 (n_cells, 2) lat, lon degrees), the EPR explore parameters (``explore_factors``, when the
+    coordinator learned them, correct the power law per rank bin: pategail.sdk.epr) and, optionally, the
+    distribution of initial states the coordinator released (int (k, 2) (home, first cell) rows with float
+    weights (k,)) and the learned place law (d-EPR relevance per cell and return to the place just left;
+    pategail.sdk.places)."""
+
+    cells: np.ndarray
+    alpha: float
+    candidates: int
+    initial_states: np.ndarray | None = None
+    initial_weights: np.ndarray | None = None
+    explore_factors: np.ndarray | None = None
+    places: PlaceLaw | None = None
+
+    def write(self, root: Path) -> dict:
+        """Write the files into ``root``; return the manifest's "environment" section."""
+        rows = "".join(f"{i},{lat!r},{lon!r}\n" for i, (lat, lon) in enumerate(self.cells.tolist()))
+        (root / CELLS_FILE).write_text("cell,lat,lon\n" + rows, encoding="utf-8")
+        section = {"cells": CELLS_FILE, "n_cells": len(self.cells), "alpha": float(self.alpha),
+                   "candidates": int(self.candidates)}
+        if self.explore_factors is not None:
+            try:
+                explore_rank_weights(candidate_count(len(self.cells), self.candidates), self.alpha,
+                                     self.explore_factors)
+            except ValueError as e:
+                raise BundleError(f"environment: {e}") from None
+            section["explore_factors"] = [float(f) for f in self.explore_factors]
+        if self.initial_states is not None:
+            rows = "".join(f"{h},{f},{w!r}\n" for (h, f), w in zip(self.initial_states.tolist(),
+                                                                   self.initial_weights.tolist()))
+            (root / INITIAL_STATES_FILE).write_text("home,first,weight\n" + rows, encoding="utf-8")
+            section["initial_states"] = INITIAL_STATES_FILE
+        if self.places is not None:
+            if len(self.places.relevance) != len(self.cells):
+                raise BundleError("environment: the place law and the cell table differ in cells")
+            rows = "".join(f"{i},{r!r}\n" for i, r in enumerate(self.places.relevance.tolist()))
+            (root / RELEVANCE_FILE).write_text("cell,relevance\n" + rows, encoding="utf-8")
+            section["relevance"] = RELEVANCE_FILE
+            section["return_last"] = self.places.return_last
+        return section
+
+    @classmethod
+    def read(cls, root: Path, section: dict) -> "Environment":
+        cells = _read_table(root / section["cells"], "cell,lat,lon", float)[:, 1:]
+        if len(cells) != section["n_cells"] or not np.isfinite(cells).all() or (np.abs(cells) > [90, 180]).any():
+            raise BundleError(f"{root / section['cells']}: cell table inconsistent with the manifest")
+        states = weights = None
+        if "initial_states" in section:
+            table = _read_table(root / section["initial_states"], "home,first,weight", float)
+            states, weights = table[:, :2].astype(np.int64), table[:, 2]
+            if len(table) == 0 or states.min() < 0 or states.max() >= len(cells) or not (weights >= 0).all() \
+                    or weights.sum() <= 0:
+                raise BundleError(f"{root / section['initial_states']}: invalid initial states")
+        factors = None
+        if "explore_factors" in section:
+            try:
+                factors = np.asarray(section["explore_factors"], dtype=np.float64)
+                explore_rank_weights(candidate_count(len(cells), section["candidates"]), section["alpha"], factors)
+            except (ValueError, TypeError) as e:
+                raise BundleError(f"{root / MANIFEST}: environment: {e}") from None
+        places = None
+        if "relevance" in section:
+            table = _read_table(root / section["relevance"], "cell,relevance", float)
+            try:
+                if len(table) != len(cells) or (table[:, 0] != np.arange(len(cells))).any():
+                    raise ValueError("one row per cell, in order")
+                places = PlaceLaw(table[:, 1], float(section.get("return_last", 0.0)))
+            except (ValueError, TypeError) as e:
+                raise BundleError(f"{root / section['relevance']}: invalid place law ({e})") from None
+        return cls(cells=cells, alpha=float(section["alpha"]), candidates=int(section["candidates"]),
+                   initial_states=states, initial_weights=weights, explore_factors=factors, places=places)
+
+
+def _read_table(path: Path, header: str, dtype) -> np.ndarray:
+    lines = path.read_text(encoding="utf-8").splitlines()
+    if not lines or lines[0] != header:
+        raise BundleError(f"{path}: header must be {header!r}")
+    try:
+        return np.array([[dtype(x) for x in line.split(",")] for line in lines[1:]], dtype=np.float64) \
+            .reshape(len(lines) - 1, header.count(",") + 1)
+    except ValueError:
+        raise BundleError(f"{path}: malformed row") from None
+
+
+@dataclass(frozen=True)
+class Bundle:
+    """A verified bundle. ``discriminator`` maps "training", "eval", "optimizer", "inference" to models;
+    ``parameters`` lists (name, shape) of the discriminator's trainable parameters in the order of the flat
+    vector of ``get_contiguous_parameters``; ``manifest`` is the parsed manifest.json."""
+
+    root: Path
+    manifest: dict[str, Any]
+    policy: ModelSpec
+    discriminator: dict[str, ModelSpec]
+    checkpoint: Path
+    parameters: tuple[tuple[str, tuple[int, ...]], ...]
+    environment: Environment | None = None
+    """None for a models-only bundle (``pategail export --n-cells``), which devices cannot run."""
+    policy_step: ModelSpec | None = None
+    """The incremental policy model (key/value cache; :mod:`pategail.sdk.decoding`); None in bundles
+    written before it existed, which generate from the full prefix."""
+
+    @property
+    def sha256(self) -> str:
+        """Identity of the bundle: the SHA-256 of its manifest (which holds the hash of every file)."""
+        return sha256_file(self.root / MANIFEST)
+
+    @property
+    def n_parameters(self) -> int:
+        return int(sum(np.prod(shape, dtype=np.int64) for _, shape in self.parameters))
+
+    @property
+    def learning_rate(self) -> float:
+        """The recommended discriminator learning rate (devices may choose another)."""
+        return float(self.manifest["discriminator"]["optimizer"]["learning_rate"])
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def parse_version(text: str) -> tuple[int, ...]:
+    """(1, 19, 2) from "1.19.2" (local or pre-release suffixes such as "+cpu" or "rc1" are ignored)."""
+    m = re.match(r"^\s*(\d+(?:\.\d+)*)", str(text))
+    if not m:
+        raise ValueError(f"not a version: {text!r}")
+    return tuple(int(p) for p in m.group(1).split("."))
+
+
+def check_runtime(requires: dict[str, Any], running: str) -> None:
+    """Raise BundleError unless ``requires["onnxruntime_min"] <= running < requires["onnxruntime_below"]``."""
+    lo, hi = requires["onnxruntime_min"], requires["onnxruntime_below"]
+    v = parse_version(running)
+    if not (parse_version(lo) <= v < parse_version(hi)):
+        raise BundleError(f"bundle needs onnxruntime >= {lo} and < {hi}, but onnxruntime {running} is installed")
+
+
+def _tensor(d: dict) -> TensorSpec:
+    shape = d.get("shape")
+    return TensorSpec(str(d["name"]), str(d["dtype"]), None if shape is None else tuple(shape))
+
+
+def _model(root: Path, d: dict, requires: dict) -> ModelSpec:
+    spec = ModelSpec(root / d["file"], tuple(_tensor(t) for t in d["inputs"]),
+                     tuple(_tensor(t) for t in d["outputs"]), int(d["ir_version"]), int(d["opset"]))
+    if spec.ir_version > requires["max_ir_version"] or spec.opset > requires["max_opset"]:
+        raise BundleError(f"{d['file']}: IR {spec.ir_version} / opset {spec.opset} above what the bundle allows "
+                          f"(IR <= {requires['max_ir_version']}, opset <= {requires['max_opset']})")
+    return spec
+
+
+def load_bundle(path: str | os.PathLike, *, onnxruntime_version: str | None = None) -> Bundle:
+    """Read ``path``/manifest.json, verify the format version, every file's SHA-256 and size, and that the
+    running onnxruntime (or ``onnxruntime_version``, for tests) is within the bundle's range.
+
+    Raises :class:`BundleError` with a one-line reason on any mismatch.
+    """
+    root = Path(path)
+    manifest_path = root / MANIFEST
+    if not manifest_path.is_file():
+        raise BundleError(f"{root}: not a model bundle (no {MANIFEST}); make one with `pategail export`")
+    try:
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise BundleError(f"{manifest_path}: not valid JSON ({e})") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise BundleError(f"{manifest_path}: not a {FORMAT} manifest")
+    if manifest.get("format_version") != FORMAT_VERSION:
+        raise BundleError(f"{manifest_path}: format version {manifest.get('format_version')!r}; this SDK reads "
+                          f"version {FORMAT_VERSION} — export the bundle again or update the SDK")
+    try:
+        files = manifest["files"]
+        requires = manifest["requires"]
+        if onnxruntime_version is None:
+            import onnxruntime
+            onnxruntime_version = onnxruntime.__version__
+        check_runtime(requires, onnxruntime_version)
+        for name, entry in files.items():
+            fp = root / name
+            if Path(name).name != name:
+                raise BundleError(f"{manifest_path}: file name {name!r} is not a plain name in the bundle")
+            if not fp.is_file():
+                raise BundleError(f"{root}: {name} is missing")
+            if fp.stat().st_size != entry["bytes"] or sha256_file(fp) != entry["sha256"]:
+                raise BundleError(f"{fp}: SHA-256 does not match the manifest (file altered or truncated)")
+        policy = _model(root, manifest["policy"]["model"], requires)
+        step = manifest["policy"].get("step_model")
+        policy_step = None if step is None else _model(root, step, requires)
+        disc = manifest["discriminator"]
+        models = {role: _model(root, disc["models"][role], requires) for role in DISCRIMINATOR_ROLES}
+        checkpoint = root / disc["checkpoint"]
+        parameters = tuple((str(p["name"]), tuple(int(s) for s in p["shape"])) for p in disc["parameters"])
+        environment = None
+        if "environment" in manifest:
+            env = manifest["environment"]
+            for key in ("cells", "initial_states", "relevance"):
+                if key in env and env[key] not in files:
+                    raise BundleError(f"{manifest_path}: {env[key]} is used but has no hash in 'files'")
+            environment = Environment.read(root, env)
+            if len(environment.cells) != manifest["policy"]["config"]["n_cells"]:
+                raise BundleError(f"{manifest_path}: the cell table and the policy disagree on the number of cells")
+    except BundleError:
+        raise
+    except (KeyError, TypeError, ValueError) as e:
+        raise BundleError(f"{manifest_path}: malformed manifest ({type(e).__name__}: {e})") from None
+    listed = set(files)
+    for spec_path in [policy.path, checkpoint, *(m.path for m in models.values()),
+                      *([] if policy_step is None else [policy_step.path])]:
+        if spec_path.name not in listed:
+            raise BundleError(f"{manifest_path}: {spec_path.name} is used but has no hash in 'files'")
+    return Bundle(root=root, manifest=manifest, policy=policy, discriminator=models, checkpoint=checkpoint,
+                  parameters=parameters, environment=environment, policy_step=policy_step)
+
+
+def session_options(threads: int = 1):
+    """onnxruntime.SessionOptions with ``threads`` intra-op threads (1 on devices) and one inter-op thread."""
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    return so
+
+
+def open_policy_session(bundle: Bundle, *, threads: int = 1):
+    """An InferenceSession on the policy model (use with :func:`pategail.sdk.generate.generate_days`)."""
+    import onnxruntime as ort
+
+    return ort.InferenceSession(str(bundle.policy.path), session_options(threads),
+                                providers=["CPUExecutionProvider"])
+
+
+def open_generation_session(bundle: Bundle, *, threads: int = 1):
+    """The session :func:`pategail.sdk.generate.generate_days` should use: the incremental policy model when
+    the bundle has one (one slot a step, key/value cache), else the full-prefix model."""
+    import onnxruntime as ort
+
+    if bundle.policy_step is None:
+        return open_policy_session(bundle, threads=threads)
+    return ort.InferenceSession(str(bundle.policy_step.path), session_options(threads),
+                                providers=["CPUExecutionProvider"])
+
+
+def open_scoring_session(bundle: Bundle, *, threads: int = 1):
+    """An InferenceSession on the discriminator inference model (the bundle's initial parameters):
+    pairs (batch, 15) → logit, prob."""
+    import onnxruntime as ort
+
+    return ort.InferenceSession(str(bundle.discriminator["inference"].path), session_options(threads),
+                                providers=["CPUExecutionProvider"])
+
+
+class TrainingSession:
+    """The discriminator's on-device training state: ``state`` (CheckpointState), ``module`` (training and
+    eval models) and ``optimizer`` (AdamW + gradient clipping, as baked into the optimizer model).
+
+    Labels: 1 = expert (the owner's real pairs), 0 = generated pairs.
+    """
+
+    def __init__(self, bundle: Bundle, state, module, optimizer):
+        self.bundle = bundle
+        self.state = state
+        self.module = module
+        self.optimizer = optimizer
+
+    def train_step(self, pairs: np.ndarray, labels: np.ndarray) -> float:
+        """One AdamW step on a batch; returns the loss before the step."""
+        self.module.train()
+        loss = self.module(np.ascontiguousarray(pairs, dtype=np.float32),
+                           np.ascontiguousarray(labels, dtype=np.float32))[0]
+        self.optimizer.step()
+        self.module.lazy_reset_grad()
+        return float(loss)
+
+    def score(self, pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(logit, prob) float32 (batch,) under the current parameters (the eval model; labels unused)."""
+        self.module.eval()
+        pairs = np.ascontiguousarray(pairs, dtype=np.float32)
+        _, logit, prob = self.module(pairs, np.zeros(len(pairs), dtype=np.float32))
+        return logit, prob
+
+    def set_learning_rate(self, learning_rate: float) -> None:
+        self.optimizer.set_learning_rate(float(learning_rate))
+
+    def get_flat_parameters(self) -> np.ndarray:
+        """float32 (n_parameters,): the trainable parameters in ``bundle.parameters`` order."""
+        return self.module.get_contiguous_parameters(trainable_only=True).numpy().copy()
+
+    def set_flat_parameters(self, flat: np.ndarray) -> None:
+        from onnxruntime import OrtValue
+
+        flat = np.ascontiguousarray(flat, dtype=np.float32)
+        if flat.shape != (self.bundle.n_parameters,):
+            raise ValueError(f"expected {self.bundle.n_parameters} parameters, got shape {flat.shape}")
+        # the training API takes the C-level OrtValue (get_contiguous_parameters returns one too)
+        self.module.copy_buffer_to_parameters(OrtValue.ortvalue_from_numpy(flat)._ortvalue, trainable_only=True)
+
+    def save_checkpoint(self, path: str | os.PathLike) -> None:
+        """Write the parameters (and optimizer state) so a later session can resume from them."""
+        from onnxruntime.training.api import CheckpointState
+
+        CheckpointState.save_checkpoint(self.state, os.fspath(path), include_optimizer_state=True)
+
+
+def ensure_training_api() -> None:
+    """Make ``onnxruntime.training.api`` importable without torch.
+
+    The training API (CheckpointState, Module, Optimizer) needs only onnxruntime's C++ core, but the Python
+    package ``onnxruntime.training`` imports torch in its ``__init__`` (for ORTModule and the fp16 optimizers,
+    onnxruntime-training 1.19.2). Where that import fails — a device has no torch — the package is replaced by
+    a bare namespace over the same directory, so its ``api`` submodule loads on its own. Where torch is
+    importable nothing changes.
+    """
+    if "onnxruntime.training.api" in sys.modules:
+        return
+    try:
+        if importlib.util.find_spec("torch") is None:
+            raise ImportError("no torch")           # don't half-import the package (it would pull in onnx)
+        import onnxruntime.training.api  # noqa: F401
+    except ImportError:
+        import onnxruntime
+
+        package = types.ModuleType("onnxruntime.training")
+        package.__path__ = [str(Path(onnxruntime.__file__).parent / "training")]
+        package.__package__ = "onnxruntime.training"
+        sys.modules["onnxruntime.training"] = package
+        import onnxruntime.training.api  # noqa: F401,F811
+
+
+def open_training_session(bundle: Bundle, checkpoint: str | os.PathLike | None = None, *,
+                          threads: int = 1) -> TrainingSession:
+    """Open the discriminator's training artifacts from ``bundle``, starting from ``checkpoint`` (a file
+    written by :meth:`TrainingSession.save_checkpoint`, e.g. this device's discriminator from the last
+    round) or from the bundle's initial checkpoint. The learning rate starts at the manifest's value."""
+    ensure_training_api()
+    from onnxruntime.training.api import CheckpointState, Module, Optimizer
+
+    ckpt = Path(checkpoint) if checkpoint is not None else bundle.checkpoint
+    if not ckpt.is_file():
+        raise BundleError(f"{ckpt}: no such checkpoint")
+    state = CheckpointState.load_checkpoint(os.fspath(ckpt))
+    module = Module(os.fspath(bundle.discriminator["training"].path), state,
+                    os.fspath(bundle.discriminator["eval"].path), session_options=session_options(threads))
+    optimizer = Optimizer(os.fspath(bundle.discriminator["optimizer"].path), module)
+    optimizer.set_learning_rate(bundle.learning_rate)
+    return TrainingSession(bundle, state, module, optimizer)

@@ -1,0 +1,149 @@
+"""The layout of the vectors a device contributes to a secure aggregation: encoded here on the device,
+decoded here on the coordinator. Both sides import this one module, so the two can never disagree.
+
+Two vectors exist, one per kind of release (every entry in [0, 1], the bound the secure aggregation's
+clipping and the noise calibration assume):
+
+- the **reward vector** of a round (``RoundRequest``): D_u(s, a) of every generated pair, query
+  j = day j // 47, slot j % 47 — :func:`reward_vector` on the device, :func:`reward_matrix` on the
+  coordinator (after summing over devices);
+- the **environment vector** before round 1 (``InitialStatesRequest``): the initial-state contribution,
+  the explore-law contribution, then the place contribution, ``EnvironmentLayout(n_cells, n_bins,
+  place_law=True)``::
+
+      [0, n)          w × one-hot of the device's home cell
+      [n, 2n)         w × share of its days whose first cell is not home, by first cell
+      [2n]            w × share of its days whose first cell is home
+      [2n + 1]        w
+      [2n + 2, +B)    w × observed share of its explore moves by rank bin (pategail.sdk.epr)
+      [2n + 2 + B, +B) w × the pure power law's expected share by rank bin
+      [2n + 2 + 2B, +n + 3) the place contribution (pategail.sdk.places: w × visit shares by cell, then the
+                      return law's three entries)
+
+  with n = n_cells, B = the EPR environment's rank bins and w = :func:`contribution_weight` (days / 100,
+  capped at 1). Without ``place_law`` the layout stops after the explore law (the vector of a device that
+  does not contribute to the place law, such as the Android demo's Java core).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from pategail.sdk.features import SLOTS
+from pategail.sdk.places import place_contribution_length
+
+DAYS_CAP = 100
+"""Days at which a device's environment contribution reaches full weight. Weighting by days makes the
+released home and first-cell distribution follow days, as the days a generator must imitate do (a user
+with 700 days is not one home among 83 in the test days); capping keeps every entry in [0, 1]."""
+
+
+def contribution_weight(n_days: int, days_cap: int = DAYS_CAP) -> float:
+    """w = min(1, n_days / days_cap): the weight of one device's environment contribution."""
+    return min(1.0, n_days / days_cap)
+
+
+# -- the reward vector -------------------------------------------------------------------------------------
+def reward_count(n_days: int) -> int:
+    """Queries of a round over ``n_days`` generated days: n × 47 (one per decision)."""
+    return int(n_days) * (SLOTS - 1)
+
+
+def reward_vector(scores: np.ndarray) -> np.ndarray:
+    """float64 (n · 47,): the device's reward contribution, its discriminator's D_u(s, a) clipped to [0, 1]."""
+    return np.clip(np.asarray(scores, dtype=np.float64).ravel(), 0.0, 1.0)
+
+
+def reward_matrix(values: np.ndarray, n_days: int) -> np.ndarray:
+    """(n_days, 47): a released reward vector (or any per-query array) back in day × decision order."""
+    return np.asarray(values).reshape(int(n_days), SLOTS - 1)
+
+
+# -- the environment vector ---------------------------------------------------------------------------------
+@dataclass(frozen=True, eq=False)
+class EnvironmentParts:
+    """An environment vector (one device's, or the noisy sum over devices) cut into its named parts."""
+
+    homes: np.ndarray
+    """(n_cells,) home cells, weighted."""
+    firsts: np.ndarray
+    """(n_cells,) first cells of days that do not start at home, weighted."""
+    first_at_home: float
+    """Weighted share of days that start at home."""
+    weight: float
+    """Σ w."""
+    explore_observed: np.ndarray
+    """(B,) observed explore moves by rank bin, weighted."""
+    explore_expected: np.ndarray
+    """(B,) the power law's expectation of the same, weighted."""
+    places: np.ndarray | None = None
+    """(n_cells + 3,) the place contribution (pategail.sdk.places), None in a layout without it."""
+
+
+@dataclass(frozen=True)
+class EnvironmentLayout:
+    """The environment vector of a cell table of ``n_cells`` and an EPR environment of ``n_bins`` rank bins,
+    with the place contribution at its end when ``place_law`` (the SDK's device always sends it)."""
+
+    n_cells: int
+    n_bins: int
+    place_law: bool = False
+
+    @property
+    def length(self) -> int:
+        """Entries: initial states (2·n_cells + 2), explore law (2·n_bins), then place law (n_cells + 3)
+        when ``place_law``."""
+        places = place_contribution_length(self.n_cells) if self.place_law else 0
+        return 2 * self.n_cells + 2 + 2 * self.n_bins + places
+
+    def pack(self, initial_states: np.ndarray, explore_law: np.ndarray,
+             places: np.ndarray | None = None) -> np.ndarray:
+        """float64 (length,): the device's vector from :func:`initial_state_contribution` (2·n_cells + 2),
+        ``pategail.sdk.epr.explore_law_contribution`` (2·n_bins) and, in a ``place_law`` layout,
+        ``pategail.sdk.places.place_contribution`` (n_cells + 3)."""
+        if len(initial_states) != 2 * self.n_cells + 2 or len(explore_law) != 2 * self.n_bins \
+                or (places is not None) != self.place_law \
+                or (places is not None and len(places) != place_contribution_length(self.n_cells)):
+            raise ValueError("contributions do not have the environment layout")
+        parts = [initial_states, explore_law] + ([] if places is None else [places])
+        return np.concatenate(parts).astype(np.float64)
+
+    def unpack(self, sums: np.ndarray) -> EnvironmentParts:
+        """The parts of a vector of this layout (ValueError for another length)."""
+        n, b = self.n_cells, self.n_bins
+        if len(sums) != self.length or n < 1:
+            raise ValueError("noisy sums do not have the initial-state layout")
+        end = 2 * n + 2 + 2 * b
+        return EnvironmentParts(sums[:n], sums[n:2 * n], float(sums[2 * n]), float(sums[2 * n + 1]),
+                                sums[2 * n + 2:2 * n + 2 + b], sums[2 * n + 2 + b:end],
+                                sums[end:] if self.place_law else None)
+
+
+def contribution_length(n_cells: int, n_bins: int) -> int:
+    """Entries of one SDK device's environment vector (``EnvironmentLayout(n_cells, n_bins, True).length``):
+    the place contribution included."""
+    return EnvironmentLayout(n_cells, n_bins, place_law=True).length
+
+
+def initial_state_contribution(days: np.ndarray, home: int, n_cells: int) -> np.ndarray:
+    """float64 (2·n_cells + 2,): one device's contribution to the released distribution of initial states
+    (the first four parts of the environment vector; see the module docstring).
+
+    Summed over devices (with noise) this gives a day-weighted count of users per home cell and per first
+    cell, and P(first cell = home) as the ratio of the last two sums — from which the coordinator draws
+    (home, first cell) pairs.
+    """
+    days = np.asarray(days)
+    if not 0 <= home < n_cells:
+        raise ValueError(f"home {home} is not a cell id (0..{n_cells - 1})")
+    out = np.zeros(2 * n_cells + 2, dtype=np.float64)
+    w = contribution_weight(len(days))
+    out[home] = w
+    out[2 * n_cells + 1] = w
+    if len(days):
+        first = days[:, 0]
+        away = first[first != home]
+        out[n_cells:2 * n_cells] = w * np.bincount(away, minlength=n_cells)[:n_cells] / len(days)
+        out[2 * n_cells] = w * np.count_nonzero(first == home) / len(days)
+    return out

@@ -1,0 +1,260 @@
+"""The device client: what a phone app embeds (the Android demo mirrors this reference implementation).
+
+A :class:`Device` owns one directory — the app's private storage; in the emulator, one directory per
+device — and everything in it:
+
+- ``days.npy``               the owner's days (:class:`~pategail.sdk.store.TrajectoryStore`); never sent;
+- ``bundle/``                the verified model bundle (:mod:`pategail.sdk.install`);
+- ``discriminator.ckpt``     the personal discriminator D_u and its bundle tag (:mod:`pategail.sdk.checkpoint`);
+- ``policy.onnx``, ``policy.json``  the latest policy accepted from the coordinator
+  (:mod:`pategail.sdk.policy_update`);
+- ``identity.key``           the secure-aggregation identity (:mod:`pategail.sdk.identity`).
+
+The coordinator reaches the device only through :meth:`Device.handle` (bytes in, bytes out; see
+:mod:`pategail.sdk.messages`) and, for the secure aggregation that follows, through the endpoint of
+:meth:`Device.secagg_endpoint`, whose masked upload carries the device's pending vector — the clipped scores
+D_u(s, a) of the last RoundRequest (:mod:`pategail.sdk.discriminator_round`), or its environment
+contribution (:mod:`pategail.sdk.contribution`). The caller never supplies (or sees) that vector. A refused
+request changes nothing: checkpoint, pending vector and policy stay as they were.
+
+Torch-free: numpy, onnxruntime (training build) and cryptography only.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import numpy as np
+
+from pategail.sdk import checkpoint, policy_update
+from pategail.sdk.bundle import MANIFEST, Bundle, TrainingSession, ensure_training_api, open_generation_session
+from pategail.sdk.checkpoint import CHECKPOINT
+from pategail.sdk.contribution import DAYS_CAP, EnvironmentLayout, initial_state_contribution, reward_vector
+from pategail.sdk.discriminator_round import positive_pairs, train_and_score
+from pategail.sdk.epr import CellGeometry, candidate_count, explore_law_contribution, n_rank_bins
+from pategail.sdk.errors import BundleError, DeviceError
+from pategail.sdk.features import N_PAIR_FEATURES
+from pategail.sdk.generate import GeneratedDays, generate_days
+from pategail.sdk.identity import IDENTITY_FILE, load_or_create_identity
+from pategail.sdk.install import BUNDLE_DIR, install_bundle, open_installed
+from pategail.sdk.messages import (DEFAULT_LIMITS, KIND_INITIAL_STATES_REQUEST, KIND_NAMES, KIND_POLICY_UPDATE,
+                                   KIND_ROUND_REQUEST, NOT_READY, Ack, ErrorReply, InitialStatesRequest,
+                                   MessageError, MessageLimits, PolicyUpdate, RoundRequest, from_bytes, peek_round)
+from pategail.sdk.places import place_contribution
+from pategail.sdk.secagg.client import SecAggClient
+from pategail.sdk.secagg.config import DevicePublicKeys, KeyDirectory
+from pategail.sdk.secagg_endpoint import PendingVector, SecAggEndpoint
+from pategail.sdk.store import TrajectoryStore
+
+log = logging.getLogger(__name__)
+
+
+class Device:
+    """One device: its trajectory store, model bundle, personal discriminator, policy and secure-aggregation
+    identity, all under ``root`` (see the module docstring). ``rng`` drives minibatch sampling; ``limits``
+    bound the requests it accepts. A device restarted on the same ``root`` resumes where it was (bundle,
+    discriminator checkpoint, accepted policy, identity); a pending vector does not survive a restart."""
+
+    def __init__(self, root: str | os.PathLike, device_id: int, *, rng: np.random.Generator,
+                 limits: MessageLimits = DEFAULT_LIMITS):
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.device_id = int(device_id)
+        self.rng = rng
+        self.limits = limits
+        self.store = TrajectoryStore(self.root)
+        self.identity = load_or_create_identity(self.root / IDENTITY_FILE)
+        ensure_training_api()
+        self.bundle: Bundle | None = None
+        self._bundle_sha256: str | None = None
+        self._session: TrainingSession | None = None
+        self._policy = None
+        self._policy_sha256: str | None = None
+        self._step_session = None
+        self._pending = PendingVector()
+        self._positives: np.ndarray | None = None
+        self._geometry: CellGeometry | None = None
+        self._secagg: SecAggClient | None = None
+        self._secagg_directory: KeyDirectory | None = None
+        if (self.root / BUNDLE_DIR / MANIFEST).is_file():
+            try:
+                self._open(open_installed(self.root))
+            except BundleError as err:
+                log.warning("device %d: the installed bundle is unusable (%s); install one again",
+                            self.device_id, err)
+                self.bundle = self._session = self._policy = None
+
+    # -- local API (the app) ---------------------------------------------------------------------------------
+    def add_days(self, days) -> int:
+        """Store more of the owner's days (int (n, 48); cell ids checked against the bundle's cell table once
+        one is installed). Returns the number of days stored."""
+        n = self.store.add_days(days)
+        self._positives = None
+        return n
+
+    @property
+    def n_cells(self) -> int | None:
+        return None if self.bundle is None else len(self.bundle.environment.cells)
+
+    @property
+    def public_keys(self) -> DevicePublicKeys:
+        """What the coordinator enrols (out of band, e.g. at app install)."""
+        return DevicePublicKeys(self.identity.signing_public, self.identity.envelope_public)
+
+    @property
+    def checkpoint_path(self) -> Path:
+        return self.root / CHECKPOINT
+
+    @property
+    def policy_sha256(self) -> str | None:
+        """SHA-256 of the policy model in use (the bundle's, or the latest accepted PolicyUpdate)."""
+        return self._policy_sha256
+
+    @property
+    def pending(self) -> np.ndarray | None:
+        """A copy of the vector the next secure aggregation will upload (masked), or None."""
+        return self._pending.peek()
+
+    @property
+    def secagg(self) -> SecAggClient | None:
+        """The secure-aggregation client (created by :meth:`secagg_endpoint`)."""
+        return self._secagg
+
+    def discriminator_parameters(self) -> np.ndarray:
+        """float32 (n_parameters,): D_u's parameters in the manifest's ``parameters`` order."""
+        return self._require_session().get_flat_parameters()
+
+    def score(self, pairs: np.ndarray) -> np.ndarray:
+        """float64 (batch,): D_u(s, a) ∈ [0, 1] of ``pair_features`` rows (batch, 15), for the app's own use."""
+        pairs = np.asarray(pairs, dtype=np.float32).reshape(-1, N_PAIR_FEATURES)
+        _, prob = self._require_session().score(pairs)
+        return np.clip(prob.astype(np.float64), 0.0, 1.0)
+
+    def generate(self, n_days: int, rng: np.random.Generator) -> GeneratedDays:
+        """``n_days`` synthetic days made here with the policy in use and the EPR environment, starting from
+        this device's own initial states (its home, first cells drawn from its days' first cells). Nothing
+        leaves the device."""
+        if self._policy is None:
+            raise DeviceError("no model bundle installed")
+        days = self.store.days()
+        if not len(days):
+            raise DeviceError("the device holds no days to take initial states from")
+        env = self.bundle.environment
+        if self._geometry is None:
+            self._geometry = CellGeometry.build(env.cells, env.candidates)
+        first = rng.choice(days[:, 0], size=int(n_days))
+        homes = np.full(int(n_days), self.store.home, dtype=np.int32)
+        return generate_days(self._generation_session(), self._geometry, homes, first, rng, alpha=env.alpha,
+                             explore_factors=env.explore_factors, places=env.places)
+
+    def _generation_session(self):
+        """The bundle's incremental policy model while the policy in use is the bundle's (it computes that
+        policy only); the policy in use (full prefix) after a PolicyUpdate or with an older bundle."""
+        bundle_policy = self.bundle.manifest["files"][self.bundle.policy.path.name]["sha256"]
+        if self.bundle.policy_step is None or self._policy_sha256 != bundle_policy:
+            return self._policy
+        if self._step_session is None:
+            self._step_session = open_generation_session(self.bundle)
+        return self._step_session
+
+    def positive_pairs(self) -> np.ndarray:
+        """float32 (n_days · 47, 15): the owner's real (state, action) pairs (cached until days are added)."""
+        if self._positives is None:
+            self._positives = positive_pairs(self._require_days(), self.store.home, self.bundle.environment.cells)
+        return self._positives
+
+    # -- bundle ----------------------------------------------------------------------------------------------
+    def install_bundle(self, bundle_dir: str | os.PathLike, expected_sha256: str | None = None) -> Bundle:
+        """Verify the bundle at ``bundle_dir`` (hashes, versions, runtime; ``expected_sha256`` if given),
+        copy it into the device directory and open it. The discriminator checkpoint is kept if it belongs to
+        this very bundle; otherwise (another bundle, or unreadable) the device starts again from the bundle's
+        checkpoint and logs a warning. Raises BundleError (nothing changed) when the bundle is refused."""
+        self._open(install_bundle(self.root, bundle_dir, expected_sha256, self.store.max_cell()))
+        return self.bundle
+
+    def _open(self, bundle: Bundle) -> None:
+        sha = bundle.sha256
+        # compare with the hash remembered at the last opening: Bundle.sha256 re-reads the (replaced) manifest
+        changed = sha != self._bundle_sha256
+        self.bundle, self._bundle_sha256 = bundle, sha
+        self.store.n_cells = len(bundle.environment.cells)
+        self._session = checkpoint.open_checkpoint(self.root, bundle, self.device_id)
+        self._step_session = None                   # belongs to the bundle being replaced
+        self._policy, self._policy_sha256 = policy_update.open_policy(self.root, bundle, self.device_id)
+        if changed:
+            self._pending.set(None)
+            self._positives = self._geometry = None
+
+    # -- protocol --------------------------------------------------------------------------------------------
+    def handle(self, request: bytes) -> bytes:
+        """The only entry point for coordinator messages: decode and validate ``request`` and carry it out.
+        Returns the reply's bytes — an Ack, or an ErrorReply when the request is refused, in which case the
+        device's state (checkpoint, pending vector, policy) is exactly as before."""
+        try:
+            msg = from_bytes(request, limits=self.limits, n_cells=self.n_cells,
+                             expect=(PolicyUpdate, RoundRequest, InitialStatesRequest))
+            if isinstance(msg, PolicyUpdate):
+                reply = self._on_policy_update(msg)
+            elif isinstance(msg, RoundRequest):
+                reply = self._on_round_request(msg)
+            else:
+                reply = self._on_initial_states_request(msg)
+        except MessageError as err:
+            log.info("device %d refused a request: %s (%s)", self.device_id, err, err.code)
+            return ErrorReply.from_error(peek_round(request), err, self.limits).to_bytes()
+        return reply.to_bytes()
+
+    def _require_session(self) -> TrainingSession:
+        if self._session is None:
+            raise MessageError(NOT_READY, "no model bundle installed")
+        return self._session
+
+    def _require_days(self) -> np.ndarray:
+        days = self.store.days()
+        if not len(days):
+            raise MessageError(NOT_READY, "the device holds no days yet")
+        return days
+
+    def _on_policy_update(self, msg: PolicyUpdate) -> Ack:
+        self._require_session()
+        self._policy = policy_update.accept_policy(self.root, msg, self.bundle)
+        self._policy_sha256 = msg.policy_sha256
+        return Ack(msg.round, KIND_NAMES[KIND_POLICY_UPDATE], 0)
+
+    def _on_round_request(self, msg: RoundRequest) -> Ack:
+        session = self._session = checkpoint.before_round(self.root, self._require_session(), self.bundle,
+                                                          self._bundle_sha256, msg.round, self.device_id)
+        positives = self.positive_pairs()
+        try:
+            prob = train_and_score(session, positives, msg, self.bundle.environment.cells,
+                                   self.bundle.manifest["discriminator"]["labels"], self.rng)
+            checkpoint.save_checkpoint(self.root, session, self.bundle)
+        except BaseException:
+            # a half-trained discriminator must not survive a failure: back to the checkpoint on disk
+            self._session = checkpoint.open_checkpoint(self.root, self.bundle, self.device_id)
+            raise
+        self._pending.set(reward_vector(prob))
+        return Ack(msg.round, KIND_NAMES[KIND_ROUND_REQUEST], len(self._pending))
+
+    def _on_initial_states_request(self, msg: InitialStatesRequest) -> Ack:
+        self._require_session()
+        days = self._require_days()
+        env = self.bundle.environment
+        layout = EnvironmentLayout(self.n_cells, n_rank_bins(candidate_count(self.n_cells, env.candidates)),
+                                   place_law=True)
+        self._pending.set(layout.pack(
+            initial_state_contribution(days, self.store.home, self.n_cells),
+            explore_law_contribution(days, self.store.home, env.cells, alpha=env.alpha, candidates=env.candidates),
+            place_contribution(days, self.store.home, self.n_cells, DAYS_CAP)))
+        return Ack(msg.round, KIND_NAMES[KIND_INITIAL_STATES_REQUEST], len(self._pending))
+
+    # -- secure aggregation ----------------------------------------------------------------------------------
+    def secagg_endpoint(self, directory: KeyDirectory) -> SecAggEndpoint:
+        """The device's side of a secure-aggregation round (``run_secure_round(endpoints, None, ...)``), with
+        ``directory`` the public-key directory it was enrolled in. Its masked upload is the pending vector."""
+        # one client per directory: a client keeps its round state (and refuses replayed rounds) across calls
+        if self._secagg is None or self._secagg_directory != directory:
+            self._secagg = SecAggClient(self.device_id, self.identity, directory)
+            self._secagg_directory = directory
+        return SecAggEndpoint(self.device_id, self._secagg, self._pending)

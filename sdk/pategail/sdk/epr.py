@@ -1,0 +1,346 @@
+"""The exploration-and-preferential-return (EPR) environment: the MDP's transition function.
+
+Four actions (see :mod:`pategail.sdk.features`): stay keeps the cell; home goes to the home cell; return goes
+to a visited cell other than home and the current one, chosen with probability proportional to its visits
+so far; explore goes to a cell never visited that day, chosen with probability proportional to rank^-alpha,
+where rank orders all cells by haversine distance from the current cell (rank 1 = nearest other cell) and
+only the ``candidates`` nearest cells are eligible (Song et al. 2010; Jiang et al. 2016, TimeGeo).
+
+The explore law can be corrected per rank bin (ranks 1, 2, 3–4, 5–8, 9–16, ...; :func:`rank_bins`) by
+positive ``explore_factors``: the weight of rank r becomes r^-alpha × factor[bin(r)]. The coordinator learns
+the factors through the secure noisy aggregation (:func:`explore_law_contribution`): real days move to the
+adjacent cells far more often than a pure power law says (GPS jitter between neighbouring cells).
+
+A :class:`~pategail.sdk.places.PlaceLaw` (d-EPR) multiplies the explore weight of every candidate cell by its
+learned relevance and lets return favour the place just left; without one the environment is the classic
+model above, bit for bit.
+
+The original code could "explore" in place or to a visited cell and distorted ranks by subtracting 90 from
+latitudes; here ranks are great-circle and explore never revisits. Everything is vectorised over a batch of
+agents, and all randomness comes from the ``numpy.random.Generator`` passed in.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from pategail.sdk.contribution import DAYS_CAP, contribution_weight
+from pategail.sdk.day_state import DayState
+from pategail.sdk.features import EXPLORE, HOME, RETURN, SLOTS, STAY, label_actions
+from pategail.sdk.geo import haversine_km
+from pategail.sdk.places import PlaceLaw
+
+DEFAULT_CANDIDATES = 1000
+"""Nearest cells eligible for explore. On pategail-geolife's training days, the destinations of real explore
+moves lie within the 200 nearest cells only 70% of the time (the original code's cut-off), within 1,000 91%,
+within 2,000 96% (benchmarks/epr_defaults.py; BENCHMARKS.md). 1,000 keeps the table at 4 KB a cell."""
+DEFAULT_ALPHA = 0.96
+"""Rank exponent: the maximum-likelihood value on the same explore moves with 1,000 candidates (0.90 with
+200, 0.99 with 2,000; the original code's 0.6 is not supported by the data)."""
+
+
+@dataclass(frozen=True)
+class CellGeometry:
+    """The cell table and, for every cell, its nearest other cells in order of great-circle distance.
+
+    cells: float64 (n_cells, 2) lat, lon degrees. neighbours: int32 (n_cells, K), rank r+1 in column r.
+    """
+
+    cells: np.ndarray
+    neighbours: np.ndarray
+
+    @classmethod
+    def build(cls, cells: np.ndarray, candidates: int = DEFAULT_CANDIDATES) -> "CellGeometry":
+        cells = np.asarray(cells, dtype=np.float64)
+        return cls(cells=cells, neighbours=nearest_cells(cells, np.arange(len(cells)), candidates))
+
+    @property
+    def candidates(self) -> int:
+        return self.neighbours.shape[1]
+
+
+def candidate_count(n_cells: int, candidates: int) -> int:
+    """K, the explore candidates per cell: ``candidates``, or every other cell of a smaller table."""
+    k = min(int(candidates), int(n_cells) - 1)
+    if k < 1:
+        raise ValueError("the EPR environment needs at least two cells")
+    return k
+
+
+def nearest_cells(cells: np.ndarray, rows: np.ndarray, candidates: int, chunk: int = 512) -> np.ndarray:
+    """int32 (len(rows), K): for each cell id in ``rows``, its K nearest other cells by great-circle distance
+    (ties by cell id, so every platform ranks alike); column r holds rank r + 1."""
+    cells = np.asarray(cells, dtype=np.float64)
+    rows = np.asarray(rows, dtype=np.int64)
+    k = candidate_count(len(cells), candidates)
+    lat, lon = cells[:, 0], cells[:, 1]
+    out = np.empty((len(rows), k), dtype=np.int32)
+    for s in range(0, len(rows), chunk):
+        part_rows = rows[s:s + chunk]
+        d = haversine_km(lat[part_rows, None], lon[part_rows, None], lat[None, :], lon[None, :])
+        d[np.arange(len(part_rows)), part_rows] = np.inf              # never rank a cell as its own neighbour
+        part = np.argpartition(d, k - 1, axis=1)[:, :k]
+        dpart = np.take_along_axis(d, part, 1)
+        order = np.lexsort((part, dpart), axis=1)
+        out[s:s + chunk] = np.take_along_axis(part, order, 1)
+    return out
+
+
+def rank_bins(candidates: int) -> np.ndarray:
+    """int64 (K,): the bin of ranks 1..K — bin 0 is rank 1, bin b >= 1 ranks 2^(b-1)+1 .. 2^b."""
+    return np.array([(r - 1).bit_length() for r in range(1, int(candidates) + 1)], dtype=np.int64)
+
+
+def n_rank_bins(candidates: int) -> int:
+    """How many explore factors a K-candidate environment takes (11 for K = 1,000)."""
+    return (int(candidates) - 1).bit_length() + 1
+
+
+def explore_rank_weights(candidates: int, alpha: float, explore_factors: np.ndarray | None = None) -> np.ndarray:
+    """float64 (K,): the unnormalised weight of ranks 1..K, r^-alpha × factor[bin(r)]."""
+    w = np.arange(1, int(candidates) + 1, dtype=np.float64) ** -float(alpha)
+    if explore_factors is None:
+        return w
+    f = np.asarray(explore_factors, dtype=np.float64)
+    if f.shape != (n_rank_bins(candidates),) or not (np.isfinite(f) & (f > 0)).all():
+        raise ValueError(f"explore_factors must be {n_rank_bins(candidates)} positive numbers "
+                         f"for {candidates} candidates")
+    return w * f[rank_bins(candidates)]
+
+
+class EPREnvironment:
+    """A batch of agents living one day each, one slot per :meth:`step`.
+
+    ``reset(homes, first_cells)`` starts the day at slot 0; ``step(actions)`` moves every agent to slot t+1.
+    ``days`` holds the cells so far (future slots are -1); ``mask()`` the actions possible now; ``state``
+    (:class:`~pategail.sdk.day_state.DayState`) the running state features of slot t, updated in O(n·t) a
+    slot so that generation does not re-featurise the prefix.
+    """
+
+    def __init__(self, geometry: CellGeometry, *, alpha: float = DEFAULT_ALPHA,
+                 explore_factors: np.ndarray | None = None, slots: int = SLOTS, rng: np.random.Generator,
+                 places: PlaceLaw | None = None):
+        if alpha < 0:
+            raise ValueError("alpha must be >= 0")
+        if places is not None and len(places.relevance) != len(geometry.cells):
+            raise ValueError(f"the place law has {len(places.relevance)} cells, the geometry {len(geometry.cells)}")
+        self.places = places
+        self.geometry = geometry
+        self.alpha = float(alpha)
+        self.slots = slots
+        self.rng = rng
+        self._rank_weight = explore_rank_weights(geometry.candidates, self.alpha, explore_factors)
+        self.state = DayState(geometry.cells, slots)
+        self.state.reset(np.empty(0, dtype=np.int32), np.empty(0, dtype=np.int32))
+
+    @property
+    def days(self) -> np.ndarray:
+        """int32 (n, slots): the cells so far, -1 in the slots still to come."""
+        return self.state.days
+
+    @property
+    def homes(self) -> np.ndarray:
+        return self.state.homes
+
+    @property
+    def t(self) -> int:
+        return self.state.t
+
+    def reset(self, homes: np.ndarray, first_cells: np.ndarray) -> None:
+        homes = np.asarray(homes, dtype=np.int32)
+        first_cells = np.asarray(first_cells, dtype=np.int32)
+        if homes.shape != first_cells.shape or homes.ndim != 1:
+            raise ValueError("homes and first_cells must be 1-D of the same length")
+        self.state.reset(homes, first_cells)
+
+    @property
+    def done(self) -> bool:
+        return self.t >= self.slots - 1
+
+    def history(self) -> np.ndarray:
+        """int32 (n, t+1): the cells of slots 0..t."""
+        return self.days[:, : self.t + 1]
+
+    def mask(self) -> np.ndarray:
+        """bool (n, 4): the actions possible at the current slot (row t of ``action_mask``)."""
+        return self.state.mask()
+
+    def step(self, actions: np.ndarray, realised: np.ndarray | None = None) -> np.ndarray:
+        """Apply one action per agent; return the new cells (n,).
+
+        ``realised`` (optional, int (n,)) forces the destination of return/explore moves — used to replay
+        real days; it must be consistent with the action (checked), otherwise ValueError.
+        """
+        if self.done:
+            raise RuntimeError("the day is over; call reset()")
+        actions = np.asarray(actions)
+        hist = self.history()
+        cur = hist[:, -1]
+        ok = np.take_along_axis(self.mask(), actions[:, None].astype(np.int64), 1)[:, 0]
+        if not ok.all():
+            i = int(np.argmin(ok))
+            raise ValueError(f"agent {i}: action {int(actions[i])} is not possible at slot {self.t}")
+        nxt = cur.copy()
+        nxt[actions == HOME] = self.homes[actions == HOME]
+        ret = np.flatnonzero(actions == RETURN)
+        exp = np.flatnonzero(actions == EXPLORE)
+        if realised is None:
+            nxt[ret] = self._sample_return(hist[ret], self.homes[ret], self.state.left[ret])
+            nxt[exp] = self._sample_explore(exp)
+        else:
+            realised = np.asarray(realised)
+            self._check_realised(hist, actions, realised)
+            nxt[ret], nxt[exp] = realised[ret], realised[exp]
+        self.state.push(nxt)
+        return nxt
+
+    def _sample_return(self, hist: np.ndarray, homes: np.ndarray, left: np.ndarray) -> np.ndarray:
+        # Choosing a past slot uniformly among those not at home and not here picks a cell with
+        # probability proportional to its visits so far: preferential return without a per-agent loop.
+        eligible = (hist != homes[:, None]) & (hist != hist[:, -1:])
+        out = _pick(hist, eligible.astype(np.float64), self.rng)
+        if self.places is not None and self.places.return_last > 0 and len(hist):
+            # d-EPR's return: the place just left with probability return_last (when it may be returned to)
+            back = (self.rng.random(len(hist)) < self.places.return_last) & (left >= 0) & (left != homes)
+            out[back] = left[back]
+        return out
+
+    def _sample_explore(self, rows: np.ndarray) -> np.ndarray:
+        if len(rows) == 0:
+            return np.empty(0, dtype=np.int32)
+        hist = self.history()[rows]
+        cand = self.geometry.neighbours[hist[:, -1]]                          # (m, K) by rank
+        visited = self.state.visited(rows, cand)
+        law = self._rank_weight[None, :] if self.places is None else self._rank_weight[None, :] * \
+            self.places.relevance[cand]
+        weights = np.where(visited, 0.0, law)
+        out = np.empty(len(hist), dtype=np.int32)
+        full = weights.sum(axis=1) == 0
+        out[~full] = _pick(cand[~full], weights[~full], self.rng)
+        for i in np.flatnonzero(full):                                        # all K nearest seen today
+            out[i] = self._nearest_unvisited(hist[i])
+        return out
+
+    def _nearest_unvisited(self, hist: np.ndarray) -> int:
+        cells = self.geometry.cells
+        d = haversine_km(cells[hist[-1], 0], cells[hist[-1], 1], cells[:, 0], cells[:, 1])
+        d[np.unique(hist)] = np.inf
+        if not np.isfinite(d).any():
+            raise RuntimeError("explore: every cell has been visited")
+        return int(np.argmin(d))
+
+    def _check_realised(self, hist, actions, realised) -> None:
+        cur, homes = hist[:, -1], self.homes
+        seen = (realised[:, None] == hist).any(axis=1)
+        bad = ((actions == STAY) & (realised != cur)) | ((actions == HOME) & (realised != homes)) \
+            | ((actions == RETURN) & (~seen | (realised == homes) | (realised == cur))) \
+            | ((actions == EXPLORE) & seen)
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise ValueError(f"agent {i}: cell {int(realised[i])} cannot follow action {int(actions[i])} "
+                             f"at slot {self.t}")
+
+
+def isin_rows(values: np.ndarray, sets: np.ndarray) -> np.ndarray:
+    """bool, shape of ``values`` (m, K): whether values[i, j] is among sets[i, :] (m, S); ids are >= 0 and
+    negative entries of ``sets`` are padding. One sort and one binary search instead of an (m, K, S) cube."""
+    if values.size == 0 or sets.size == 0:
+        return np.zeros(values.shape, dtype=bool)
+    base = int(max(values.max(), sets.max())) + 2
+    off = np.arange(len(values), dtype=np.int64)[:, None] * base
+    keys = np.sort((np.where(sets < 0, base - 1, sets) + off).ravel())
+    query = (values + off).ravel()
+    pos = np.minimum(np.searchsorted(keys, query), len(keys) - 1)
+    return (keys[pos] == query).reshape(values.shape)
+
+
+def _pick(values: np.ndarray, weights: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """One entry of each row of ``values``, drawn with probability proportional to ``weights``."""
+    if len(values) == 0:
+        return np.empty(0, dtype=np.int32)
+    cdf = np.cumsum(weights, axis=1)
+    u = rng.random(len(values)) * cdf[:, -1]
+    idx = (cdf <= u[:, None]).sum(axis=1)
+    return values[np.arange(len(values)), np.minimum(idx, values.shape[1] - 1)].astype(np.int32)
+
+
+def explore_ranks(neighbours_of, days: np.ndarray, homes: np.ndarray, chunk: int = 4096):
+    """For every explore move of labelled days: the destination's distance rank from the current cell
+    (1 = nearest other cell; 0 = beyond the K candidates) and which of the K nearest cells were not yet
+    visited that day (the cells explore could have chosen).
+
+    ``neighbours_of(cell_ids)`` returns their (m, K) nearest cells by rank (``CellGeometry.neighbours``
+    indexed, or :func:`nearest_cells` for a few cells). Returns (dest_rank int64 (m,), unvisited bool (m, K)).
+    """
+    days = np.asarray(days)
+    labels = label_actions(days, homes)
+    d_idx, t_idx = np.nonzero(labels == EXPLORE)
+    dest = days[d_idx, t_idx + 1]
+    dest_rank = np.zeros(len(d_idx), dtype=np.int64)
+    unvisited = []
+    future = np.arange(days.shape[1])[None, :] > t_idx[:, None]
+    for s in range(0, len(d_idx), chunk):                                  # bounded memory: chunk x K
+        sl = slice(s, s + chunk)
+        cand = neighbours_of(days[d_idx[sl], t_idx[sl]])                           # (m, K) by rank
+        hit = cand == dest[sl, None]
+        dest_rank[sl] = np.where(hit.any(1), hit.argmax(1) + 1, 0)
+        unvisited.append(~isin_rows(cand, np.where(future[sl], -1, days[d_idx[sl]])))
+    if not unvisited:
+        k = neighbours_of(np.zeros(1, dtype=np.int64)).shape[1]
+        return dest_rank, np.zeros((0, k), dtype=bool)
+    return dest_rank, np.concatenate(unvisited)
+
+
+def explore_law_contribution(days: np.ndarray, home: int, cells: np.ndarray, *, alpha: float = DEFAULT_ALPHA,
+                             candidates: int = DEFAULT_CANDIDATES, days_cap: int = DAYS_CAP) -> np.ndarray:
+    """float64 (2·B,), B = ``n_rank_bins(K)``: one device's contribution to the learned explore law.
+
+    For the device's explore moves whose destination is among the K candidates: ``[0, B)`` holds
+    w × the share of them that landed in each rank bin, ``[B, 2B)`` w × the mean probability the pure power
+    law (``alpha``, factors 1) gave each bin among the cells still unvisited at that move; w = min(1,
+    days / ``days_cap``) as in the initial-state contribution, zero without such moves. Every entry is in
+    [0, 1] and each half sums to w. Summed over devices (observed O, expected A), factor[b] = O[b] / A[b]
+    is one step of iterative scaling of the power law towards the maximum-likelihood binned law.
+    """
+    days = np.asarray(days)
+    cells = np.asarray(cells, dtype=np.float64)
+    k = candidate_count(len(cells), candidates)
+    bins = rank_bins(k)
+    n_bins = n_rank_bins(k)
+    out = np.zeros(2 * n_bins, dtype=np.float64)
+    if not len(days):
+        return out
+    homes = np.full(len(days), home, dtype=np.int64)
+    lookup: dict[int, np.ndarray] = {}
+
+    def neighbours_of(ids):
+        ids = np.asarray(ids, dtype=np.int64)
+        missing = np.setdiff1d(ids, np.fromiter(lookup, dtype=np.int64, count=len(lookup)))
+        if len(missing):
+            for c, row in zip(missing.tolist(), nearest_cells(cells, missing, k)):
+                lookup[c] = row
+        return np.stack([lookup[c] for c in ids.tolist()]) if len(ids) else np.empty((0, k), np.int32)
+
+    dest_rank, unvisited = explore_ranks(neighbours_of, days, homes)
+    keep = dest_rank > 0
+    if not keep.any():
+        return out
+    w = contribution_weight(len(days), days_cap)
+    observed = np.bincount(bins[dest_rank[keep] - 1], minlength=n_bins) / keep.sum()
+    weights = np.where(unvisited[keep], explore_rank_weights(k, alpha)[None, :], 0.0)
+    per_bin = weights @ np.eye(n_bins)[bins]                                    # (moves, B)
+    expected = (per_bin / per_bin.sum(1, keepdims=True)).mean(0)
+    out[:n_bins] = w * observed
+    out[n_bins:] = w * expected
+    return out
+
+
+def replay(geometry: CellGeometry, days: np.ndarray, homes: np.ndarray, actions: np.ndarray,
+           rng: np.random.Generator) -> np.ndarray:
+    """Re-run labelled days through the environment with their realised cells; returns the days produced."""
+    env = EPREnvironment(geometry, slots=days.shape[1], rng=rng)
+    env.reset(homes, days[:, 0])
+    for t in range(days.shape[1] - 1):
+        env.step(actions[:, t], realised=days[:, t + 1])
+    return env.days.copy()

@@ -1,0 +1,260 @@
+"""The device's side of one secure-aggregation round (Bonawitz et al. 2017; SecAgg+ graph optional).
+
+A device object owns one ``SecAggClient``. Each call takes the bytes the aggregator sent and returns the
+bytes to send back; a call that raises leaves the client's state unchanged:
+
+    start_round(signed_config, envelope) -> AdvertiseKeys      (verify config; open checksum key; new keys)
+    share_keys(key_broadcast)            -> ShareKeys          (t-of-k shares of b_u and s_u, encrypted)
+    masked_input(share_delivery, scores) -> MaskedInput        (clip, encode, add noise share, checksum, mask)
+    consistency_check(survivor_set)      -> SurvivorAck        (sign U3 once; abort below n_min)
+    unmask(ack_set)                      -> UnmaskShares       (b shares of survivors, s shares of dropouts)
+
+``scores`` are the device's D_u(s, a) for the round's M queries, shape (M,), float; the client clips them
+to [0, 1] itself and uploads both D and D² (computed from the clipped D): data slots 0..M-1 carry D,
+M..2M-1 carry D², slot 2M the checksum.
+
+Never both secrets: a device signs exactly one survivor set per round and derives what it reveals from it
+(b_v for v in U3, the mask key s_v for v not in U3), keeping a record that refuses any request for the
+other secret of a device it already revealed one of.
+"""
+from __future__ import annotations
+
+import enum
+import hashlib
+import os
+import struct
+from dataclasses import dataclass, field
+
+import numpy as np
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
+
+from . import crypto, shamir
+from .checksum import checksum, envelope_aad, envelope_key, weights
+from .config import KeyDirectory, RoundConfig
+from .errors import MessageRejected, ProtocolError, RefusedUnmask, SecAggAbort
+from .fixedpoint import SCALE, clip_unit, encode, to_ring
+from .graph import NeighbourGraph
+from .messages import (KIND_ACK_SET, KIND_KEY_BROADCAST, AdvertiseKeys, ChecksumEnvelope, MaskedInput, RelayedFrames,
+                       ShareDelivery, ShareKeys, SurvivorAck, SurvivorSet, UnmaskShares, from_bitmap)
+from .noise import discrete_laplace_share
+from .prg import add_mask, expand_mask
+
+_SHARE_HEAD = struct.Struct(">QII")
+
+
+class Phase(enum.Enum):
+    IDLE = 0
+    ADVERTISED = 1
+    SHARED = 2
+    MASKED = 3
+    ACKED = 4
+    DONE = 5
+
+
+@dataclass
+class _Round:
+    config: RoundConfig
+    neighbours: frozenset[int]
+    checksum_key: bytes
+    c_key: X25519PrivateKey
+    s_key: X25519PrivateKey
+    b_seed: bytes
+    peers: dict[int, AdvertiseKeys] = field(default_factory=dict)  # U1 ∩ N(u)
+    own_share: tuple[bytes, bytes] = (b"", b"")
+    c_secrets: dict[int, bytes] = field(default_factory=dict)  # X25519(c_u, c_v), for both directions
+    held: dict[int, tuple[bytes, bytes]] = field(default_factory=dict)  # U2 ∩ N(u): (b share, s share)
+    survivors: frozenset[int] = frozenset()
+    ack_bitmap: bytes = b""
+    ack: bytes = b""
+    response: bytes = b""
+    revealed: dict[int, str] = field(default_factory=dict)
+
+
+def survivor_digest(round_id: int, bitmap: bytes) -> bytes:
+    """What a device signs in the consistency check: SHA-256 over the round id and the U3 bitmap."""
+    return hashlib.sha256(b"pategail-secagg-v1/survivors" + struct.pack(">Q", round_id) + bitmap).digest()
+
+
+class SecAggClient:
+    """One device's protocol state machine. ``noise_sampler(scale_quanta, n_min, size) -> int64`` is the
+    source of its noise share (default: the CSPRNG discrete-Laplace share; tests wrap it to record shares)."""
+
+    def __init__(self, device_id: int, identity: crypto.DeviceIdentity, directory: KeyDirectory,
+                 noise_sampler=discrete_laplace_share):
+        self.device_id = device_id
+        self._identity = identity
+        self._directory = directory
+        self._noise = noise_sampler
+        self._last_round = -1
+        self._round: _Round | None = None
+        self.phase = Phase.IDLE
+
+    # -- helpers -------------------------------------------------------------------------------------------
+    def _expect(self, phase: Phase) -> _Round:
+        if self.phase is not phase or self._round is None:
+            raise ProtocolError(f"device {self.device_id}: expected phase {phase.name}, in {self.phase.name}")
+        return self._round
+
+    def _check_round(self, round_id: int) -> None:
+        if self._round is None or round_id != self._round.config.round_id:
+            raise MessageRejected(f"message for round {round_id}, not the current one")
+
+    def _sign(self, data: bytes) -> bytes:
+        return self._identity.sign(data)
+
+    def _x(self, device: int) -> int:
+        return self._round.config.participants.index(device) + 1
+
+    # -- protocol ------------------------------------------------------------------------------------------
+    def start_round(self, signed_config: bytes, envelope: bytes) -> bytes:
+        """Verify the coordinator-signed config, open the checksum envelope, advertise fresh keys."""
+        cfg = RoundConfig.from_signed_bytes(signed_config, self._directory.coordinator)
+        if cfg.round_id <= self._last_round:
+            raise MessageRejected(f"round {cfg.round_id} is not newer than {self._last_round} (replay)")
+        if self.device_id not in cfg.participants:
+            raise ProtocolError(f"device {self.device_id} is not a participant of round {cfg.round_id}")
+        env = ChecksumEnvelope.decode(envelope)
+        if (env.round_id, env.device) != (cfg.round_id, self.device_id):
+            raise MessageRejected("checksum envelope for another round or device")
+        shared = crypto.agree(self._identity.envelope_key, cfg.envelope_public)
+        key = crypto.open_sealed(envelope_key(shared, cfg.round_id, self.device_id), env.sealed,
+                                 envelope_aad(cfg.round_id, self.device_id))
+        graph = NeighbourGraph(cfg.participants, cfg.round_seed, cfg.degree)
+        self._round = _Round(cfg, graph.neighbours(self.device_id), key, X25519PrivateKey.generate(),
+                             X25519PrivateKey.generate(), os.urandom(32))
+        self._last_round, self.phase = cfg.round_id, Phase.ADVERTISED
+        r = self._round
+        return AdvertiseKeys(cfg.round_id, self.device_id, crypto.public_bytes(r.c_key),
+                             crypto.public_bytes(r.s_key)).encode(self._sign)
+
+    def share_keys(self, key_broadcast: bytes) -> bytes:
+        """Check the neighbours' signed keys; send each an encrypted share of b_u and of s_u's secret key."""
+        r = self._expect(Phase.ADVERTISED)
+        kb = RelayedFrames.decode(key_broadcast, KIND_KEY_BROADCAST)
+        self._check_round(kb.round_id)
+        peers: dict[int, AdvertiseKeys] = {}
+        for raw in kb.frames:
+            adv = AdvertiseKeys.decode(raw, self._directory)
+            self._check_round(adv.round_id)
+            if adv.sender not in r.neighbours or adv.sender in peers:
+                raise ProtocolError(f"unexpected or repeated keys of device {adv.sender}")
+            peers[adv.sender] = adv
+        cfg = r.config
+        if len(peers) + 1 < cfg.threshold:
+            raise SecAggAbort(f"only {len(peers)} neighbours advertised keys; the threshold is {cfg.threshold}")
+        holders = sorted([*peers, self.device_id])
+        xs = [self._x(v) for v in holders]
+        b_ys = shamir.split(r.b_seed, xs, cfg.threshold)
+        s_ys = shamir.split(crypto.private_bytes(r.s_key), xs, cfg.threshold)
+        shares = []
+        for v, by, sy in zip(holders, b_ys, s_ys):
+            if v == self.device_id:  # a device holds a share of its own secrets too (Bonawitz et al.)
+                r.own_share = (shamir.y_to_bytes(by), shamir.y_to_bytes(sy))
+                continue
+            head = _SHARE_HEAD.pack(cfg.round_id, self.device_id, v)
+            r.c_secrets[v] = crypto.agree(r.c_key, peers[v].c_public)
+            key = crypto.share_key(r.c_secrets[v], cfg.round_id, self.device_id, v)
+            shares.append((v, crypto.seal(key, head + shamir.y_to_bytes(by) + shamir.y_to_bytes(sy), head)))
+        r.peers, self.phase = peers, Phase.SHARED
+        return ShareKeys(cfg.round_id, self.device_id, tuple(shares)).encode(self._sign)
+
+    def masked_input(self, share_delivery: bytes, scores: np.ndarray) -> bytes:
+        """Decrypt the shares held for neighbours; upload y = x + noise + PRG(b_u) ± Σ PRG(s_uv)."""
+        r = self._expect(Phase.SHARED)
+        cfg = r.config
+        sd = ShareDelivery.decode(share_delivery)
+        self._check_round(sd.round_id)
+        if sd.recipient != self.device_id:
+            raise MessageRejected("share delivery addressed to another device")
+        held = {}
+        for v, blob in sd.shares:
+            if v not in r.peers:
+                raise ProtocolError(f"shares from device {v}, which is not a neighbour that advertised keys")
+            head = _SHARE_HEAD.pack(cfg.round_id, v, self.device_id)
+            key = crypto.share_key(r.c_secrets[v], cfg.round_id, v, self.device_id)
+            plain = crypto.open_sealed(key, blob, head)
+            if len(plain) != len(head) + 2 * shamir.SHARE_BYTES or plain[:len(head)] != head:
+                raise MessageRejected(f"malformed share from device {v}")
+            held[v] = (plain[len(head):len(head) + shamir.SHARE_BYTES], plain[len(head) + shamir.SHARE_BYTES:])
+        held[self.device_id] = r.own_share
+        scores = clip_unit(scores)
+        m = cfg.num_queries
+        if scores.shape != (m,):
+            raise ValueError(f"scores must have shape ({m},), got {scores.shape}")
+        x = np.concatenate([encode(scores), encode(scores * scores)])
+        x[:m] += self._noise(cfg.sum_noise_scale * SCALE, cfg.n_min, m)
+        x[m:] += self._noise(cfg.sq_sum_noise_scale * SCALE, cfg.n_min, m)
+        y = np.empty(2 * m + 1, dtype=np.uint64)
+        y[:-1] = to_ring(x)
+        y[-1] = checksum(x, weights(r.checksum_key, 2 * m))
+        add_mask(y, expand_mask(r.b_seed, 2 * m), +1)
+        for v in r.peers.keys() & held.keys():
+            seed = crypto.mask_seed(r.s_key, r.peers[v].s_public, cfg.round_id, self.device_id, v)
+            add_mask(y, expand_mask(seed, 2 * m), +1 if self.device_id < v else -1)
+        r.held, self.phase = held, Phase.MASKED
+        return MaskedInput(cfg.round_id, self.device_id, y).encode(self._sign)
+
+    def consistency_check(self, survivor_set: bytes) -> bytes:
+        """Sign the survivor set U3 — once per round; refuse below n_min or if U3 is inconsistent."""
+        if self.phase in (Phase.ACKED, Phase.DONE):
+            ss = SurvivorSet.decode(survivor_set)
+            self._check_round(ss.round_id)
+            if ss.bitmap != self._round.ack_bitmap:
+                raise RefusedUnmask("already acknowledged a different survivor set in this round")
+            return self._round.ack
+        r = self._expect(Phase.MASKED)
+        cfg = r.config
+        ss = SurvivorSet.decode(survivor_set)
+        self._check_round(ss.round_id)
+        survivors = frozenset(from_bitmap(ss.bitmap, cfg.participants))
+        if self.device_id not in survivors:
+            raise ProtocolError("the survivor set omits this device, which sent its masked input")
+        if (survivors & r.neighbours) - set(r.held):
+            raise ProtocolError("the survivor set contains neighbours that never shared keys with this device")
+        if len(survivors) < cfg.n_min:
+            raise SecAggAbort(f"only {len(survivors)} devices survived, below n_min={cfg.n_min}: "
+                              "refusing to help unmask")
+        r.survivors, r.ack_bitmap = survivors, ss.bitmap
+        r.ack = SurvivorAck(cfg.round_id, self.device_id, survivor_digest(cfg.round_id, ss.bitmap)).encode(
+            self._sign)
+        self.phase = Phase.ACKED
+        return r.ack
+
+    def unmask(self, ack_set: bytes) -> bytes:
+        """Check that at least t devices (self included) signed the same U3; reveal one secret per device."""
+        if self.phase is Phase.DONE:
+            return self._round.response
+        r = self._expect(Phase.ACKED)
+        cfg = r.config
+        acks = RelayedFrames.decode(ack_set, KIND_ACK_SET)
+        self._check_round(acks.round_id)
+        digest = survivor_digest(cfg.round_id, r.ack_bitmap)
+        confirmed = {self.device_id}
+        for raw in acks.frames:
+            if len(confirmed) >= cfg.threshold:
+                break  # t valid signatures on our U3 is the condition; checking more only costs time
+            ack = SurvivorAck.decode(raw, self._directory)
+            self._check_round(ack.round_id)
+            if ack.sender not in r.neighbours or ack.sender not in r.survivors:
+                raise ProtocolError(f"acknowledgement from device {ack.sender}, not a surviving neighbour")
+            if ack.digest != digest:
+                raise ProtocolError(f"device {ack.sender} saw a different survivor set")
+            confirmed.add(ack.sender)
+        if len(confirmed) < cfg.threshold:
+            raise SecAggAbort(f"only {len(confirmed)} neighbours confirmed the survivor set; "
+                              f"{cfg.threshold} needed")
+        b_shares, s_shares = [], []
+        for v, (b_y, s_y) in sorted(r.held.items()):
+            alive = v in r.survivors
+            self._reveal(v, "b" if alive else "s")
+            (b_shares if alive else s_shares).append((v, b_y if alive else s_y))
+        r.response = UnmaskShares(cfg.round_id, self.device_id, tuple(b_shares), tuple(s_shares)).encode(
+            self._sign)
+        r.held, self.phase = {}, Phase.DONE  # the shares are no longer needed
+        return r.response
+
+    def _reveal(self, device: int, secret: str) -> None:
+        """Record that a share of ``secret`` ('b' or 's') of ``device`` goes out; refuse the other one."""
+        previous = self._round.revealed.setdefault(device, secret)
+        if previous != secret:
+            raise RefusedUnmask(f"refusing to reveal both secrets of device {device}")

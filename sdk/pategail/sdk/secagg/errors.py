@@ -1,0 +1,32 @@
+"""What can go wrong in a secure-aggregation round, as exception types both sides share.
+
+The server re-exports these (``pategail.server.secagg``); the SDK never imports the server.
+"""
+from pategail.sdk.errors import SdkError
+
+
+class SecAggError(SdkError):
+    """Base class of every secure-aggregation error."""
+
+
+class SecAggAbort(SecAggError):
+    """The round stops and releases nothing: too few survivors (below ``n_min``) or too few shares to unmask."""
+
+
+class MessageRejected(SecAggError):
+    """One message was refused (malformed, wrong round, replayed, unsigned, wrongly signed, wrong length).
+
+    The receiver's state is left exactly as it was, so the round goes on without that message.
+    """
+
+
+class ProtocolError(SecAggError):
+    """A peer (usually the aggregator) asked for something the protocol forbids, or in the wrong phase."""
+
+
+class RefusedUnmask(ProtocolError):
+    """A device refused to reveal a secret: the request would expose both secrets of one device."""
+
+
+class TamperDetected(SecAggError):
+    """The coordinator's keyed checksum (or range check) does not match the aggregate it received."""
