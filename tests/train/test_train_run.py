@@ -129,9 +129,9 @@ def test_privacy_spending_survives_a_crash_exactly_once(dataset, tmp_path, monke
 
 
 def test_coordinator_code_cannot_read_a_data_set():
-    """server/ never imports the data set reader, the emulator or anything that opens the data set."""
+    """pategail/server/ never imports the data set reader, the emulator or anything that opens the data set."""
     forbidden = ("pategail.data", "pategail.emulator", "pategail.sdk.store")
-    for path in (ROOT / "server").rglob("*.py"):
+    for path in (ROOT / "pategail" / "server").rglob("*.py"):
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
