@@ -8,9 +8,16 @@ STAMP := $(VENV)/.installed
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml setup.py
+# Two distributions: the torch-free device SDK (sdk/, pategail-sdk) and everything else (., pategail), which
+# depends on it; both editable, path-based (compat) so that the namespace package pategail spans both folders.
+# The SDK's own dependencies are also kept as wheels in $(WHEELS): a test installs the SDK alone from them,
+# offline, into a fresh virtual environment.
+WHEELS := $(VENV)/sdk-wheels
+$(STAMP): pyproject.toml sdk/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	$(PY) -m pip install --quiet --disable-pip-version-check --config-settings editable_mode=compat \
+		-e ./sdk -e '.[test]'
+	$(PY) -m pip download --quiet --disable-pip-version-check -d $(WHEELS) ./sdk setuptools wheel
 	touch $(STAMP)
 
 # The main job on the embedded default data (data/default): prepare it, then federated PateGail over its
@@ -33,4 +40,4 @@ mutation: setup
 	$(PY) benchmarks/mutation.py $(MUTATION_ARGS)
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) build *.egg-info sdk/build sdk/*.egg-info .pytest_cache

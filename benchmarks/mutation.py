@@ -1,7 +1,8 @@
 """Mutation testing of the privacy-, security- and learning-critical modules with mutmut (a benchmark).
 
-mutmut derives a module's import name from its file path, while this repository maps sdk/, server/ and
-export/ onto pategail.sdk, pategail.server and pategail.export (setup.py's package_dir). So the run happens
+mutmut derives a module's import name from its file path, while the SDK's code lives in its own
+distribution's folder (sdk/pategail/sdk/ is pategail.sdk; pategail.server and pategail.export are under
+pategail/). So the run happens
 in a staged copy laid out the way Python imports it (build/mutation/pategail/{sdk,server,export}, tests/,
 data/ and a link to ../shared), where mutmut's own machinery works unchanged: it mutates the listed
 modules, records which tests reach each function (its test selection) and runs only those per mutant.
@@ -41,7 +42,7 @@ MODULES = {
     "secagg.checksum": "pategail/sdk/secagg/checksum.py",
     "secagg.checksum_server": "pategail/server/secagg/checksum.py",
     "privacy.calibration": "pategail/server/privacy/calibration.py",
-    "privacy.planning": "pategail/server/privacy/planning.py",
+    "privacy.plan": "pategail/server/privacy/plan.py",
     "privacy.accountant": "pategail/server/privacy/accountant.py",
     "ppo": "pategail/server/ppo.py",
     "features": "pategail/sdk/features.py",
@@ -64,8 +65,7 @@ def _stage_tree(tests_ref: str | None) -> None:
     STAGE.mkdir(parents=True)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     shutil.copytree(ROOT / "pategail", STAGE / "pategail", ignore=ignore)
-    for folder in ("sdk", "server", "export"):
-        shutil.copytree(ROOT / folder, STAGE / "pategail" / folder, ignore=ignore)
+    shutil.copytree(ROOT / "sdk" / "pategail" / "sdk", STAGE / "pategail" / "sdk", ignore=ignore)
     shutil.copytree(ROOT / "data", STAGE / "data", ignore=ignore)
     if tests_ref is None:
         shutil.copytree(ROOT / "tests", STAGE / "tests", ignore=ignore)

@@ -7,12 +7,11 @@ else is a bug and keeps its traceback.
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from pategail import __version__
+    from importlib.metadata import version
     from pategail.baselines import cli as baselines_cli
     from pategail.data import cli as data_cli
     from pategail.export import cli as export_cli
@@ -24,7 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="pategail", description="Privacy-preserving mobility generation (PateGail): prepare data sets, fit "
         "baselines, train a generator with federated PateGail over emulated devices, export model bundles, "
         "generate and evaluate synthetic days. `pategail COMMAND --help` for each command.")
-    parser.add_argument("--version", action="version", version=f"pategail {__version__}")
+    parser.add_argument("--version", action="version", version=f"pategail {version('pategail')}")
     parser.add_argument("-q", "--quiet", action="store_true", help="log warnings and errors only")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in (data_cli, metrics_cli, baselines_cli, export_cli, train_cli, sdk_cli):
@@ -34,19 +33,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     from pategail.errors import USER_ERRORS
+    from pategail.sdk.cli import run
 
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
-    try:
-        return int(args.func(args) or 0)
-    except USER_ERRORS as e:
-        print(f"pategail: error: {e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("pategail: interrupted", file=sys.stderr)
-        return 130
+    return run(build_parser(), argv, USER_ERRORS)
 
 
 if __name__ == "__main__":

@@ -88,8 +88,8 @@ def _versions() -> dict:
     import onnxruntime
     import torch
 
-    from pategail import __version__
-    return {"pategail": __version__, "python": platform.python_version(), "torch": torch.__version__,
+    from importlib.metadata import version
+    return {"pategail": version("pategail"), "python": platform.python_version(), "torch": torch.__version__,
             "onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__}
 
 

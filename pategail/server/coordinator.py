@@ -107,8 +107,11 @@ class Coordinator:
         state = load_checkpoint(self.ckpt_dir)
         if state is None:
             return False
+        from pategail.errors import PategailError
+        if "privacy_plan" not in state:
+            raise PategailError(f"{self.ckpt_dir}: the checkpoint was made by an older version of pategail (it "
+                                "has no privacy plan) and cannot be resumed; start the run again in another --out")
         if state["config"] != self.config.to_dict() or state["seed"] != self.seed:
-            from pategail.errors import PategailError
             raise PategailError(f"{self.ckpt_dir}: the checkpoint was made with another configuration or seed; "
                                 "use the same settings to resume, or another --out")
         self.state = RunState.from_dict(state)

@@ -5,8 +5,8 @@ The original code started generated days from test-set days. Here each device co
 that grows with its number of days (capped at 1), the vector ``[w·home one-hot (n_cells) | w·share of its
 days whose first cell is not home, by first cell (n_cells) | w·share of its days that start at home | w]``
 (every entry in [0, 1]; the layout is the SDK's :mod:`pategail.sdk.contribution`, imported by both sides);
-the coordinator receives only the noisy sums and turns them into a distribution — clipping negative noisy counts to 0 is post-processing, so
-it costs no privacy. After those 2·n_cells + 2 entries come the device's explore-law contribution (2·B
+the coordinator receives only the noisy sums and turns them into a distribution — clipping negative noisy
+counts to 0 is post-processing, so it costs no privacy. After those 2·n_cells + 2 entries come the device's explore-law contribution (2·B
 entries, see the SDK's ``explore_law_contribution``): observed and power-law-expected shares of its explore
 moves by rank bin, whose noisy sums O and A give the explore factors (O + s) / (A + s), s = √2·b for the
 release's Laplace scale b (0 without noise; a lower bound of the noise's standard deviation, which is larger

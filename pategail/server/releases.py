@@ -45,7 +45,7 @@ class SecureReleases:
 
     def rebuild_accountant(self) -> None:
         """Every secure aggregation that may have released counts, including one made after the last
-        checkpoint and one whose result never reached the coordinator (see server/checkpoint.py)."""
+        checkpoint and one whose result never reached the coordinator (see pategail/server/checkpoint.py)."""
         self.accountant = PrivacyAccountant(target_delta=self.config.target_delta)
         for intent in read_intents(self.ckpt_dir):
             if intent["sum_scale"] > 0:

@@ -142,7 +142,7 @@ def test_privacy_spending_survives_a_crash_exactly_once(dataset, tmp_path, monke
 
 
 def test_coordinator_code_cannot_read_a_data_set():
-    """server/ never imports the data set reader, the emulator or anything that opens the data set."""
+    """pategail/server/ never imports the data set reader, the emulator or anything that opens the data set."""
     forbidden = ("pategail.data", "pategail.emulator", "pategail.sdk.store")
     for path in (ROOT / "pategail" / "server").rglob("*.py"):
         tree = ast.parse(path.read_text())
@@ -276,3 +276,27 @@ def test_a_release_whose_result_never_arrived_is_still_counted(dataset, tmp_path
     again.train()
     # round 1 ran twice (two attempts, two round ids): both are spent
     assert again.accountant.num_queries == again.planned_queries() + 6 * 47
+
+
+def test_the_privacy_plan_is_made_once_and_kept_with_the_run(dataset, tmp_path, monkeypatch):
+    from pategail.server.checkpoint import load_checkpoint, save_checkpoint
+    from pategail.server.privacy.plan import PLAN_FILE, PrivacyPlan
+
+    run = tmp_path / "planned"
+    first = _coordinator(dataset, run, target_epsilon=50.0, rounds=1)
+    plan = first.plan
+    assert plan.planned_queries == first.planned_queries() and 49.0 < plan.expected_epsilon <= 50.0
+    assert PrivacyPlan.from_dict(json.loads((run / "checkpoint" / PLAN_FILE).read_text())) == plan
+    first.learn_initial_states()
+    assert load_checkpoint(run / "checkpoint")["privacy_plan"] == plan.to_dict()
+
+    def no_second_plan(*args, **kwargs):
+        raise AssertionError("the plan was made again")
+    monkeypatch.setattr("pategail.server.privacy.plan.plan_privacy", no_second_plan)
+    again = _coordinator(dataset, run, target_epsilon=50.0, rounds=1)
+    assert again.plan == plan and again.resume()
+    state = load_checkpoint(run / "checkpoint")           # a checkpoint of the version before the plan
+    del state["privacy_plan"]
+    save_checkpoint(run / "checkpoint", state)
+    with pytest.raises(PategailError, match="older version"):
+        again.resume()

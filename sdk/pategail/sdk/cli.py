@@ -4,10 +4,15 @@ The initial states (home, first cell) are drawn from the distribution the coordi
 bundle (``initial_states.csv``: the noisy aggregate of the devices' contributions); a bundle without one is
 refused with a one-line error. Days are made ``--batch`` at a time with the bundle's incremental policy
 model (key/value cache) and streamed to the file, so memory does not grow with ``--days``.
+
+:func:`main` is the ``pategail`` command of the SDK distribution alone (``pip install ./sdk``: only
+``generate``); :func:`run` is how every ``pategail`` command line runs a command.
 """
 from __future__ import annotations
 
+import argparse
 import logging
+import sys
 from pathlib import Path
 
 from pategail.sdk.errors import BundleError, SdkError
@@ -70,3 +75,32 @@ def run_generate(args) -> int:
     seconds = time.perf_counter() - t0
     print(f"{args.days} days written to {args.out} in {seconds:.1f} s ({args.days / seconds:,.0f} days/s)")
     return 0
+
+
+def run(parser: argparse.ArgumentParser, argv: list[str] | None, user_errors: tuple = (SdkError,)) -> int:
+    """Parse ``argv``, set up logging (``-q``: warnings only) and run the chosen command. ``user_errors`` are
+    printed as one line with exit status 2; anything else is a bug and keeps its traceback."""
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    try:
+        return int(args.func(args) or 0)
+    except user_errors as e:
+        print(f"pategail: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("pategail: interrupted", file=sys.stderr)
+        return 130
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``pategail generate`` with the SDK alone (the full command line is ``pategail.cli``)."""
+    parser = argparse.ArgumentParser(prog="pategail", description="PateGail device SDK: generate synthetic days "
+                                     "with a model bundle, exactly as a device does (no torch).")
+    parser.add_argument("-q", "--quiet", action="store_true", help="log warnings and errors only")
+    register(parser.add_subparsers(dest="command", required=True, metavar="COMMAND"))
+    return run(parser, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
