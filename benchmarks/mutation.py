@@ -137,7 +137,8 @@ def mutant_names(name: str) -> list[str]:
     return sorted(json.loads(meta.read_text())["exit_code_by_key"]) if meta.exists() else []
 
 
-def sample(names: list[str], per_module: int | None, seed: int, limit: int | None = None) -> list[str]:
+def sample(names: list[str], per_module: int | None, seed: int, limit: int | None = None,
+           limit_prefix: str = "") -> list[str]:
     """Up to ``per_module`` mutants of each module in ``names``, drawn with a fixed seed — always over all
     MODULES in order, so a module's draw is the same whichever modules a run selects; ``limit`` keeps the
     first ``limit`` of each module's draw (a smaller random sample nested in the larger one)."""
@@ -147,7 +148,7 @@ def sample(names: list[str], per_module: int | None, seed: int, limit: int | Non
         every = mutant_names(name)
         drawn = every if per_module is None or len(every) <= per_module else rng.sample(every, per_module)
         if name in names:
-            chosen += drawn[:limit]
+            chosen += drawn[:limit] if name.startswith(limit_prefix) else drawn
     return chosen
 
 
@@ -255,6 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stage", type=Path, default=STAGE, help=f"work folder (default {STAGE.relative_to(ROOT)})")
     ap.add_argument("--sample", type=int, help="at most this many mutants per module (seeded draw)")
     ap.add_argument("--limit", type=int, help="keep the first LIMIT of each module's draw (nested sub-sample)")
+    ap.add_argument("--limit-prefix", default="", help="apply --limit only to modules whose name starts so")
     ap.add_argument("--seed", type=int, default=2026, help="seed of the sample (default 2026)")
     ap.add_argument("--resume", action="store_true", help="go on with the mutants of the last run left unchecked")
     ap.add_argument("--same-as", type=Path, help="with --report/--survivors: count only the mutants checked in "
@@ -278,11 +280,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not args.report:
         if args.resume:
-            chosen = unchecked(sample(names, args.sample, args.seed, args.limit), names)
+            chosen = unchecked(sample(names, args.sample, args.seed, args.limit, args.limit_prefix), names)
         else:
             stage(args.tests_ref)
             generate()
-            chosen = sample(names, args.sample, args.seed, args.limit)
+            chosen = sample(names, args.sample, args.seed, args.limit, args.limit_prefix)
         rc = run(chosen, args.max_children) if chosen else 0
         if rc != 0:
             print(f"mutmut exited with {rc}", file=sys.stderr)

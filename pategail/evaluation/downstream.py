@@ -5,7 +5,12 @@ synthetic days, on real days the generator never trained on.
 ``report.json``::
 
     {"utility": {"prediction": ..., "recommendation": ...},
-     "attacks": {"membership_whitebox": ..., "membership_blackbox": ..., "uniqueness": ...}}
+     "attacks": {"membership_whitebox": ..., "membership_whitebox_reference": ..., "membership_blackbox": ...,
+                 "uniqueness": ...}}
+
+The white-box reference is the same attack on a policy that never saw a day (a run's initial bundle): with
+a few dozen users a side, members and non-members differ as groups, and a forest finds that through any
+policy's log-probabilities, so the trained policy's AUC is to be read against this one, not against ½.
 
 A part that cannot run on this data set or this generator says so: ``{"available": False, "reason": ...}``
 (the white-box attack needs the published policy, both membership attacks need held-out users).
@@ -48,12 +53,13 @@ def _unavailable(reason: str) -> dict:
     return {"available": False, "reason": reason}
 
 
-def downstream(dataset, synthetic_days: np.ndarray, *, policy_session=None,
+def downstream(dataset, synthetic_days: np.ndarray, *, policy_session=None, reference_session=None,
                config: DownstreamConfig = DownstreamConfig()) -> dict:
     """The ``utility`` and ``attacks`` sections for ``synthetic_days`` (int (n, T) cell ids).
 
     policy_session: an ONNX Runtime session on the published policy (a bundle's ``policy.onnx``) for the
-    white-box attack; None for generators without one (baselines, a bare synthetic file)."""
+    white-box attack; None for generators without one (baselines, a bare synthetic file).
+    reference_session: the same for a never-trained policy (the run's initial bundle), for the reference."""
     synthetic = np.asarray(synthetic_days)
     start = time.perf_counter()
     log.info("downstream: next-location prediction (3 arms x %d steps)", config.prediction.steps)
@@ -69,7 +75,8 @@ def downstream(dataset, synthetic_days: np.ndarray, *, policy_session=None,
     attacks = {"uniqueness": uniqueness(groups, synthetic, dataset.n_cells, REPRODUCED)}
     if not has_holdout:
         reason = "the data set holds no users kept out of training (prepare it with --holdout-users)"
-        attacks["membership_whitebox"] = attacks["membership_blackbox"] = _unavailable(reason)
+        for key in ("membership_whitebox", "membership_whitebox_reference", "membership_blackbox"):
+            attacks[key] = _unavailable(reason)
     else:
         rng = np.random.default_rng([config.seed, 0x31A])
         days, users, labels = attack_sample(dataset.train_days, dataset.train_users, holdout, dataset.holdout_users,
@@ -80,13 +87,18 @@ def downstream(dataset, synthetic_days: np.ndarray, *, policy_session=None,
             "available": True, "features": "km to the closest synthetic day, mean km to the 5 closest, highest "
             "overlap rate", **membership_attack(blackbox_features(days, synthetic, dataset.cells), users, labels,
                                                 config.attack, np.random.default_rng([config.seed, 0xB1]))}
-        if policy_session is None:
-            attacks["membership_whitebox"] = _unavailable("no published policy (white-box needs a bundle)")
-        else:
-            log.info("downstream: white-box membership inference")
-            attacks["membership_whitebox"] = {
-                "available": True, "features": "log pi(a_t | s_t) of the day's 47 actions under the published policy",
-                **membership_attack(whitebox_features(policy_session, days, users, dataset.cells), users, labels,
+        for key, session, what, missing in (
+                ("membership_whitebox", policy_session, "the published policy",
+                 "no published policy (white-box needs a bundle)"),
+                ("membership_whitebox_reference", reference_session, "a never-trained policy",
+                 "no never-trained policy (a run's bundle-initial, --reference-bundle)")):
+            if session is None:
+                attacks[key] = _unavailable(missing)
+                continue
+            log.info("downstream: white-box membership inference on %s", what)
+            attacks[key] = {
+                "available": True, "features": f"log pi(a_t | s_t) of the day's 47 actions under {what}",
+                **membership_attack(whitebox_features(session, days, users, dataset.cells), users, labels,
                                     config.attack, np.random.default_rng([config.seed, 0xB2]))}
     log.info("downstream: done in %.0f s", time.perf_counter() - start)
     return {"utility": {"prediction": prediction, "recommendation": recommendation}, "attacks": attacks}

@@ -54,7 +54,7 @@ def policy_session_from_bundle(bundle_dir: Path):
 
 def extend_run_report(run: Path, dataset, config) -> dict:
     """Add ``utility`` and ``attacks`` to RUN/report.json (the run's synthetic.csv; white-box on
-    RUN/bundle's policy), their tables to RUN/report.md and the four figures to RUN/."""
+    RUN/bundle's policy, its reference on RUN/bundle-initial's), their tables to RUN/report.md and the four figures to RUN/."""
     import numpy as np
 
     from pategail.evaluation.downstream import downstream
@@ -62,7 +62,10 @@ def extend_run_report(run: Path, dataset, config) -> dict:
     from pategail.sdk.synthetic import read_synthetic_csv
 
     days = read_synthetic_csv(run / "synthetic.csv", n_cells=dataset.n_cells, slots=dataset.train_days.shape[1])
-    result = downstream(dataset, days, policy_session=policy_session_from_bundle(run / "bundle"), config=config)
+    reference = run / "bundle-initial"
+    result = downstream(dataset, days, policy_session=policy_session_from_bundle(run / "bundle"),
+                        reference_session=policy_session_from_bundle(reference) if reference.is_dir() else None,
+                        config=config)
     report = json.loads((run / "report.json").read_text())
     report.update(result)
     (run / "report.json").write_text(json.dumps(report, indent=2, default=_json_default) + "\n")

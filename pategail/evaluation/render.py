@@ -9,6 +9,7 @@ ARM_LABELS = {"real": "(a) real", "synthetic": "(b) synthetic", "real+synthetic"
 GROUP_LABELS = {"members": "members (training days)", "nonmembers": "non-members (held-out users)",
                 "test": "test days"}
 ATTACK_LABELS = {"membership_whitebox": "white-box (policy log-probs)",
+                 "membership_whitebox_reference": "white-box on a never-trained policy (reference)",
                  "membership_blackbox": "black-box (closest synthetic days)"}
 
 
@@ -47,7 +48,7 @@ def markdown(result: dict) -> str:
     attacks = result["attacks"]
     rows = []
     for key, label in ATTACK_LABELS.items():
-        a = attacks[key]
+        a = attacks.get(key, {"available": False, "reason": "not computed"})
         if not a.get("available"):
             rows.append([label, f"not available: {a['reason']}", "", "", ""])
             continue
@@ -117,7 +118,7 @@ def write_figures(result: dict, out_dir: Path, prefix: str = "") -> list[Path]:
     fig, ax = plt.subplots(figsize=(4.5, 4.5))
     ax.plot([0, 1], [0, 1], color="grey", lw=0.8, ls="--", label="chance")
     for key, label in ATTACK_LABELS.items():
-        a = result["attacks"][key]
+        a = result["attacks"].get(key, {})
         if a.get("available"):
             ax.step(a["roc"]["fpr"], a["roc"]["tpr"], where="post", label=f"{label}: AUC {a['auc']:.2f}")
     ax.set_xlabel("false-positive rate (non-member users)")

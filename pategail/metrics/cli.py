@@ -18,6 +18,9 @@ def register(sub) -> None:
                    help="the generator's published model bundle: enables the white-box membership attack")
     p.add_argument("--figures", type=Path, default=None, metavar="DIR",
                    help="write the downstream figures (prediction, recommendation, membership, uniqueness) here")
+    p.add_argument("--reference-bundle", type=Path, default=None, metavar="DIR",
+                   help="a bundle whose policy never trained (a run's bundle-initial): the white-box attack on it "
+                        "is the level to read the trained policy's against")
     add_downstream_arguments(p)
     p.set_defaults(func=run_evaluate)
 
@@ -57,7 +60,8 @@ def _downstream(args, dataset, days, config) -> dict:
     from pategail.evaluation.render import markdown, write_figures
 
     session = policy_session_from_bundle(args.bundle) if args.bundle is not None else None
-    result = downstream(dataset, days, policy_session=session, config=config)
+    reference = policy_session_from_bundle(args.reference_bundle) if args.reference_bundle is not None else None
+    result = downstream(dataset, days, policy_session=session, reference_session=reference, config=config)
     print("\n" + markdown(result))
     if args.figures is not None:
         write_figures(result, args.figures)

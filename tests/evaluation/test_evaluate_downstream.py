@@ -5,8 +5,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from pategail.cli import main
+from pategail.export.bundle import export_bundle
+from pategail.export.discriminator import Discriminator
+from pategail.sdk.bundle import Environment
+from pategail.server.policy import Policy, PolicyConfig
 from pategail.data.dataset import load_dataset
 from pategail.sdk.synthetic import write_synthetic_csv
 
@@ -55,3 +60,22 @@ def test_bad_budget_is_one_line_error(data, tmp_path, capsys):
     write_synthetic_csv(syn, ds.test_days[:5], ds.cells)
     assert main(["-q", "evaluate", "--data", str(data), "--synthetic", str(syn), "--prediction-steps", "0"]) == 2
     assert "--prediction-steps must be at least 1" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_white_box_and_its_reference_on_the_same_policy_agree(data, tmp_path):
+    ds = load_dataset(data)
+    torch.manual_seed(0)
+    bundle = tmp_path / "bundle"
+    export_bundle(Policy(PolicyConfig(n_cells=ds.n_cells, d_model=16, n_layers=1)), Discriminator(), bundle,
+                  environment=Environment(ds.cells, 0.96, 50))
+    syn = tmp_path / "s.csv"
+    write_synthetic_csv(syn, ds.test_days[:50], ds.cells)
+    out = tmp_path / "eval.json"
+    assert main(["-q", "evaluate", "--data", str(data), "--synthetic", str(syn), "--json", str(out),
+                 "--bundle", str(bundle), "--reference-bundle", str(bundle)] + TINY) == 0
+    attacks = json.loads(out.read_text())["attacks"]
+    white, reference = attacks["membership_whitebox"], attacks["membership_whitebox_reference"]
+    assert white["available"] and white["users"] == {"members": 4, "nonmembers": 4}
+    assert {k: white[k] for k in ("auc", "accuracy", "auc_days")} == \
+        {k: reference[k] for k in ("auc", "accuracy", "auc_days")}
