@@ -21,8 +21,8 @@ clipping and the noise calibration assume):
                       return law's three entries)
 
   with n = n_cells, B = the EPR environment's rank bins and w = :func:`contribution_weight` (days / 100,
-  capped at 1). Without ``place_law`` the layout stops after the explore law (the vector of a device that
-  does not contribute to the place law, such as the Android demo's Java core).
+  capped at 1). Without ``place_law`` the layout stops after the explore law (the vector as it was before
+  the learned place law; every device of this SDK and the Android demo's Java core send the place part).
 """
 from __future__ import annotations
 
