@@ -161,7 +161,7 @@ def test_train_cli_two_rounds(dataset, tmp_path, capsys):
     prepare_dataset("pategail", ROOT / "data" / "default", data, allow_pickle=True)
     run = tmp_path / "run"
     argv = ["-q", "train", "--data", str(data), "--out", str(run), "--devices", "3", "--no-privacy",
-            "--config", str(config), "--no-progress", "--prediction-steps", "2"]
+            "--config", str(config), "--prediction-steps", "2", "--no-progress"]   # --no-progress last: see below
     assert main(argv) == 0
     report = json.loads((run / "report.json").read_text())
     assert set(report) >= {"metrics", "metrics_paper", "floor", "floor_paper", "baselines", "privacy",
@@ -189,13 +189,13 @@ def test_train_cli_two_rounds(dataset, tmp_path, capsys):
     # a second start without --resume refuses to clobber the run; a resume with other settings is refused
     assert main(argv) == 2
     assert "--resume" in capsys.readouterr().err
-    assert main(argv[:-3] + ["--resume", "--seed", "1", "--no-progress"]) == 2
+    assert main(argv[:-1] + ["--resume", "--seed", "1", "--no-progress"]) == 2
     assert "other settings" in capsys.readouterr().err
     # a run made by a version whose settings had other names cannot be resumed, and says why
     marker = json.loads((run / "run.json").read_text())
     del marker["config"]["average_rounds"]
     (run / "run.json").write_text(json.dumps(marker))
-    assert main(argv[:-3] + ["--resume", "--no-progress"]) == 2
+    assert main(argv[:-1] + ["--resume", "--no-progress"]) == 2
     assert "another version of pategail" in capsys.readouterr().err
     # more devices than users: a clear message
     assert main(["-q", "train", "--data", str(data), "--out", str(tmp_path / "x"), "--devices", "11",
