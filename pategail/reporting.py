@@ -20,6 +20,7 @@ def write_outputs(coordinator, dataset, run: Path, users, seed: int = 0) -> dict
     from pategail.export.bundle import export_bundle
     from pategail.export.discriminator import Discriminator
     from pategail.metrics.evaluate import evaluate, format_table
+    from pategail.metrics.guard import guard_line
     from pategail.plots import plot_density, plot_statistics
     from pategail.sdk.bundle import Environment
     from pategail.sdk.synthetic import write_synthetic_csv
@@ -50,7 +51,7 @@ def write_outputs(coordinator, dataset, run: Path, users, seed: int = 0) -> dict
     b, b_sq = coordinator.noise_scales()
     n_dev = len(users)
     report = {
-        "metrics": result["metrics"], "metrics_paper": result["metrics_paper"],
+        "metrics": result["metrics"], "metrics_paper": result["metrics_paper"], "guard": result["guard"],
         "floor": result["floor"], "floor_paper": result["floor_paper"],
         "baselines": {m: {"metrics": baselines["km"][m], "metrics_paper": baselines["paper"][m]}
                       for m in ("markov", "epr")},
@@ -98,6 +99,7 @@ def write_outputs(coordinator, dataset, run: Path, users, seed: int = 0) -> dict
           f"Privacy: {privacy_line}.", "",
           "km mode:", "", format_table(rows_km, mode="km"), "",
           "paper mode:", "", format_table(rows_paper, mode="paper"), "",
+          f"Invented-mode guard: {guard_line(result['guard'])}.", "",
           f"Communication per device and round: {report['communication']['bytes_up_per_device_per_round']:,.0f} "
           f"B up, {report['communication']['bytes_down_per_device_per_round']:,.0f} B down.", "",
           "Plots: statistics.png (the five statistics), density.png (visit density).", ""]

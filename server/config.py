@@ -38,6 +38,9 @@ class TrainConfig:
     """Discriminator training steps on each device per round (k)."""
     disc_batch_size: int = 64
     """Pairs per discriminator step: half the device's real pairs, half generated ones."""
+    disc_label_smoothing: float = 0.0
+    """One-sided label smoothing of the devices' discriminators: real pairs are trained towards 1 − this
+    (written into the bundle's manifest; the ONNX loss takes soft targets)."""
     beta: float = 0.5
     """β of R̂ = R − βξ (the paper's reward dynamics compensation; Theorem 1: R̂ lower-bounds a random
     user's reward with probability ≥ 1 − 1/β² when β > 1). Applied to the released mean and variance."""
@@ -69,6 +72,8 @@ class TrainConfig:
     def __post_init__(self):
         if self.rounds < 1 or self.days_per_round < 1 or self.disc_steps < 0 or self.disc_batch_size < 2:
             raise PategailError("rounds and days_per_round must be >= 1, disc_steps >= 0, disc_batch_size >= 2")
+        if not 0 <= self.disc_label_smoothing < 0.5:
+            raise PategailError(f"disc_label_smoothing must be in [0, 0.5), got {self.disc_label_smoothing}")
         if self.average_rounds < 1:
             raise PategailError(f"average_rounds must be >= 1, got {self.average_rounds}")
         if self.kappa <= 1 or self.beta < 0:

@@ -21,7 +21,9 @@ from typing import Callable, Protocol, Sequence
 import numpy as np
 import torch
 
+from pategail.metrics.guard import distinct_cells
 from pategail.sdk.epr import CellGeometry, n_rank_bins
+from pategail.sdk.features import STAY
 from pategail.sdk.messages import (Ack, ErrorReply, InitialStatesRequest, PolicyUpdate, RoundRequest, from_bytes,
                                    to_bytes)
 from pategail.sdk.secagg.config import DevicePublicKeys
@@ -69,6 +71,11 @@ class RoundStats:
     bytes_down: float | None
     seconds: float
     epsilon: float | None
+    stay_share: float = float("nan")
+    """Share of "stay" among the round's generated actions."""
+    distinct_histogram: list[int] | None = None
+    """Generated days of the round by number of distinct cells: entry k counts the days visiting k cells
+    (public: generated days only). The train command turns it into the invented-mode guard per round."""
 
 
 class Coordinator:
@@ -265,7 +272,8 @@ class Coordinator:
                            # the ensemble's verdict on generated pairs: mean D below 1/2 means "generated"
                            disc_accuracy=float(np.mean(agg.mean < 0.5)), ppo=ppo_stats,
                            bytes_up=per_device[1], bytes_down=per_device[0], seconds=time.perf_counter() - t0,
-                           epsilon=None)
+                           epsilon=None, stay_share=float(np.mean(rollout.actions == STAY)),
+                           distinct_histogram=np.bincount(distinct_cells(rollout.cells)).tolist())
         return stats
 
     def train(self, on_round: Callable[[RoundStats], None] | None = None) -> None:

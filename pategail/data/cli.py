@@ -49,6 +49,12 @@ def register(subparsers) -> None:
     p.add_argument("--test-fraction", type=float, default=0.2, metavar="F",
                    help="gps-csv, geolife-plt: each user's last round(F x days) days are test days, at most "
                         "all but one (default 0.2); pategail keeps the folder's own test days")
+    p.add_argument("--max-fixes-per-day", type=int, default=None, metavar="N",
+                   help="gps-csv, geolife-plt: keep at most N fixes of each user-day, drawn at random (--thin-seed), "
+                        "before gridding: a sparse, check-in-like variant of a dense GPS data set (days then visit "
+                        "at most N cells; pair it with --min-observed-slots <= N)")
+    p.add_argument("--thin-seed", type=int, default=0, metavar="S",
+                   help="seed of the --max-fixes-per-day draw (default 0)")
     p.set_defaults(func=run_prepare)
 
 
@@ -57,6 +63,7 @@ def run_prepare(args: argparse.Namespace) -> int:
     summary = prepare_dataset(args.format, args.input, args.out, allow_pickle=args.allow_pickle,
                               utc_offset=args.utc_offset, cell_deg=args.cell_deg, slot_minutes=args.slot_minutes,
                               min_observed_slots=args.min_observed_slots, bbox=args.bbox,
-                              test_fraction=args.test_fraction)
+                              test_fraction=args.test_fraction, max_fixes_per_day=args.max_fixes_per_day,
+                              thin_seed=args.thin_seed)
     print(summary)
     return 0

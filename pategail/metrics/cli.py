@@ -17,6 +17,7 @@ def register(sub) -> None:
 def run_evaluate(args) -> int:
     from pategail.data.dataset import load_dataset
     from pategail.metrics.evaluate import evaluate, format_table
+    from pategail.metrics.guard import guard_line
     from pategail.sdk.synthetic import read_synthetic_csv
 
     dataset = load_dataset(args.data)
@@ -27,6 +28,7 @@ def run_evaluate(args) -> int:
     print(format_table({"synthetic": res["metrics"], "floor": res["floor"]}))
     print("\npaper mode:")
     print(format_table({"synthetic": res["metrics_paper"], "floor": res["floor_paper"]}, mode="paper"))
+    print(f"\nInvented-mode guard: {guard_line(res['guard'])}")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(res, indent=2) + "\n")

@@ -34,11 +34,13 @@ def test_baseline_then_evaluate(prepared, tmp_path, capsys):
     report = tmp_path / "eval.json"
     assert main(["-q", "evaluate", "--data", str(prepared), "--synthetic", str(syn), "--json", str(report)]) == 0
     res = json.loads(report.read_text())
-    assert set(res) == {"metrics", "metrics_paper", "floor", "floor_paper"}
-    for key in res:
+    assert set(res) == {"metrics", "metrics_paper", "floor", "floor_paper", "guard"}
+    for key in ("metrics", "metrics_paper", "floor", "floor_paper"):
         assert set(res[key]) == {"radius", "dailyloc", "distance", "grank", "irank"}
         assert all(0 <= v <= np.log(2) + 1e-9 for v in res[key].values())
-    assert "km mode" in capsys.readouterr().out
+    assert 0 <= res["guard"]["share"] <= 1 and res["guard"]["threshold"] >= 1
+    out = capsys.readouterr().out
+    assert "km mode" in out and "Invented-mode guard" in out
 
 
 def test_baseline_is_seeded(prepared, tmp_path):
