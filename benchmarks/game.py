@@ -55,6 +55,7 @@ parser.add_argument("--eval-days", type=int, default=2350)
 parser.add_argument("--threads", type=int, default=1)
 parser.add_argument("--plain-sums", action="store_true", help="exact no-noise sums without the secure protocol")
 parser.add_argument("--test", action="store_true", help="also score the test days (acceptance table)")
+parser.add_argument("--last-iterate", action="store_true", help="also score the last iterate on training days")
 parser.add_argument("--probe-days", type=int, default=0, help="end with benchmarks/game_probe.py on this many days")
 args = parser.parse_args()
 torch.set_num_threads(args.threads)
@@ -146,9 +147,10 @@ results = {"epr": evaluate_days(sample_epr(fit_epr_baseline(geometry, ds.train_d
 averaged = coord.generate(len(ref), np.random.default_rng([args.seed, 0x5E]))
 results["ours"] = evaluate_days(averaged, ref, ds.cells)
 saved_sum = coord.policy_sum
-coord.policy_sum = None                                     # generate() then uses the last iterate
-results["last iterate"] = evaluate_days(coord.generate(len(ref), np.random.default_rng([args.seed, 0x5E])), ref,
-                                        ds.cells)
+if args.last_iterate:
+    coord.policy_sum = None                                 # generate() then uses the last iterate
+    results["last iterate"] = evaluate_days(coord.generate(len(ref), np.random.default_rng([args.seed, 0x5E])),
+                                            ref, ds.cells)
 above = float(np.mean(distinct_cells(averaged) > threshold))
 summary = {"data": str(args.data), "seed": args.seed, "config": config.to_dict(), "seconds": seconds,
            "plain_sums": args.plain_sums, "threshold": threshold, "above_threshold": above, "results": results,

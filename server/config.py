@@ -34,11 +34,11 @@ class TrainConfig:
     last iterate swing from round to round (the share of "stay" moved between 0.26 and 0.67 over rounds
     30–60 of one run); against the training days the average of the last 20 rounds beat every single round
     of two runs on DailyLoc and I-rank, and the epr baseline on all five metrics (BENCHMARKS.md)."""
-    disc_steps: int = 10
+    disc_steps: int = 20
     """Discriminator training steps on each device per round (k)."""
     disc_batch_size: int = 64
     """Pairs per discriminator step: half the device's real pairs, half generated ones."""
-    disc_label_smoothing: float = 0.0
+    disc_label_smoothing: float = 0.1
     """One-sided label smoothing of the devices' discriminators: real pairs are trained towards 1 − this
     (written into the bundle's manifest; the ONNX loss takes soft targets)."""
     beta: float = 0.5
