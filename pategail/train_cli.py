@@ -192,7 +192,7 @@ def _run_log(path: Path, quiet_terminal: bool):
 def discriminator_training(config):
     """The devices' discriminator training settings (baked into a bundle) for a TrainConfig."""
     from pategail.export.artifacts import TrainingConfig
-    return TrainingConfig(expert_label=1.0 - config.disc_label_smoothing)
+    return TrainingConfig(expert_label=1.0 - config.disc_label_smoothing, weight_decay=config.disc_weight_decay)
 
 
 def write_initial_bundle(config, dataset, seed: int, out: Path) -> Path:
