@@ -48,6 +48,40 @@ def probe(coordinator, devices, n_days: int, rng: np.random.Generator) -> dict:
     return out
 
 
+def gradient_norms(coordinator, devices, n_days: int, rng: np.random.Generator) -> dict:
+    """The norms of the gradients of PPO's three loss terms on one round's days, rewards as the coordinator
+    shapes them (R̂ standardised per round, without PPOConfig.scale_rewards): which term sets the clipped norm."""
+    import torch
+
+    from pategail.server.policy import masked_log_probs
+
+    cfg = coordinator.config
+    homes, firsts = coordinator.initial_states.sample(n_days, rng)
+    rollout, homes = sample_rollout(coordinator.policy, coordinator.geometry, homes, firsts, rng, cfg.alpha,
+                                    coordinator.initial_states.explore_factors)
+    flat = pair_features(rollout.cells, homes, rollout.actions, coordinator.geometry.cells).reshape(-1, N_PAIR_FEATURES)
+    scores = np.array([dev.score(flat) for dev in devices])
+    r = (scores.mean(0) - cfg.beta * scores.std(0)).reshape(rollout.actions.shape)
+    r = (r - r.mean()) / r.std()
+    adv, ret = compute_gae(r, rollout.values, cfg.ppo.gamma, cfg.ppo.gae_lambda)
+    policy = coordinator.policy
+    policy.train()
+    logits, values = policy(torch.as_tensor(rollout.cells), torch.as_tensor(rollout.features))
+    log_probs = masked_log_probs(logits[:, :-1], torch.as_tensor(rollout.masks[:, :-1]))
+    logp = log_probs.gather(-1, torch.as_tensor(rollout.actions)[..., None]).squeeze(-1)
+    a = torch.as_tensor(adv, dtype=torch.float32)
+    a = (a - a.mean()) / (a.std() + 1e-8)
+    terms = {"policy": -(torch.exp(logp - logp.detach()) * a).mean(),
+             "value": cfg.ppo.vf_coef * ((values[:, :-1] - torch.as_tensor(ret, dtype=torch.float32)) ** 2).mean(),
+             "entropy": -cfg.ppo.ent_coef * -(log_probs.exp() * log_probs).sum(-1).mean()}
+    out = {"returns_std": float(ret.std())}
+    for name, loss in {**terms, "total": sum(terms.values())}.items():
+        policy.zero_grad()
+        loss.backward(retain_graph=True)
+        out[name] = float(torch.sqrt(sum((q.grad ** 2).sum() for q in policy.parameters() if q.grad is not None)))
+    return out
+
+
 def show(table: dict) -> None:
     print("| distinct so far | pairs | " + " | ".join(f"{a}: share, D, R̂, A" for a in ACTIONS) + " |")
     print("|---|---:|" + "---:|" * len(ACTIONS))
@@ -83,3 +117,5 @@ if __name__ == "__main__":
     coord = Coordinator(config, fleet, ds.cells, args.run, seed=summary["seed"])
     coord.resume()
     show(probe(coord, list(fleet.devices.values()), args.days, np.random.default_rng(7)))
+    print("gradient norms of PPO's loss terms:", gradient_norms(coord, list(fleet.devices.values()), 64,
+                                                                np.random.default_rng(3)))

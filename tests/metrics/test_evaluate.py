@@ -43,9 +43,10 @@ def test_bad_generated_days_raise_data_error(toy, bad, why):
 def test_result_has_exactly_the_documented_keys(toy):
     result = evaluate(toy.test_days[:2], toy)
     assert set(result) == {"metrics", "metrics_paper", "floor", "floor_paper", "guard"}
-    for part in result.values():
-        assert tuple(part) == METRIC_NAMES
-        assert all(isinstance(v, float) and 0 <= v <= np.log(2) + 1e-9 for v in part.values())
+    for key in ("metrics", "metrics_paper", "floor", "floor_paper"):
+        assert tuple(result[key]) == METRIC_NAMES
+        assert all(isinstance(v, float) and 0 <= v <= np.log(2) + 1e-9 for v in result[key].values())
+    assert set(result["guard"]) == {"threshold", "share", "limit", "quantile", "flagged"}
 
 
 def test_test_days_against_themselves_score_zero(toy):
