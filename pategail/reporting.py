@@ -22,6 +22,7 @@ def write_outputs(coordinator, dataset, run: Path, seed: int = 0) -> dict:
     from pategail.export.bundle import export_bundle
     from pategail.export.discriminator import Discriminator
     from pategail.metrics.evaluate import evaluate, format_table
+    from pategail.metrics.guard import guard_line
     from pategail.metrics.spatial import format_spatial_table
     from pategail.plots import plot_density, plot_statistics
     from pategail.sdk.bundle import Environment
@@ -46,7 +47,7 @@ def write_outputs(coordinator, dataset, run: Path, seed: int = 0) -> dict:
     baselines = compare(dataset, seed)
     rounds, wall_seconds, n_dev = summary.rounds, summary.wall_seconds, summary.devices
     report = {
-        "metrics": result["metrics"], "metrics_paper": result["metrics_paper"],
+        "metrics": result["metrics"], "metrics_paper": result["metrics_paper"], "guard": result["guard"],
         "floor": result["floor"], "floor_paper": result["floor_paper"],
         "spatial": result["spatial"], "floor_spatial": result["floor_spatial"],
         "baselines": {m: {"metrics": baselines["km"][m], "metrics_paper": baselines["paper"][m],
@@ -83,6 +84,7 @@ def write_outputs(coordinator, dataset, run: Path, seed: int = 0) -> dict:
           "paper mode:", "", format_table(rows_paper, mode="paper"), "",
           "spatial (Density, Trips: JSD, lower is better; Hot-k: overlap of the top-k cells, higher is better):",
           "", format_spatial_table(rows_spatial), "",
+          f"Invented-mode guard: {guard_line(result['guard'])}.", "",
           f"Communication per device and round: {report['communication']['bytes_up_per_device_per_round']:,.0f} "
           f"B up, {report['communication']['bytes_down_per_device_per_round']:,.0f} B down.", "",
           "Plots: statistics.png (the five statistics), density.png (visit density).", ""]

@@ -54,6 +54,12 @@ def register(subparsers) -> None:
                         "holdout_days.npy): the non-members of the membership attacks (default 0)")
     p.add_argument("--holdout-seed", type=int, default=0, metavar="S",
                    help="seed of the draw of held-out users (default 0)")
+    p.add_argument("--max-fixes-per-day", type=int, default=None, metavar="N",
+                   help="gps-csv, geolife-plt: keep at most N fixes of each user-day, drawn at random (--thin-seed), "
+                        "before gridding: a sparse, check-in-like variant of a dense GPS data set (days then visit "
+                        "at most N cells; pair it with --min-observed-slots <= N)")
+    p.add_argument("--thin-seed", type=int, default=0, metavar="S",
+                   help="seed of the --max-fixes-per-day draw (default 0)")
     p.set_defaults(func=run_prepare)
 
 
@@ -63,6 +69,7 @@ def run_prepare(args: argparse.Namespace) -> int:
                               utc_offset=args.utc_offset, cell_deg=args.cell_deg, slot_minutes=args.slot_minutes,
                               min_observed_slots=args.min_observed_slots, bbox=args.bbox,
                               test_fraction=args.test_fraction, holdout_fraction=args.holdout_users,
-                              holdout_seed=args.holdout_seed)
+                              holdout_seed=args.holdout_seed, max_fixes_per_day=args.max_fixes_per_day,
+                              thin_seed=args.thin_seed)
     print(summary)
     return 0

@@ -119,6 +119,25 @@ def fill_forward(days: np.ndarray) -> np.ndarray:
     return np.take_along_axis(days, idx, axis=1)
 
 
+def thin_fixes(user: np.ndarray, time: np.ndarray, max_per_day: int, *, utc_offset: float,
+               rng: np.random.Generator) -> np.ndarray:
+    """Mask keeping at most ``max_per_day`` fixes of every (user, local day), drawn uniformly without
+    replacement with ``rng``: a dense GPS trace thinned to what check-in or call-record data would hold (a few
+    events a day, at the times the person was active). Days then visit at most ``max_per_day`` cells."""
+    if max_per_day < 1:
+        raise DataError(f"--max-fixes-per-day {max_per_day}: must be at least 1")
+    day = np.floor((time + utc_offset * 3600.0) / 86400.0).astype(np.int64)
+    # a random priority per fix; within each (user, day) keep the max_per_day smallest
+    order = np.lexsort((rng.random(len(user)), day, user))
+    u, d = user[order], day[order]
+    new = np.ones(len(u), bool)
+    new[1:] = (u[1:] != u[:-1]) | (d[1:] != d[:-1])
+    group_start = np.maximum.accumulate(np.where(new, np.arange(len(u)), 0))
+    keep = np.zeros(len(u), bool)
+    keep[order] = np.arange(len(u)) - group_start < max_per_day
+    return keep
+
+
 def fixes_to_days(user, time, lat, lon, *, cell_deg: float = 0.01, slot_minutes: int = 30,
                   utc_offset: float = 0.0, min_observed_slots: int = 1) -> GriddedDays:
     """Steps 1–5 of the module docstring on parallel arrays of fixes (user index, unix seconds UTC, lat, lon)."""

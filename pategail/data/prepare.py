@@ -22,7 +22,8 @@ import numpy as np
 
 from pategail.data.dataset import Dataset, save_dataset
 from pategail.data.fixes import Fixes, read_geolife_plt, read_gps_csv
-from pategail.data.gridding import MINUTES_PER_DAY, fixes_to_days, in_bbox, slots_per_day, split_last_days
+from pategail.data.gridding import (MINUTES_PER_DAY, fixes_to_days, in_bbox, slots_per_day, split_last_days,
+                                    thin_fixes)
 from pategail.data.holdout import hold_out_users
 from pategail.data.pategail_format import read_pategail_folder
 from pategail.errors import DataError
@@ -45,7 +46,8 @@ class PrepareSummary:
     """What ``prepare_dataset`` kept and dropped.
 
     users / train_days / test_days / cells: what the data set holds. fixes_read: GPS fixes read (0 for the
-    ``pategail`` format). fixes_outside_bbox: fixes dropped by ``bbox``. days_seen: user-days with a fix.
+    ``pategail`` format). fixes_outside_bbox: fixes dropped by ``bbox``. fixes_thinned: fixes dropped by
+    ``max_fixes_per_day``. days_seen: user-days with a fix.
     days_dropped_sparse: of those, dropped for too few observed slots. users_dropped: source users left
     without a day. seconds: wall time of the whole preparation.
     """
@@ -58,6 +60,7 @@ class PrepareSummary:
     cells: int
     fixes_read: int = 0
     fixes_outside_bbox: int = 0
+    fixes_thinned: int = 0
     days_seen: int = 0
     days_dropped_sparse: int = 0
     min_observed_slots: int = 0
@@ -71,6 +74,8 @@ class PrepareSummary:
                 f"{self.train_days:,} training days, {self.test_days:,} test days, {self.cells:,} cells.")
         if self.format != "pategail":
             outside = f" ({self.fixes_outside_bbox:,} outside the bounding box)" if self.fixes_outside_bbox else ""
+            if self.fixes_thinned:
+                outside += f"; thinned away {self.fixes_thinned:,} (--max-fixes-per-day)"
             text += (f" Read {self.fixes_read:,} fixes{outside}; "
                      f"of {self.days_seen:,} user-days with a fix, dropped {self.days_dropped_sparse:,} with fewer "
                      f"than {self.min_observed_slots} observed slots; {self.users_dropped:,} users were left "
@@ -112,14 +117,17 @@ def prepare_dataset(fmt: str, input_path: str | Path, out_dir: str | Path, *, al
                     min_observed_slots: int = DEFAULT_MIN_OBSERVED_SLOTS,
                     bbox: tuple[float, float, float, float] | None = None,
                     test_fraction: float = 0.2, holdout_fraction: float = 0.0,
-                    holdout_seed: int = 0) -> PrepareSummary:
+                    holdout_seed: int = 0, max_fixes_per_day: int | None = None,
+                    thin_seed: int = 0) -> PrepareSummary:
     """Read ``input_path`` in format ``fmt`` and write the data set directory ``out_dir``.
 
     allow_pickle: ``pategail`` only — permit reading the per-user pickle (with a restricted unpickler).
     The rest apply to ``gps-csv`` and ``geolife-plt``: utc_offset (hours added to UTC before days are cut),
     cell_deg (grid square side, degrees), slot_minutes (must give 48 slots), min_observed_slots (sparser
     days are dropped), bbox ((min_lat, min_lon, max_lat, max_lon); fixes outside are dropped), test_fraction
-    (each user's last days held out; see gridding.split_last_days).
+    (each user's last days held out; see gridding.split_last_days), max_fixes_per_day (keep at most this many
+    fixes of each user-day, drawn at random with ``thin_seed``, before anything else: a sparse, check-in-like
+    variant of a GPS data set; see gridding.thin_fixes).
     holdout_fraction, holdout_seed: keep round(fraction × users) whole users, drawn with the seed, out of
     training (holdout.hold_out_users); every format.
     Raises DataError (one line naming the file and row or option) on bad input; then nothing is written.
@@ -135,7 +143,8 @@ def prepare_dataset(fmt: str, input_path: str | Path, out_dir: str | Path, *, al
     else:
         dataset, counts = _from_fixes(fmt, input_path, utc_offset=float(utc_offset), cell_deg=cell_deg,
                                       slot_minutes=slot_minutes, min_observed_slots=min_observed_slots,
-                                      bbox=bbox, test_fraction=float(test_fraction))
+                                      bbox=bbox, test_fraction=float(test_fraction),
+                                      max_fixes_per_day=max_fixes_per_day, thin_seed=thin_seed)
     dataset = hold_out_users(dataset, float(holdout_fraction), holdout_seed)
     try:
         save_dataset(dataset, out_dir)
@@ -168,7 +177,7 @@ def _from_pategail(folder: Path, allow_pickle: bool) -> tuple[Dataset, dict]:
 
 
 def _from_fixes(fmt: str, path: Path, *, utc_offset, cell_deg, slot_minutes, min_observed_slots, bbox,
-                test_fraction) -> tuple[Dataset, dict]:
+                test_fraction, max_fixes_per_day=None, thin_seed=0) -> tuple[Dataset, dict]:
     fixes: Fixes = read_gps_csv(path) if fmt == "gps-csv" else read_geolife_plt(path)
     n_read = len(fixes)
     outside = 0
@@ -177,6 +186,12 @@ def _from_fixes(fmt: str, path: Path, *, utc_offset, cell_deg, slot_minutes, min
         outside = int(n_read - inside.sum())
         fixes = fixes.select(inside)
         log.info("%d of %d fixes are inside the bounding box", len(fixes), n_read)
+    thinned = 0
+    if max_fixes_per_day is not None:
+        keep = thin_fixes(fixes.user, fixes.time, max_fixes_per_day, utc_offset=utc_offset,
+                          rng=np.random.default_rng(thin_seed))
+        thinned = int(len(fixes) - keep.sum())
+        fixes = fixes.select(keep)
     g = fixes_to_days(fixes.user, fixes.time, fixes.lat, fixes.lon, cell_deg=cell_deg, slot_minutes=slot_minutes,
                       utc_offset=utc_offset, min_observed_slots=min_observed_slots)
     if len(g.days) == 0:
@@ -191,8 +206,10 @@ def _from_fixes(fmt: str, path: Path, *, utc_offset, cell_deg, slot_minutes, min
     source_ids = [v.item() for v in fixes.user_ids[present]]
     options = {"utc_offset": utc_offset, "cell_deg": cell_deg, "slot_minutes": slot_minutes,
                "min_observed_slots": min_observed_slots, "bbox": list(bbox) if bbox else None,
-               "test_fraction": test_fraction}
-    counts = {"fixes_read": n_read, "fixes_outside_bbox": outside, "days_seen": g.days_seen,
+               "test_fraction": test_fraction, "max_fixes_per_day": max_fixes_per_day,
+               "thin_seed": thin_seed if max_fixes_per_day is not None else None}
+    counts = {"fixes_read": n_read, "fixes_outside_bbox": outside, "fixes_thinned": thinned,
+              "days_seen": g.days_seen,
               "days_dropped_sparse": g.days_dropped_sparse, "min_observed_slots": min_observed_slots,
               "users_dropped": len(fixes.user_ids) - len(present)}
     meta = {"source": {"format": fmt, "input": str(path.resolve())}, "options": options,

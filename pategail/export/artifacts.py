@@ -30,7 +30,7 @@ import torch
 from onnxruntime.training import artifacts as ort_artifacts
 from onnxruntime.training import onnxblock
 
-from pategail.export.discriminator import Discriminator, DiscriminatorWithProb
+from pategail.export.discriminator import LABEL_EXPERT, LABEL_GENERATED, Discriminator, DiscriminatorWithProb
 
 log = logging.getLogger(__name__)
 
@@ -76,12 +76,18 @@ class TrainingConfig:
     """Second-moment decay."""
     eps: float = 1e-8
     """Adam's denominator epsilon; torch's default, so the torch twin needs no special setting."""
+    expert_label: float = LABEL_EXPERT
+    """Target of the owner's real pairs (written to the manifest; devices train with it). Below 1 it is
+    one-sided label smoothing (Salimans et al. 2016): D cannot become certain, so its log-odds stay bounded
+    and generated pairs keep a graded reward. The loss is the same stable BCE, which takes soft targets."""
 
     def __post_init__(self):
         if not (self.learning_rate > 0 and self.weight_decay >= 0 and self.max_grad_norm > 0 and self.eps > 0):
             raise ValueError("learning_rate, max_grad_norm and eps must be > 0, weight_decay >= 0")
         if not (0 <= self.beta1 < 1 and 0 <= self.beta2 < 1):
             raise ValueError("betas must be in [0, 1)")
+        if not LABEL_GENERATED + 0.5 < self.expert_label <= LABEL_EXPERT:
+            raise ValueError(f"expert_label must be in (0.5, 1], got {self.expert_label}")
 
     def torch_optimizer(self, params) -> torch.optim.AdamW:
         """The torch optimiser the ORT optimizer model reproduces (use with ``clip_grad_norm_``)."""

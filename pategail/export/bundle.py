@@ -39,7 +39,7 @@ import onnx
 
 from pategail.export.artifacts import (INPUT_LABELS, INPUT_PAIRS, MAX_IR_VERSION, OUTPUT_LOGIT, OUTPUT_LOSS,
                                        OUTPUT_PROB, TrainingConfig, build_discriminator_artifacts)
-from pategail.export.discriminator import LABEL_EXPERT, LABEL_GENERATED, Discriminator
+from pategail.export.discriminator import LABEL_GENERATED, Discriminator
 from pategail.export.onnx_policy import POLICY_FILE, POLICY_STEP_FILE, save_policy_onnx, save_policy_step_onnx
 from pategail.sdk.bundle import (FORMAT, FORMAT_VERSION, MANIFEST, BundleError, Environment, load_bundle,
                                  parse_version, sha256_file)
@@ -137,7 +137,7 @@ def build_manifest(root: Path, policy: Policy, discriminator: Discriminator, pat
             "parameters": [{"name": n, "shape": shapes[n]} for n in order],
             "n_parameters": sum(p.numel() for p in discriminator.parameters()),
             "config": dataclasses.asdict(discriminator.config),
-            "labels": {"expert": LABEL_EXPERT, "generated": LABEL_GENERATED},
+            "labels": {"expert": cfg.expert_label, "generated": LABEL_GENERATED},
             "loss": LOSS_FORMULA,
             "reward_output": OUTPUT_PROB,
             "optimizer": {"type": "AdamW", "learning_rate": cfg.learning_rate, "weight_decay": cfg.weight_decay,

@@ -28,6 +28,7 @@ def register(sub) -> None:
 def run_evaluate(args) -> int:
     from pategail.data.dataset import load_dataset
     from pategail.metrics.evaluate import evaluate, format_table
+    from pategail.metrics.guard import guard_line
     from pategail.metrics.spatial import format_spatial_table
     from pategail.sdk.synthetic import read_synthetic_csv
 
@@ -45,6 +46,7 @@ def run_evaluate(args) -> int:
     print(format_table({"synthetic": res["metrics_paper"], "floor": res["floor_paper"]}, mode="paper"))
     print("\nspatial (Density, Trips: JSD, lower is better; Hot-k: overlap of the top-k cells, higher is better):")
     print(format_spatial_table({"synthetic": res["spatial"], "floor": res["floor_spatial"]}))
+    print(f"\nInvented-mode guard: {guard_line(res['guard'])}")
     if not args.no_downstream:
         res.update(_downstream(args, dataset, days, config))
     if args.json:

@@ -3,10 +3,12 @@
 ``evaluate(generated_days, dataset)`` is what the CLI and the benchmarks call; it returns::
 
     {"metrics": {...}, "metrics_paper": {...}, "floor": {...}, "floor_paper": {...},
-     "spatial": {...}, "floor_spatial": {...}}
+     "spatial": {...}, "floor_spatial": {...}, "guard": {...}}
 
-the first four inner dicts holding the five JSDs keyed by :data:`METRIC_NAMES`, the last two the spatial
-metrics of :mod:`.spatial` keyed by :data:`~pategail.metrics.spatial.SPATIAL_NAMES`. "metrics" is the corrected km mode
+the first four inner dicts holding the five JSDs keyed by :data:`METRIC_NAMES`, the next two the spatial
+metrics of :mod:`.spatial` keyed by :data:`~pategail.metrics.spatial.SPATIAL_NAMES`; "guard" is the
+invented-mode check of :mod:`pategail.metrics.guard` against the training days (threshold, share, flagged).
+"metrics" is the corrected km mode
 (the headline numbers), "metrics_paper" reproduces the paper's Table 1 code, and the floor is the same
 metric between real training days and the test days (``shared/METRICS.md``, "The floor"): a generator
 cannot meaningfully be judged below it.
@@ -18,6 +20,7 @@ import numpy as np
 from pategail.data.dataset import Dataset
 from pategail.errors import DataError
 from pategail.metrics import km, paper
+from pategail.metrics.guard import invented_mode
 from pategail.metrics.spatial import spatial_metrics
 
 METRIC_NAMES = ("radius", "dailyloc", "distance", "grank", "irank")
@@ -87,14 +90,16 @@ def floor(dataset: Dataset, seed: int = 0, *, upper: float = paper.GEOLIFE_UPPER
 def evaluate(generated_days, dataset: Dataset, seed: int = 0, *,
              upper: float = paper.GEOLIFE_UPPER) -> dict[str, dict[str, float]]:
     """Score generated days against the test days in both modes, with the floor (``seed`` picks its training
-    sample). Raises DataError if ``generated_days`` is not a 2-D int array of valid cell ids with the data
+    sample) and run the invented-mode guard. Raises DataError if ``generated_days`` is not a 2-D int array of valid cell ids with the data
     set's number of slots."""
     generated = check_days(generated_days, dataset.n_cells, dataset.test_days.shape[1])
     return {"metrics": evaluate_days(generated, dataset.test_days, dataset.cells),
             "metrics_paper": evaluate_days_paper(generated, dataset.test_days, dataset.cells, upper=upper),
             **floor(dataset, seed, upper=upper),
             "spatial": spatial_metrics(generated, dataset.test_days, dataset.cells),
-            "floor_spatial": spatial_metrics(floor_days(dataset, seed), dataset.test_days, dataset.cells)}
+            "floor_spatial": spatial_metrics(floor_days(dataset, seed), dataset.test_days, dataset.cells),
+            # the real threshold from the training days: more days than the test split, and what was learned
+            "guard": invented_mode(generated, dataset.train_days).to_dict()}
 
 
 def _row_values(row: dict, mode: str) -> dict:

@@ -34,10 +34,19 @@ class TrainConfig:
     last iterate swing from round to round (the share of "stay" moved between 0.26 and 0.67 over rounds
     30–60 of one run); against the training days the average of the last 20 rounds beat every single round
     of two runs on DailyLoc and I-rank, and the epr baseline on all five metrics (BENCHMARKS.md)."""
-    disc_steps: int = 10
-    """Discriminator training steps on each device per round (k)."""
+    disc_steps: int = 20
+    """Discriminator training steps on each device per round (k). 20 (was 10) since issue 19: once PPO's
+    steps were no longer shrunk by the value loss (pategail.server.ppo.PPOConfig.scale_rewards), the policy
+    outran the discriminators on the sparse city and overshot into all-stay days; twice the steps (with
+    label smoothing) won on training days across three cities (BENCHMARKS.md)."""
     disc_batch_size: int = 64
     """Pairs per discriminator step: half the device's real pairs, half generated ones."""
+    disc_label_smoothing: float = 0.1
+    """One-sided label smoothing of the devices' discriminators: real pairs are trained towards 1 − this
+    (written into the bundle's manifest; the ONNX loss takes soft targets). Chosen with ``disc_steps`` on
+    training days (BENCHMARKS.md, issue 19)."""
+    disc_weight_decay: float = 0.01
+    """Decoupled (AdamW) weight decay of the devices' discriminators (baked into the bundle's optimizer model)."""
     beta: float = 0.5
     """β of R̂ = R − βξ (the paper's reward dynamics compensation; Theorem 1: R̂ lower-bounds a random
     user's reward with probability ≥ 1 − 1/β² when β > 1). Applied to the released mean and variance."""
@@ -74,6 +83,10 @@ class TrainConfig:
     def __post_init__(self):
         if self.rounds < 1 or self.days_per_round < 1 or self.disc_steps < 0 or self.disc_batch_size < 2:
             raise PategailError("rounds and days_per_round must be >= 1, disc_steps >= 0, disc_batch_size >= 2")
+        if self.disc_weight_decay < 0:
+            raise PategailError(f"disc_weight_decay must be >= 0, got {self.disc_weight_decay}")
+        if not 0 <= self.disc_label_smoothing < 0.5:
+            raise PategailError(f"disc_label_smoothing must be in [0, 0.5), got {self.disc_label_smoothing}")
         if self.average_rounds < 1:
             raise PategailError(f"average_rounds must be >= 1, got {self.average_rounds}")
         if self.kappa <= 1 or self.beta < 0:

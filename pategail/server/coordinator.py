@@ -21,8 +21,10 @@ from typing import Callable
 import numpy as np
 import torch
 
+from pategail.metrics.guard import distinct_cells
 from pategail.sdk.contribution import EnvironmentLayout, reward_count
 from pategail.sdk.epr import CellGeometry, n_rank_bins
+from pategail.sdk.features import STAY
 from pategail.sdk.messages import InitialStatesRequest, PolicyUpdate, RoundRequest, to_bytes
 from pategail.server.averaging import TailAverage
 from pategail.server.checkpoint import load_checkpoint, save_checkpoint
@@ -172,7 +174,9 @@ class Coordinator:
         mean_reward, disc_accuracy = ensemble_verdict(release)
         return RoundStats(round=round_, devices=n, survivors=release.n_survivors, mean_reward=mean_reward,
                           disc_accuracy=disc_accuracy, ppo=ppo_stats, bytes_up=per_device[1],
-                          bytes_down=per_device[0], seconds=time.perf_counter() - t0, epsilon=None)
+                          bytes_down=per_device[0], seconds=time.perf_counter() - t0, epsilon=None,
+                          stay_share=float(np.mean(rollout.actions == STAY)),
+                          distinct_histogram=np.bincount(distinct_cells(rollout.cells)).tolist())
 
     def train(self, on_round: Callable[[RoundStats], None] | None = None) -> None:
         self.releases.rebuild_accountant()

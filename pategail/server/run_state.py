@@ -36,6 +36,11 @@ class RoundStats:
     seconds: float
     epsilon: float | None
     """Composed ε spent so far (None without privacy)."""
+    stay_share: float = float("nan")
+    """Share of "stay" among the round's generated actions."""
+    distinct_histogram: list[int] | None = None
+    """Generated days of the round by number of distinct cells: entry k counts the days visiting k cells
+    (public: generated days only). The train command turns it into the invented-mode guard per round."""
 
 
 @dataclass

@@ -36,21 +36,26 @@ def test_baseline_then_evaluate(prepared, tmp_path, capsys):
     assert main(["-q", "evaluate", "--data", str(prepared), "--synthetic", str(syn), "--json", str(report),
                  "--no-downstream"]) == 0
     res = json.loads(report.read_text())
-    assert set(res) == {"metrics", "metrics_paper", "floor", "floor_paper", "spatial", "floor_spatial"}
-    # the report holds exactly what evaluate() gives for those days (both modes, the floor and the spatial
-    # metrics, seed 0)
+    assert set(res) == {"metrics", "metrics_paper", "floor", "floor_paper", "spatial", "floor_spatial", "guard"}
+    # the report holds exactly what evaluate() gives for those days (both modes, the floor, the spatial
+    # metrics and the invented-mode guard, seed 0)
     expected = evaluate(days, load_dataset(prepared))
     assert set(res) == set(expected)
     for key in ("spatial", "floor_spatial"):
         assert set(res[key]) == {"density", "trips", "hotspots"}
         assert 0 <= res[key]["hotspots"] <= 1
     for key in res:
+        if key == "guard":
+            continue
         if key not in ("spatial", "floor_spatial"):
             assert set(res[key]) == {"radius", "dailyloc", "distance", "grank", "irank"}
+            assert all(0 <= v <= np.log(2) + 1e-9 for v in res[key].values())
         assert res[key] == {m: pytest.approx(v, rel=1e-12, abs=1e-15) for m, v in expected[key].items()}
     assert res["metrics"] != res["floor"]                  # 50 Markov days are not the training sample
+    assert res["guard"] == expected["guard"]
+    assert 0 <= res["guard"]["share"] <= 1 and res["guard"]["threshold"] >= 1
     out = capsys.readouterr().out
-    assert "km mode" in out and "| synthetic |" in out and "Hot-20" in out
+    assert "km mode" in out and "| synthetic |" in out and "Hot-20" in out and "Invented-mode guard" in out
 
 
 def test_baseline_is_seeded(prepared, tmp_path):

@@ -72,6 +72,32 @@ def test_steps_with_active_clipping_and_weight_decay_equal_torch(tmp_path, fresh
     assert min(norms) > config.max_grad_norm                       # clipping really acted
 
 
+def test_label_smoothing_trains_towards_the_manifest_label_like_torch(tmp_path, fresh_discriminator):
+    """One-sided label smoothing travels as the manifest's expert label; ORT steps on such soft targets
+    still equal torch's, and the loss has its minimum at D = 0.9 rather than at certainty."""
+    from pategail.export.bundle import export_bundle
+    from pategail.sdk.bundle import load_bundle
+    from pategail.server.policy import Policy, PolicyConfig
+
+    config = TrainingConfig(expert_label=0.9)
+    smoothed = load_bundle(export_bundle(Policy(PolicyConfig(n_cells=10)), copy.deepcopy(fresh_discriminator),
+                                         tmp_path / "bundle", training_config=config))
+    labels = smoothed.manifest["discriminator"]["labels"]
+    assert labels == {"expert": 0.9, "generated": LABEL_GENERATED}
+    rng = np.random.default_rng(4)
+    batches = []
+    for _ in range(3):
+        pairs, hard = _batch(rng)
+        batches.append((pairs, np.where(hard == LABEL_EXPERT, labels["expert"], labels["generated"])
+                        .astype(np.float32)))
+    _compare_steps(open_training_session(smoothed), fresh_discriminator, config, batches)
+    logits = torch.linspace(-6, 6, 1201)
+    losses = torch.stack([stable_bce_with_logits(x[None], torch.tensor([0.9])) for x in logits])
+    assert torch.sigmoid(logits[losses.argmin()]).item() == pytest.approx(0.9, abs=0.01)
+    with pytest.raises(ValueError, match="expert_label"):
+        TrainingConfig(expert_label=0.4)
+
+
 def test_stable_loss_matches_torch_bce_and_is_finite_for_huge_logits():
     x = torch.tensor([-1e4, -50.0, -1.0, 0.0, 1.0, 50.0, 1e4])
     t = torch.tensor([1.0, 0.0, 1.0, 0.0, 0.0, 1.0, 0.0])

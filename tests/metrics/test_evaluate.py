@@ -43,12 +43,13 @@ def test_bad_generated_days_raise_data_error(toy, bad, why):
 
 def test_result_has_exactly_the_documented_keys(toy):
     result = evaluate(toy.test_days[:2], toy)
-    assert set(result) == {"metrics", "metrics_paper", "floor", "floor_paper", "spatial", "floor_spatial"}
+    assert set(result) == {"metrics", "metrics_paper", "floor", "floor_paper", "spatial", "floor_spatial", "guard"}
     for key in ("spatial", "floor_spatial"):
         assert tuple(result.pop(key)) == ("density", "trips", "hotspots")
+    assert set(result.pop("guard")) == {"threshold", "share", "limit", "quantile", "flagged"}
     for part in result.values():
         assert tuple(part) == METRIC_NAMES
-        assert all(isinstance(v, float) for v in part.values())
+        assert all(isinstance(v, float) and 0 <= v <= np.log(2) + 1e-9 for v in part.values())
     gen, test, cells = toy.test_days[:2], toy.test_days, toy.cells
     # each part is the mode's metric of the right pair of day sets (the modes are checked by hand elsewhere)
     assert result["metrics"] == {m: pytest.approx(km.METRICS[m](gen, test, cells), abs=1e-15) for m in METRIC_NAMES}

@@ -103,3 +103,35 @@ def test_config_is_validated():
         PPOConfig(gamma=0)
     with pytest.raises(ValueError):
         PPOConfig(batch_size=0)
+
+
+def test_discounted_returns_hand_computed():
+    from pategail.server.ppo import discounted_returns
+    np.testing.assert_allclose(discounted_returns(np.array([[1.0, 2.0, 4.0]]), 0.5), [[1 + 1 + 1, 2 + 2, 4]])
+
+
+def test_scaled_rewards_make_the_update_independent_of_the_reward_scale():
+    """With scale_rewards, multiplying every reward by 10 changes nothing (advantages are normalised anyway,
+    and the value targets are divided by the returns' spread); without it the value loss grows 100-fold and
+    the clipped gradient step of the policy shrinks."""
+    from dataclasses import replace
+    rng = np.random.default_rng(2)
+    cells, feats, masks = _rollout(rng)
+    actions = rng.integers(0, 4, (32, 5))
+    rollout = Rollout(cells, feats, masks, actions, np.full((32, 5), np.log(0.25), np.float32),
+                      np.zeros((32, 5), np.float32), rng.normal(size=(32, 5)).astype(np.float32))
+    outcome = {}
+    for scaled in (True, False):
+        for factor in (1.0, 10.0):
+            torch.manual_seed(0)
+            policy = Policy(PolicyConfig(n_cells=5, d_model=16, n_heads=2, n_layers=1, cell_dim=8, d_ff=32))
+            optimizer = torch.optim.Adam(policy.parameters(), lr=1e-3)
+            cfg = PPOConfig(n_epochs=2, batch_size=8, scale_rewards=scaled)
+            stats = ppo_update(policy, optimizer, replace(rollout, rewards=rollout.rewards * factor), cfg,
+                               torch.Generator().manual_seed(0))
+            outcome[scaled, factor] = (torch.cat([p.detach().flatten() for p in policy.parameters()]),
+                                       stats["value_loss"])
+    assert torch.allclose(outcome[True, 1.0][0], outcome[True, 10.0][0], atol=1e-5)
+    assert outcome[True, 1.0][1] == pytest.approx(outcome[True, 10.0][1], rel=1e-4)
+    assert not torch.allclose(outcome[False, 1.0][0], outcome[False, 10.0][0], atol=1e-5)
+    assert outcome[False, 10.0][1] > 50 * outcome[False, 1.0][1]

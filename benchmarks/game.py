@@ -1,0 +1,179 @@
+"""The adversarial game, observed round by round, and judged on TRAINING days only (never the test days).
+
+Runs federated PateGail exactly as ``pategail train`` does (emulated SDK devices, the coordinator, secure
+aggregation) and records per round what the issue-19 diagnosis needs: the reward the devices' ensemble gives
+generated days by their number of distinct cells (raw mean R, ξ, R̂ and the standardised reward PPO sees),
+the discriminators' accuracy, the share of "stay" and of days above the real 99.9th percentile of distinct
+cells. At the end it scores 2,350 days of the published (tail-averaged) policy and of the last iterate
+against sampled training days, next to the epr baseline on the same reference.
+
+Without noise the secure aggregation releases exactly Σ encode(D) and Σ encode(D²) (its masks cancel in
+Z_2^64), so with ``--plain-sums`` (for sweeps on many cities and seeds) the released sums are computed
+directly from the devices' pending vectors — bit for bit what the protocol releases, without its
+key agreement and mask expansion, which dominate a round at 100+ devices. Refused with privacy.
+
+The test days are scored too (``--test``), for the acceptance table only: choices are made on the
+training-day rows.
+
+Run: .venv/bin/python benchmarks/game.py --data runs/geolife-sparse4 --out runs/game-x [--config C.json]
+     [--rounds R] [--seed S] [--plain-sums] [--test]
+"""
+import argparse
+import json
+import logging
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import torch
+
+import pategail.server.coordinator as coordinator_module
+import pategail.server.releases as releases_module
+import pategail.server.rewards as rewards_module
+from pategail.baselines.epr import fit_epr_baseline, sample_epr
+from pategail.data.dataset import load_dataset
+from pategail.emulator import EmulatedFleet, choose_users
+from pategail.metrics.evaluate import evaluate_days
+from pategail.metrics.guard import distinct_cells, distinct_cells_threshold
+from pategail.sdk.epr import CellGeometry
+from pategail.sdk.features import STAY
+from pategail.sdk.secagg.fixedpoint import decode, encode
+from pategail.server.secagg.round import AggregateResult, RoundStats as SecAggStats
+from pategail.server.config import TrainConfig
+from pategail.server.coordinator import Coordinator
+from pategail.train_cli import write_initial_bundle
+
+BINS = (1, 4, 8, 16, 25, 49)
+"""Distinct-cell bins of generated days: 1–3, 4–7, 8–15, 16–24, 25+."""
+
+parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+parser.add_argument("--data", required=True, type=Path)
+parser.add_argument("--out", required=True, type=Path)
+parser.add_argument("--config", type=Path, default=None, help="JSON of TrainConfig settings")
+parser.add_argument("--rounds", type=int, default=None)
+parser.add_argument("--seed", type=int, default=0)
+parser.add_argument("--eval-days", type=int, default=2350)
+parser.add_argument("--threads", type=int, default=1)
+parser.add_argument("--plain-sums", action="store_true", help="exact no-noise sums without the secure protocol")
+parser.add_argument("--test", action="store_true", help="also score the test days (acceptance table)")
+parser.add_argument("--last-iterate", action="store_true", help="also score the last iterate on training days")
+parser.add_argument("--probe-days", type=int, default=0, help="end with benchmarks/game_probe.py on this many days")
+args = parser.parse_args()
+torch.set_num_threads(args.threads)
+logging.basicConfig(level=logging.WARNING)
+
+overrides = {} if args.rounds is None else {"rounds": args.rounds}
+config = (TrainConfig.from_file(args.config, **overrides) if args.config
+          else TrainConfig.from_dict(overrides))
+ds = load_dataset(args.data)
+threshold = distinct_cells_threshold(ds.train_days)
+args.out.mkdir(parents=True, exist_ok=False)
+users = choose_users(ds.users, None, args.seed)
+write_initial_bundle(config, ds, args.seed, args.out / "bundle-initial")
+fleet = EmulatedFleet(ds, users, args.out / "devices", args.out / "bundle-initial", seed=args.seed)
+coord = Coordinator(config, fleet, ds.cells, args.out, seed=args.seed)
+
+# Observe the round without changing it: the aggregate the coordinator computes and the rollout PPO gets.
+seen = {}
+_aggregate, _ppo = rewards_module.aggregate_rewards, coordinator_module.ppo_update
+
+
+def aggregate(*a, **k):
+    seen["agg"] = _aggregate(*a, **k)
+    return seen["agg"]
+
+
+def ppo(policy, optimizer, rollout, cfg, gen):
+    seen["rollout"] = rollout
+    return _ppo(policy, optimizer, rollout, cfg, gen)
+
+
+def plain_sums(endpoints, values, config, rng, *, coordinator, num_queries):
+    """What run_secure_round releases without noise: Σ encode(D) and Σ encode(D²) over the devices."""
+    pending = [e._pending.take() for e in endpoints]
+    for e in endpoints:
+        e._pending.set(None)                                # uploaded once, as SecAggEndpoint does
+    total = sum(encode(v) for v in pending)
+    sq_total = sum(encode(v * v) for v in pending)
+    ids = tuple(e.device_id for e in endpoints)
+    return AggregateResult(decode(total), decode(sq_total), len(ids), ids, -1,
+                           SecAggStats({i: 0 for i in ids}, {i: 0 for i in ids}, {}, 0.0, 0.0))
+
+
+rewards_module.aggregate_rewards, coordinator_module.ppo_update = aggregate, ppo
+if args.plain_sums:
+    if config.private:
+        raise SystemExit("--plain-sums: only without privacy (the noise is added by the devices' protocol)")
+    releases_module.run_secure_round = plain_sums
+rounds = []
+
+
+def on_round(stats):
+    agg, ro = seen["agg"], seen["rollout"]
+    n = ro.cells.shape[0]
+    shape = (n, -1)
+    k = distinct_cells(ro.cells)
+    row = {"round": stats.round, "disc_accuracy": stats.disc_accuracy, "mean_R": float(agg.mean.mean()),
+           "stay_share": float(np.mean(ro.actions == STAY)), "above_threshold": float(np.mean(k > threshold)),
+           "entropy": stats.ppo["entropy"], "approx_kl": stats.ppo["approx_kl"],
+           "mean_distinct": float(k.mean()), "by_distinct": {}}
+    for lo, hi in zip(BINS[:-1], BINS[1:]):
+        sel = (k >= lo) & (k < hi)
+        if sel.any():
+            row["by_distinct"][f"{lo}-{hi - 1}"] = {
+                "days": int(sel.sum()), "R": float(agg.mean.reshape(shape)[sel].mean()),
+                "xi": float(agg.xi.reshape(shape)[sel].mean()), "R_hat": float(agg.r_hat.reshape(shape)[sel].mean()),
+                "standardised": float(ro.rewards[sel].mean())}
+    rounds.append(row)
+    print(f"round {stats.round:3d} acc {stats.disc_accuracy:.2f} R {row['mean_R']:.3f} stay {row['stay_share']:.2f} "
+          f"distinct {row['mean_distinct']:5.1f} above {row['above_threshold']:.2f} ent {row['entropy']:.2f} | "
+          + " ".join(f"{b}:{v['days']}/{v['R']:.3f}/{v['standardised']:+.2f}" for b, v in row["by_distinct"].items()),
+          flush=True)
+
+
+t0 = time.perf_counter()
+coord.train(on_round)
+seconds = time.perf_counter() - t0
+
+
+def above_test(days):
+    return float(np.mean(distinct_cells(days) > threshold))
+
+
+ref = ds.train_days[np.random.default_rng(1).choice(len(ds.train_days), min(args.eval_days, len(ds.train_days)),
+                                                      replace=False)]
+geometry = CellGeometry.build(ds.cells, candidates=config.candidates)
+results = {"epr": evaluate_days(sample_epr(fit_epr_baseline(geometry, ds.train_days, ds.train_users), geometry,
+                                           len(ref), np.random.default_rng(0)), ref, ds.cells)}
+averaged = coord.generate(len(ref), np.random.default_rng([args.seed, 0x5E]))
+results["ours"] = evaluate_days(averaged, ref, ds.cells)
+saved_sum = coord.average.sum
+if args.last_iterate:
+    coord.average.sum = None                                # generate() then uses the last iterate
+    results["last iterate"] = evaluate_days(coord.generate(len(ref), np.random.default_rng([args.seed, 0x5E])),
+                                            ref, ds.cells)
+above = float(np.mean(distinct_cells(averaged) > threshold))
+summary = {"data": str(args.data), "seed": args.seed, "config": config.to_dict(), "seconds": seconds,
+           "plain_sums": args.plain_sums, "threshold": threshold, "above_threshold": above, "results": results,
+           "rounds": rounds}
+if args.test:
+    from pategail.metrics.evaluate import evaluate
+    from pategail.baselines.cli import compare
+    n = len(ds.test_days)
+    coord.average.sum = saved_sum
+    days = coord.generate(n, np.random.default_rng([args.seed, 0x5E]))
+    base = compare(ds, args.seed)["km"]
+    summary["test"] = {"ours": evaluate(days, ds, seed=args.seed)["metrics"], "epr": base["epr"],
+                       "markov": base["markov"], "above_threshold": above_test(days)}
+if args.probe_days:
+    from game_probe import probe
+    coord.average.sum = None
+    summary["probe"] = probe(coord, list(fleet.devices.values()), args.probe_days, np.random.default_rng(7))
+(args.out / "game.json").write_text(json.dumps(summary, indent=1) + "\n")
+print(f"{seconds:.0f} s of rounds; threshold {threshold:g}; generated days above it: {above:.2%}")
+for name, m in results.items():
+    print(f"| {name} | " + " | ".join(f"{v:.4f}" for v in m.values()) + " |")
+for name, m in summary.get("test", {}).items():
+    if isinstance(m, dict):
+        print(f"| test: {name} | " + " | ".join(f"{v:.4f}" for v in m.values()) + " |")
