@@ -59,11 +59,14 @@ class TrainConfig:
     """EPR explore exponent of the environment (see pategail.sdk.epr)."""
     candidates: int = DEFAULT_CANDIDATES
     """EPR explore candidate-set size."""
-    place_law: bool = True
+    place_law: bool = False
     """Generate with the learned place law (d-EPR: explore ∝ relevance × rank law, return favouring the place
-    just left; pategail.sdk.places), released with the initial states. False: the classic EPR laws (the
-    devices contribute either way, so the privacy cost is the same). On pategail-geolife's training days the
-    place law halves the epr rule model's Density JSD (benchmarks/place_law.py; BENCHMARKS.md)."""
+    just left; pategail.sdk.places), released with the initial states; False: the classic EPR laws (the
+    devices contribute either way, so the privacy cost is the same). Off by default, judged on training days:
+    the place law halves the epr rule model's Density JSD there (benchmarks/place_law.py), but the one
+    default PateGail run with it scored worse than the classic-law default on 4 of the 5 km metrics against
+    the training days (Radius 0.115 vs 0.063, DailyLoc 0.035 vs 0.022; BENCHMARKS.md, issue 17) — the PPO and
+    discriminator settings were tuned for the classic laws and have not been re-tuned for it."""
     d_model: int = 64
     """Policy transformer width."""
     n_layers: int = 2
