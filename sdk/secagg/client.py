@@ -29,7 +29,7 @@ import numpy as np
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from . import crypto, shamir
-from .checksum import checksum, envelope_aad, envelope_key, weights
+from .checksum import checksum, envelope_aad, envelope_key, unpack_secrets, weights
 from .config import KeyDirectory, RoundConfig
 from .errors import MessageRejected, ProtocolError, RefusedUnmask, SecAggAbort
 from .fixedpoint import SCALE, clip_unit, encode, to_ring
@@ -56,6 +56,7 @@ class _Round:
     config: RoundConfig
     neighbours: frozenset[int]
     checksum_key: bytes
+    checksum_offset: int  # k_u of the affine checksum: known to this device and the coordinator only
     c_key: X25519PrivateKey
     s_key: X25519PrivateKey
     b_seed: bytes
@@ -117,10 +118,10 @@ class SecAggClient:
         if (env.round_id, env.device) != (cfg.round_id, self.device_id):
             raise MessageRejected("checksum envelope for another round or device")
         shared = crypto.agree(self._identity.envelope_key, cfg.envelope_public)
-        key = crypto.open_sealed(envelope_key(shared, cfg.round_id, self.device_id), env.sealed,
-                                 envelope_aad(cfg.round_id, self.device_id))
+        key, offset = unpack_secrets(crypto.open_sealed(envelope_key(shared, cfg.round_id, self.device_id),
+                                                        env.sealed, envelope_aad(cfg.round_id, self.device_id)))
         graph = NeighbourGraph(cfg.participants, cfg.round_seed, cfg.degree)
-        self._round = _Round(cfg, graph.neighbours(self.device_id), key, X25519PrivateKey.generate(),
+        self._round = _Round(cfg, graph.neighbours(self.device_id), key, offset, X25519PrivateKey.generate(),
                              X25519PrivateKey.generate(), os.urandom(32))
         self._last_round, self.phase = cfg.round_id, Phase.ADVERTISED
         r = self._round
@@ -186,7 +187,7 @@ class SecAggClient:
         x[m:] += self._noise(cfg.sq_sum_noise_scale * SCALE, cfg.n_min, m)
         y = np.empty(2 * m + 1, dtype=np.uint64)
         y[:-1] = to_ring(x)
-        y[-1] = checksum(x, weights(r.checksum_key, 2 * m))
+        y[-1] = checksum(x, weights(r.checksum_key, 2 * m), r.checksum_offset)
         add_mask(y, expand_mask(r.b_seed, 2 * m), +1)
         for v in r.peers.keys() & held.keys():
             seed = crypto.mask_seed(r.s_key, r.peers[v].s_public, cfg.round_id, self.device_id, v)

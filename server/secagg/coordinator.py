@@ -6,6 +6,7 @@ round's checksum key. It receives the aggregate (Σ D + noise and Σ D² + noise
 from __future__ import annotations
 
 import os
+import secrets
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,6 +19,7 @@ from pategail.sdk.secagg.errors import MessageRejected, SecAggAbort
 from pategail.sdk.secagg.fixedpoint import decode
 from pategail.sdk.secagg.graph import default_threshold
 from pategail.sdk.secagg.messages import AggregateResult, from_bitmap
+from pategail.sdk.secagg.prg import P61
 
 from .checksum import seal_envelope, verify_aggregate
 
@@ -52,7 +54,7 @@ class SecAggCoordinator:
     def __init__(self, signing_key: Ed25519PrivateKey | None = None):
         self._signing = signing_key or Ed25519PrivateKey.generate()
         self._devices: dict[int, DevicePublicKeys] = {}
-        self._rounds: dict[int, tuple[RoundConfig, bytes]] = {}
+        self._rounds: dict[int, tuple[RoundConfig, bytes, dict[int, int]]] = {}
         self._last_round = -1
 
     @property
@@ -83,9 +85,10 @@ class SecAggCoordinator:
                           float(sum_noise_scale), float(sq_sum_noise_scale), os.urandom(32),
                           crypto.public_bytes(ephemeral), aggregator)
         key = os.urandom(32)
-        envelopes = {d: seal_envelope(ephemeral, self._devices[d].envelope, round_id, d, key)
+        offsets = {d: secrets.randbelow(P61) for d in participants}  # k_u: secret from the aggregator
+        envelopes = {d: seal_envelope(ephemeral, self._devices[d].envelope, round_id, d, key, offsets[d])
                      for d in participants}
-        self._rounds[round_id] = (cfg, key)
+        self._rounds[round_id] = (cfg, key, offsets)
         self._last_round = round_id
         return RoundStart(cfg.to_signed_bytes(self._signing.sign), envelopes)
 
@@ -98,13 +101,13 @@ class SecAggCoordinator:
         msg = AggregateResult.decode(aggregate)
         if msg.round_id not in self._rounds:
             raise MessageRejected(f"aggregate for unknown or already verified round {msg.round_id}")
-        cfg, key = self._rounds.pop(msg.round_id)  # one verification per round: no retrying forgeries
+        cfg, key, offsets = self._rounds.pop(msg.round_id)  # one verification per round: no retrying forgeries
         survivors = from_bitmap(msg.survivors_bitmap, cfg.participants)
         if len(survivors) < cfg.n_min:
             raise SecAggAbort(f"aggregate over {len(survivors)} devices, below n_min={cfg.n_min}")
         if msg.sums.shape != (2 * cfg.num_queries,):
             raise MessageRejected("aggregate of the wrong length")
-        sums = verify_aggregate(msg.sums, msg.checksum, key)
+        sums = verify_aggregate(msg.sums, msg.checksum, key, sum(offsets[u] for u in survivors) % P61, cfg.round_id)
         values = decode(sums)
         m = cfg.num_queries
         return VerifiedAggregate(msg.round_id, values[:m], values[m:], survivors)
