@@ -283,20 +283,29 @@ class UnmaskShares:
 
 @dataclass(frozen=True, eq=False)
 class AggregateResult:
-    """Aggregator -> coordinator: Σ x_u over U3 in Z_2^64 (2M words) and the checksum sum in Z_P61."""
+    """Aggregator -> coordinator: Σ x_u over U3 in Z_2^64 (2M words), the checksum sum in Z_P61, and the
+    signed SurvivorAck frames (U4) that bind the survivor bitmap to what the devices saw."""
 
     round_id: int
     survivors_bitmap: bytes
     sums: np.ndarray
     checksum: int
+    acks: tuple[bytes, ...] = ()
 
     def encode(self) -> bytes:
         w = Writer().u64(self.round_id).blob(self.survivors_bitmap).words(self.sums).u64(self.checksum)
+        w.u32(len(self.acks))
+        for a in self.acks:
+            w.blob(a)
         return frame(KIND_AGGREGATE, w.bytes())
 
     @classmethod
     def decode(cls, data: bytes) -> "AggregateResult":
         r = Reader(unframe(data, KIND_AGGREGATE)[0])
-        out = cls(r.u64(), r.blob(1 << 14), r.words(), r.u64())
+        round_id, bitmap, sums, checksum = r.u64(), r.blob(1 << 14), r.words(), r.u64()
+        n_acks = r.u32()
+        if n_acks > 8 * len(bitmap):
+            raise MessageRejected("more acknowledgements than participants")
+        out = cls(round_id, bitmap, sums, checksum, tuple(r.blob(1024) for _ in range(n_acks)))
         r.done()
         return out

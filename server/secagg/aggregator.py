@@ -184,4 +184,5 @@ class Aggregator:
         self.phase = "done"
         log.debug("round %d unmasked: %d inputs, %d dropouts", rid, len(self.inputs),
                   len(self.shares) - len(self.inputs))
-        return AggregateResult(rid, self._bitmap, total[:-1].copy(), int(total[-1])).encode()
+        return AggregateResult(rid, self._bitmap, total[:-1].copy(), int(total[-1]),
+                               tuple(self.acks[v] for v in sorted(self.acks))).encode()

@@ -15,10 +15,11 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from pategail.sdk.secagg import crypto
 from pategail.sdk.secagg.config import COORDINATOR, DevicePublicKeys, KeyDirectory, RoundConfig
-from pategail.sdk.secagg.errors import MessageRejected, SecAggAbort
+from pategail.sdk.secagg.client import survivor_digest
+from pategail.sdk.secagg.errors import MessageRejected, SecAggAbort, TamperDetected
 from pategail.sdk.secagg.fixedpoint import decode
 from pategail.sdk.secagg.graph import default_threshold
-from pategail.sdk.secagg.messages import AggregateResult, from_bitmap
+from pategail.sdk.secagg.messages import AggregateResult, SurvivorAck, from_bitmap
 from pategail.sdk.secagg.prg import P61
 
 from .checksum import seal_envelope, verify_aggregate
@@ -95,7 +96,8 @@ class SecAggCoordinator:
     def verify(self, aggregate: bytes) -> VerifiedAggregate:
         """Check the aggregate's round, survivor count, range and keyed checksum; decode the noisy sums.
 
-        Raises TamperDetected on a checksum/range mismatch, SecAggAbort below n_min, MessageRejected on
+        Raises TamperDetected on a checksum/range mismatch or a survivor set the devices did not sign
+        (fewer than ``threshold`` signatures), SecAggAbort below n_min, MessageRejected on
         malformed bytes or an unknown/finished round (a replayed aggregate).
         """
         msg = AggregateResult.decode(aggregate)
@@ -105,9 +107,31 @@ class SecAggCoordinator:
         survivors = from_bitmap(msg.survivors_bitmap, cfg.participants)
         if len(survivors) < cfg.n_min:
             raise SecAggAbort(f"aggregate over {len(survivors)} devices, below n_min={cfg.n_min}")
+        self._check_survivors_signed(cfg, msg, frozenset(survivors))
         if msg.sums.shape != (2 * cfg.num_queries,):
             raise MessageRejected("aggregate of the wrong length")
         sums = verify_aggregate(msg.sums, msg.checksum, key, sum(offsets[u] for u in survivors) % P61, cfg.round_id)
         values = decode(sums)
         m = cfg.num_queries
         return VerifiedAggregate(msg.round_id, values[:m], values[m:], survivors)
+
+    def _check_survivors_signed(self, cfg: RoundConfig, msg: AggregateResult, survivors: frozenset[int]) -> None:
+        """The claimed survivor set must be the one the devices signed in the consistency check: every ack
+        carried is a valid signature of a claimed survivor on this bitmap, and at least ``threshold`` distinct
+        survivors signed — the same quorum a device needs before it unmasks, so unless ``threshold`` devices
+        collude with the aggregator, an honest device saw this set. (The affine checksum binds it again.)"""
+        digest = survivor_digest(cfg.round_id, msg.survivors_bitmap)
+        directory = self.directory
+        signers: set[int] = set()
+        for raw in msg.acks:
+            try:
+                ack = SurvivorAck.decode(raw, directory)
+            except MessageRejected as err:
+                raise TamperDetected(f"round {cfg.round_id}: a survivor acknowledgement is invalid ({err})") from None
+            if ack.round_id != cfg.round_id or ack.digest != digest or ack.sender not in survivors:
+                raise TamperDetected(f"round {cfg.round_id}: the survivor set is not the one device {ack.sender} "
+                                     "signed")
+            signers.add(ack.sender)
+        if len(signers) < cfg.threshold:
+            raise TamperDetected(f"round {cfg.round_id}: only {len(signers)} survivors signed the survivor set, "
+                                 f"{cfg.threshold} needed")

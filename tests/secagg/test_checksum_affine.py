@@ -23,7 +23,8 @@ def _scaling(c: int):
             return None
         msg = AggregateResult.decode(replies[COORDINATOR])
         scaled = to_ring(from_ring(msg.sums) * np.int64(c))
-        return AggregateResult(msg.round_id, msg.survivors_bitmap, scaled, (msg.checksum * c) % P61).encode()
+        return AggregateResult(msg.round_id, msg.survivors_bitmap, scaled, (msg.checksum * c) % P61,
+                               msg.acks).encode()
     return adversary
 
 

@@ -53,7 +53,7 @@ def test_tampered_aggregate_is_detected(federation, rng, change):
             sums[3] += np.uint64(P61)
         else:
             sums[[0, 1]] = sums[[1, 0]]
-        return AggregateResult(msg.round_id, msg.survivors_bitmap, sums, msg.checksum).encode()
+        return AggregateResult(msg.round_id, msg.survivors_bitmap, sums, msg.checksum, msg.acks).encode()
 
     with pytest.raises(TamperDetected):
         _round(federation, rng, adversary)
@@ -65,7 +65,8 @@ def test_forged_checksum_without_key_is_detected(federation, rng):
             msg = AggregateResult.decode(replies[COORDINATOR])
             sums = msg.sums.copy()
             sums[0] += np.uint64(5)
-            return AggregateResult(msg.round_id, msg.survivors_bitmap, sums, (msg.checksum + 5) % P61).encode()
+            return AggregateResult(msg.round_id, msg.survivors_bitmap, sums, (msg.checksum + 5) % P61,
+                                   msg.acks).encode()
 
     with pytest.raises(TamperDetected, match="checksum"):
         _round(federation, rng, adversary)
