@@ -6,10 +6,10 @@ Others use ``SecAggClient`` (client.py), ``DeviceIdentity`` (crypto.py), ``KeyDi
 from .client import SecAggClient
 from .config import COORDINATOR, DevicePublicKeys, KeyDirectory, RoundConfig
 from .crypto import DeviceIdentity
-from .errors import (MessageRejected, ProtocolError, RefusedUnmask, SecAggAbort, SecAggError,
+from .errors import (ImplausibleAggregate, MessageRejected, ProtocolError, RefusedUnmask, SecAggAbort, SecAggError,
                      TamperDetected)
 from .fixedpoint import FRAC_BITS
 
 __all__ = ["SecAggClient", "COORDINATOR", "DevicePublicKeys", "KeyDirectory", "RoundConfig", "DeviceIdentity",
-           "MessageRejected", "ProtocolError", "RefusedUnmask", "SecAggAbort", "SecAggError", "TamperDetected",
+           "ImplausibleAggregate", "MessageRejected", "ProtocolError", "RefusedUnmask", "SecAggAbort", "SecAggError", "TamperDetected",
            "FRAC_BITS"]

@@ -77,8 +77,8 @@ def survivor_digest(round_id: int, bitmap: bytes) -> bytes:
 
 
 class SecAggClient:
-    """One device's protocol state machine. ``noise_sampler(scale_quanta, n_min, size) -> int64`` is the
-    source of its noise share (default: the CSPRNG discrete-Laplace share; tests wrap it to record shares)."""
+    """One device's protocol state machine. ``noise_sampler(scale_quanta, divisor, size) -> int64`` is the
+    source of its noise share (divisor = n_min - colluders) (default: the CSPRNG discrete-Laplace share; tests wrap it to record shares)."""
 
     def __init__(self, device_id: int, identity: crypto.DeviceIdentity, directory: KeyDirectory,
                  noise_sampler=discrete_laplace_share):
@@ -183,8 +183,8 @@ class SecAggClient:
         if scores.shape != (m,):
             raise ValueError(f"scores must have shape ({m},), got {scores.shape}")
         x = np.concatenate([encode(scores), encode(scores * scores)])
-        x[:m] += self._noise(cfg.sum_noise_scale * SCALE, cfg.n_min, m)
-        x[m:] += self._noise(cfg.sq_sum_noise_scale * SCALE, cfg.n_min, m)
+        x[:m] += self._noise(cfg.sum_noise_scale * SCALE, cfg.noise_divisor, m)
+        x[m:] += self._noise(cfg.sq_sum_noise_scale * SCALE, cfg.noise_divisor, m)
         y = np.empty(2 * m + 1, dtype=np.uint64)
         y[:-1] = to_ring(x)
         y[-1] = checksum(x, weights(r.checksum_key, 2 * m), r.checksum_offset)

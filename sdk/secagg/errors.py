@@ -29,3 +29,8 @@ class RefusedUnmask(ProtocolError):
 
 class TamperDetected(SecAggError):
     """The coordinator's keyed checksum (or range check) does not match the aggregate it received."""
+
+
+class ImplausibleAggregate(TamperDetected):
+    """A released sum lies outside what clipped inputs plus the round's noise can produce (probability of a
+    false alarm < 2^-40 per round): a device skipped its clipping, or the aggregate was altered."""

@@ -1,5 +1,5 @@
 """Aggregator and coordinator side of secure noisy aggregation (the device side is ``pategail.sdk.secagg``)."""
-from pategail.sdk.secagg.errors import (MessageRejected, ProtocolError, RefusedUnmask, SecAggAbort, SecAggError,
+from pategail.sdk.secagg.errors import (ImplausibleAggregate, MessageRejected, ProtocolError, RefusedUnmask, SecAggAbort, SecAggError,
                                         TamperDetected)
 
 from .aggregator import Aggregator
@@ -7,5 +7,5 @@ from .coordinator import RoundStart, SecAggCoordinator, VerifiedAggregate
 from .round import AggregateResult, Dropouts, RoundStats, SecureRoundConfig, run_secure_round
 
 __all__ = ["Aggregator", "RoundStart", "SecAggCoordinator", "VerifiedAggregate", "AggregateResult", "Dropouts",
-           "RoundStats", "SecureRoundConfig", "run_secure_round", "MessageRejected", "ProtocolError",
+           "RoundStats", "SecureRoundConfig", "run_secure_round", "ImplausibleAggregate", "MessageRejected", "ProtocolError",
            "RefusedUnmask", "SecAggAbort", "SecAggError", "TamperDetected"]

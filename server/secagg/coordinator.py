@@ -16,8 +16,8 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 from pategail.sdk.secagg import crypto
 from pategail.sdk.secagg.config import COORDINATOR, DevicePublicKeys, KeyDirectory, RoundConfig
 from pategail.sdk.secagg.client import survivor_digest
-from pategail.sdk.secagg.errors import MessageRejected, SecAggAbort, TamperDetected
-from pategail.sdk.secagg.fixedpoint import decode
+from pategail.sdk.secagg.errors import ImplausibleAggregate, MessageRejected, SecAggAbort, TamperDetected
+from pategail.sdk.secagg.fixedpoint import SCALE, decode, plausible_range
 from pategail.sdk.secagg.graph import default_threshold
 from pategail.sdk.secagg.messages import AggregateResult, SurvivorAck, from_bitmap
 from pategail.sdk.secagg.prg import P61
@@ -71,8 +71,8 @@ class SecAggCoordinator:
 
     def new_round(self, round_id: int, participants, num_queries: int, n_min: int, sum_noise_scale: float,
                   sq_sum_noise_scale: float, degree: int = 0, threshold: int | None = None,
-                  aggregator: int = COORDINATOR) -> RoundStart:
-        """Sign a round configuration and seal a fresh checksum key to every participant."""
+                  aggregator: int = COORDINATOR, colluders: int = 0) -> RoundStart:
+        """Sign a round configuration and seal a fresh checksum key and offset to every participant."""
         if round_id <= self._last_round:
             raise ValueError(f"round ids must increase ({round_id} <= {self._last_round})")
         participants = tuple(sorted(participants))
@@ -81,10 +81,11 @@ class SecAggCoordinator:
         ephemeral = X25519PrivateKey.generate()
         n = len(participants)
         holders = n if degree == 0 or degree >= n - 1 else degree + 1
-        cfg = RoundConfig(round_id, participants, num_queries, n_min,
-                          threshold if threshold is not None else default_threshold(holders), degree,
-                          float(sum_noise_scale), float(sq_sum_noise_scale), os.urandom(32),
-                          crypto.public_bytes(ephemeral), aggregator)
+        cfg = RoundConfig(round_id=round_id, participants=participants, num_queries=num_queries, n_min=n_min,
+                          threshold=threshold if threshold is not None else default_threshold(holders),
+                          degree=degree, sum_noise_scale=float(sum_noise_scale),
+                          sq_sum_noise_scale=float(sq_sum_noise_scale), round_seed=os.urandom(32),
+                          envelope_public=crypto.public_bytes(ephemeral), colluders=colluders, aggregator=aggregator)
         key = os.urandom(32)
         offsets = {d: secrets.randbelow(P61) for d in participants}  # k_u: secret from the aggregator
         envelopes = {d: seal_envelope(ephemeral, self._devices[d].envelope, round_id, d, key, offsets[d])
@@ -111,8 +112,9 @@ class SecAggCoordinator:
         if msg.sums.shape != (2 * cfg.num_queries,):
             raise MessageRejected("aggregate of the wrong length")
         sums = verify_aggregate(msg.sums, msg.checksum, key, sum(offsets[u] for u in survivors) % P61, cfg.round_id)
-        values = decode(sums)
         m = cfg.num_queries
+        _check_plausible(cfg, sums, len(survivors))
+        values = decode(sums)
         return VerifiedAggregate(msg.round_id, values[:m], values[m:], survivors)
 
     def _check_survivors_signed(self, cfg: RoundConfig, msg: AggregateResult, survivors: frozenset[int]) -> None:
@@ -135,3 +137,18 @@ class SecAggCoordinator:
         if len(signers) < cfg.threshold:
             raise TamperDetected(f"round {cfg.round_id}: only {len(signers)} survivors signed the survivor set, "
                                  f"{cfg.threshold} needed")
+
+
+def _check_plausible(cfg: RoundConfig, sums: np.ndarray, n_survivors: int) -> None:
+    """Every released Σ D and Σ D² must lie in [0, n] widened by the noise's bound (false alarm < 2^-40 per
+    round): the checksum cannot see a device that skipped its own clipping (it knows its checksum secrets)."""
+    m = cfg.num_queries
+    for name, part, scale in (("sum", sums[:m], cfg.sum_noise_scale), ("sq_sum", sums[m:], cfg.sq_sum_noise_scale)):
+        lo, hi = plausible_range(n_survivors, scale * SCALE, cfg.noise_divisor, 2 * m)
+        bad = np.flatnonzero((part < lo) | (part > hi))
+        if bad.size:
+            i = int(bad[0])
+            raise ImplausibleAggregate(
+                f"round {cfg.round_id}: released {name}[{i}] = {part[i] / SCALE:.6g} lies outside the plausible "
+                f"[{lo / SCALE:.6g}, {hi / SCALE:.6g}] for {n_survivors} survivors ({bad.size} coordinates): a "
+                "device skipped its clipping or the aggregate was altered; nothing released")

@@ -46,6 +46,8 @@ class SecureRoundConfig:
     """Shamir threshold; None = a strict majority of a neighbourhood."""
     aggregator: str = "coordinator"
     """"coordinator" or "device" (a device drawn at random each round)."""
+    colluders: int = 0
+    """t: devices that may collude with the coordinator; noise shares are sized for n_min - t."""
 
     def __post_init__(self):
         if self.aggregator not in ("coordinator", "device"):
@@ -139,7 +141,7 @@ def run_secure_round(clients: Sequence[SecAggClient], values: np.ndarray | None,
     t0 = time.thread_time()
     start = coordinator.new_round(config.round_id, participants, num_queries, config.n_min,
                                   config.sum_noise_scale, config.sq_sum_noise_scale, config.degree,
-                                  config.threshold, agg_id)
+                                  config.threshold, agg_id, config.colluders)
     coord_cpu = time.thread_time() - t0
     agg = on_aggregator(Aggregator, start.config, coordinator.directory)
     alive = list(participants)
