@@ -8,7 +8,8 @@ device — and everything in it:
 - ``discriminator.ckpt``     the personal discriminator D_u (ONNX Runtime checkpoint, optimizer state included),
   ``discriminator.ckpt.bundle`` the SHA-256 of the bundle it belongs to;
 - ``policy.onnx``, ``policy.json``  the latest policy accepted from the coordinator (hash-checked);
-- ``identity.key``           the secure-aggregation identity (Ed25519 + X25519 private keys, mode 0600).
+- ``identity.key``           the secure-aggregation identity (Ed25519 + X25519 private keys, mode 0600);
+- ``secagg-rounds.json``     the last secure-aggregation round accepted per coordinator key (replay guard).
 
 The coordinator reaches the device only through :meth:`Device.handle` (bytes in, bytes out; see
 :mod:`pategail.sdk.messages`) and, for the secure aggregation that follows, through the endpoint of
@@ -49,6 +50,7 @@ from pategail.sdk.secagg.client import SecAggClient
 from pategail.sdk.secagg.config import DevicePublicKeys, KeyDirectory
 from pategail.sdk.secagg.crypto import DeviceIdentity
 from pategail.sdk.secagg.errors import ProtocolError
+from pategail.sdk.secagg.replay import RoundLog
 from pategail.sdk.store import TrajectoryStore, initial_state_contribution
 
 log = logging.getLogger(__name__)
@@ -64,6 +66,8 @@ ROUND_TAG = "discriminator.round"
 POLICY_FILE = "policy.onnx"
 POLICY_META = "policy.json"
 IDENTITY_FILE = "identity.key"
+ROUND_LOG_FILE = "secagg-rounds.json"
+"""Last secure-aggregation round accepted per coordinator key: a restarted app must not reopen old rounds."""
 
 
 class DeviceError(PategailError):
@@ -436,7 +440,8 @@ class Device:
         ``directory`` the public-key directory it was enrolled in. Its masked upload is the pending vector."""
         # one client per directory: a client keeps its round state (and refuses replayed rounds) across calls
         if self._secagg is None or self._secagg_directory != directory:
-            self._secagg = SecAggClient(self.device_id, self.identity, directory)
+            self._secagg = SecAggClient(self.device_id, self.identity, directory,
+                                        round_log=RoundLog(self.root / ROUND_LOG_FILE))
             self._secagg_directory = directory
         return SecAggEndpoint(self)
 

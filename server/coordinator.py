@@ -25,8 +25,8 @@ from pategail.sdk.epr import CellGeometry, n_rank_bins
 from pategail.sdk.messages import (Ack, ErrorReply, InitialStatesRequest, PolicyUpdate, RoundRequest, from_bytes,
                                    to_bytes)
 from pategail.sdk.secagg.config import DevicePublicKeys
-from pategail.server.checkpoint import (Release, journal_intent, journal_release, load_checkpoint, read_intents,
-                                       read_journal, save_checkpoint)
+from pategail.server.checkpoint import (Release, abort_intent, journal_intent, journal_release, load_checkpoint,
+                                       read_intents, read_journal, save_checkpoint)
 from pategail.server.config import TrainConfig
 from pategail.server.initial_states import InitialStates, contribution_length
 from pategail.server.policy import Policy, PolicyConfig
@@ -213,7 +213,7 @@ class Coordinator:
         try:
             result = run_secure_round(endpoints, None, config, rng, coordinator=self.secagg, num_queries=length)
         except SecAggAbort:                        # below n_min: the protocol released nothing
-            intent.unlink()
+            abort_intent(intent)
             self._rebuild_accountant()
             raise
         release = Release(round_, kind, result.sum, result.sq_sum, result.n_survivors, sum_scale, sq_scale)

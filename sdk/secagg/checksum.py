@@ -69,10 +69,10 @@ def unpack_secrets(plain: bytes) -> tuple[bytes, int]:
     return key, offset
 
 
-def envelope_aad(round_id: int, device: int) -> bytes:
-    return b"checksum-envelope" + struct.pack(">QI", round_id, device)
+def envelope_aad(config_digest: bytes, device: int) -> bytes:
+    return b"checksum-envelope" + config_digest + struct.pack(">I", device)
 
 
-def envelope_key(shared_secret: bytes, round_id: int, device: int) -> bytes:
-    """AES-GCM key of the envelope of ``device`` in ``round_id``."""
-    return crypto.hkdf(shared_secret, b"envelope", round_id, device)
+def envelope_key(shared_secret: bytes, config_digest: bytes, device: int) -> bytes:
+    """AES-GCM key of the envelope of ``device`` in the round with configuration digest ``config_digest``."""
+    return crypto.hkdf(shared_secret, b"envelope", device, salt=config_digest)

@@ -8,6 +8,7 @@ aggregator relays the signed bytes and cannot change them.
 """
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Mapping
@@ -131,6 +132,11 @@ class RoundConfig:
         w.u32(self.threshold).u32(self.degree).f64(self.sum_noise_scale).f64(self.sq_sum_noise_scale)
         w.raw(self.round_seed).raw(self.envelope_public).u32(self.colluders).u32(self.aggregator)
         return w.u8(self.frac_bits).bytes()
+
+    @property
+    def digest(self) -> bytes:
+        """SHA-256 of the configuration (its signed body): every message and key of the round is bound to it."""
+        return hashlib.sha256(b"pategail-secagg/round-config" + self.body()).digest()
 
     def to_signed_bytes(self, sign) -> bytes:
         """The signed frame; ``sign`` is the coordinator's Ed25519 signing function."""

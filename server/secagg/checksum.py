@@ -18,13 +18,13 @@ from pategail.sdk.secagg.fixedpoint import SAFE_ABS_SUM, from_ring
 from pategail.sdk.secagg.messages import ChecksumEnvelope
 
 
-def seal_envelope(ephemeral: X25519PrivateKey, device_envelope_public: bytes, round_id: int, device: int,
-                  checksum_key: bytes, offset: int) -> bytes:
+def seal_envelope(ephemeral: X25519PrivateKey, device_envelope_public: bytes, round_id: int,
+                  config_digest: bytes, device: int, checksum_key: bytes, offset: int) -> bytes:
     """The ChecksumEnvelope bytes carrying ``checksum_key`` and the device's ``offset`` k_u to ``device``
     (only that device can open it)."""
     shared = crypto.agree(ephemeral, device_envelope_public)
-    sealed = crypto.seal(envelope_key(shared, round_id, device), pack_secrets(checksum_key, offset),
-                         envelope_aad(round_id, device))
+    sealed = crypto.seal(envelope_key(shared, config_digest, device), pack_secrets(checksum_key, offset),
+                         envelope_aad(config_digest, device))
     return ChecksumEnvelope(round_id, device, sealed).encode()
 
 

@@ -88,8 +88,8 @@ class SecAggCoordinator:
                           envelope_public=crypto.public_bytes(ephemeral), colluders=colluders, aggregator=aggregator)
         key = os.urandom(32)
         offsets = {d: secrets.randbelow(P61) for d in participants}  # k_u: secret from the aggregator
-        envelopes = {d: seal_envelope(ephemeral, self._devices[d].envelope, round_id, d, key, offsets[d])
-                     for d in participants}
+        envelopes = {d: seal_envelope(ephemeral, self._devices[d].envelope, round_id, cfg.digest, d, key,
+                                      offsets[d]) for d in participants}
         self._rounds[round_id] = (cfg, key, offsets)
         self._last_round = round_id
         return RoundStart(cfg.to_signed_bytes(self._signing.sign), envelopes)
@@ -105,6 +105,8 @@ class SecAggCoordinator:
         if msg.round_id not in self._rounds:
             raise MessageRejected(f"aggregate for unknown or already verified round {msg.round_id}")
         cfg, key, offsets = self._rounds.pop(msg.round_id)  # one verification per round: no retrying forgeries
+        if msg.config_digest != cfg.digest:
+            raise TamperDetected(f"round {cfg.round_id}: aggregate for another configuration of this round")
         survivors = from_bitmap(msg.survivors_bitmap, cfg.participants)
         if len(survivors) < cfg.n_min:
             raise SecAggAbort(f"aggregate over {len(survivors)} devices, below n_min={cfg.n_min}")
@@ -122,7 +124,7 @@ class SecAggCoordinator:
         carried is a valid signature of a claimed survivor on this bitmap, and at least ``threshold`` distinct
         survivors signed — the same quorum a device needs before it unmasks, so unless ``threshold`` devices
         collude with the aggregator, an honest device saw this set. (The affine checksum binds it again.)"""
-        digest = survivor_digest(cfg.round_id, msg.survivors_bitmap)
+        digest = survivor_digest(cfg.digest, msg.survivors_bitmap)
         directory = self.directory
         signers: set[int] = set()
         for raw in msg.acks:
@@ -130,7 +132,8 @@ class SecAggCoordinator:
                 ack = SurvivorAck.decode(raw, directory)
             except MessageRejected as err:
                 raise TamperDetected(f"round {cfg.round_id}: a survivor acknowledgement is invalid ({err})") from None
-            if ack.round_id != cfg.round_id or ack.digest != digest or ack.sender not in survivors:
+            if (ack.round_id, ack.config_digest, ack.digest) != (cfg.round_id, cfg.digest, digest) \
+                    or ack.sender not in survivors:
                 raise TamperDetected(f"round {cfg.round_id}: the survivor set is not the one device {ack.sender} "
                                      "signed")
             signers.add(ack.sender)

@@ -23,7 +23,7 @@ def _scaling(c: int):
             return None
         msg = AggregateResult.decode(replies[COORDINATOR])
         scaled = to_ring(from_ring(msg.sums) * np.int64(c))
-        return AggregateResult(msg.round_id, msg.survivors_bitmap, scaled, (msg.checksum * c) % P61,
+        return AggregateResult(msg.round_id, msg.config_digest, msg.survivors_bitmap, scaled, (msg.checksum * c) % P61,
                                msg.acks).encode()
     return adversary
 

@@ -30,7 +30,7 @@ def _run(federation, rng, rewrite, dropouts=None):
 
 
 def _with_bitmap(msg, bitmap, acks=None):
-    return AggregateResult(msg.round_id, bitmap, msg.sums, msg.checksum, msg.acks if acks is None else acks)
+    return AggregateResult(msg.round_id, msg.config_digest, bitmap, msg.sums, msg.checksum, msg.acks if acks is None else acks)
 
 
 def test_removing_a_survivor_is_detected(federation, rng):
@@ -65,8 +65,8 @@ def test_a_colluding_quorum_cannot_move_the_survivor_set_past_the_checksum(feder
     def rewrite(msg, cfg, identities):
         survivors = from_bitmap(msg.survivors_bitmap, cfg.participants)
         bitmap = to_bitmap(survivors[1:], cfg.participants)
-        digest = survivor_digest(cfg.round_id, bitmap)
-        acks = tuple(SurvivorAck(cfg.round_id, d, digest).encode(identities[d].sign) for d in survivors[1:])
+        digest = survivor_digest(cfg.digest, bitmap)
+        acks = tuple(SurvivorAck(cfg.round_id, cfg.digest, d, digest).encode(identities[d].sign) for d in survivors[1:])
         return _with_bitmap(msg, bitmap, acks)
 
     with pytest.raises(TamperDetected, match="checksum"):
