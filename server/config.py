@@ -53,6 +53,10 @@ class TrainConfig:
     are sized for n_min, so the released sums carry at least the intended noise)."""
     secagg_degree: int = 0
     """SecAgg+ neighbours per device (even); 0 = all pairs, the default up to a few hundred devices."""
+    secagg_colluders: int = 0
+    """t: devices that may collude with the coordinator (reveal their noise shares to it). Noise shares are
+    sized for n_min − t, so the honest survivors alone add the full noise; 0 trusts every device with its
+    share (7 colluders of 67 would then cut the noise std to √(60/67) = 0.946 of the target)."""
     aggregator: str = "coordinator"
     """Who sums the masked uploads: "coordinator" or "device" (one drawn at random each round)."""
     alpha: float = DEFAULT_ALPHA
@@ -83,6 +87,8 @@ class TrainConfig:
             raise PategailError(f"aggregator must be 'coordinator' or 'device', got {self.aggregator!r}")
         if self.secagg_degree < 0 or self.secagg_degree % 2:
             raise PategailError("secagg_degree must be 0 or a positive even number")
+        if self.secagg_colluders < 0:
+            raise PategailError(f"secagg_colluders must be >= 0, got {self.secagg_colluders}")
 
     @property
     def private(self) -> bool:

@@ -198,9 +198,13 @@ class Coordinator:
         if len(participants) - aggregator_sits_out < n_min:
             raise SecAggAbort(f"only {len(participants)} of {len(self.fleet.device_ids)} devices took part in "
                               f"round {round_}; at least {n_min} must")
+        if self.config.secagg_colluders >= n_min:
+            from pategail.errors import PategailError
+            raise PategailError(f"secagg_colluders={self.config.secagg_colluders} must be below n_min={n_min} "
+                                f"(min_survivors of {len(self.fleet.device_ids)} devices)")
         config = SecureRoundConfig(round_id=round_ << 16, n_min=n_min, sum_noise_scale=sum_scale,
                                    sq_sum_noise_scale=sq_scale, degree=self.config.secagg_degree,
-                                   aggregator=self.config.aggregator)
+                                   aggregator=self.config.aggregator, colluders=self.config.secagg_colluders)
         intent = journal_intent(self.ckpt_dir, round_, sum_scale, sq_scale, length)   # counted from here on
         attempt = int(intent.stem.rsplit("-", 1)[1])
         config = replace(config, round_id=(round_ << 16) | attempt)
