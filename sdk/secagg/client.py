@@ -37,6 +37,7 @@ from .graph import NeighbourGraph
 from .messages import (AckSet, AdvertiseKeys, ChecksumEnvelope, KeyBroadcast, MaskedInput, ShareDelivery,
                        ShareKeys, SurvivorAck, SurvivorSet, UnmaskShares, from_bitmap)
 from .noise import discrete_laplace_share
+from .policy import DevicePolicy
 from .prg import add_mask, expand_mask
 from .replay import RoundLog
 
@@ -84,15 +85,18 @@ class SecAggClient:
 
     ``noise_sampler(scale_quanta, divisor, size) -> int64`` is the source of its noise share, divisor =
     n_min - colluders (default: the CSPRNG discrete-Laplace share; tests wrap it to record shares).
-    ``round_log`` keeps the last round accepted per coordinator key; give it a path so it survives restarts."""
+    ``round_log`` keeps the last round accepted per coordinator key; give it a path so it survives restarts.
+    ``policy`` holds the device's floors on a signed configuration (``policy.DevicePolicy``)."""
 
     def __init__(self, device_id: int, identity: crypto.DeviceIdentity, directory: KeyDirectory,
-                 noise_sampler=discrete_laplace_share, round_log: RoundLog | None = None):
+                 noise_sampler=discrete_laplace_share, round_log: RoundLog | None = None,
+                 policy: DevicePolicy | None = None):
         self.device_id = device_id
         self._identity = identity
         self._directory = directory
         self._noise = noise_sampler
         self._round_log = round_log if round_log is not None else RoundLog()
+        self.policy = policy if policy is not None else DevicePolicy()
         self._round: _Round | None = None
         self.phase = Phase.IDLE
 
@@ -122,6 +126,7 @@ class SecAggClient:
         self._round_log.check(self._directory.coordinator, cfg.round_id)
         if self.device_id not in cfg.participants:
             raise ProtocolError(f"device {self.device_id} is not a participant of round {cfg.round_id}")
+        self.policy.check(cfg)  # a signature says who chose the configuration, not that it is safe
         env = ChecksumEnvelope.decode(envelope)
         if (env.round_id, env.device) != (cfg.round_id, self.device_id):
             raise MessageRejected("checksum envelope for another round or device")
