@@ -3,9 +3,9 @@
 A device object owns one ``SecAggClient``. Each call takes the bytes the aggregator sent and returns the
 bytes to send back; a call that raises leaves the client's state unchanged:
 
-    start_round(signed_config, envelope) -> AdvertiseKeys      (verify config; open checksum key; new keys)
+    start_round(signed_config, envelope) -> AdvertiseKeys      (verify config, policy, budget; open envelope)
     share_keys(key_broadcast)            -> ShareKeys          (t-of-k shares of b_u and s_u, encrypted)
-    masked_input(share_delivery, scores) -> MaskedInput        (clip, encode, add noise share, checksum, mask)
+    masked_input(share_delivery, scores) -> MaskedInput        (clip, noise share, checksum, mask; ledger)
     consistency_check(survivor_set)      -> SurvivorAck        (sign U3 once; abort below n_min)
     unmask(ack_set)                      -> UnmaskShares       (b shares of survivors, s shares of dropouts)
 
@@ -34,6 +34,7 @@ from .config import KeyDirectory, RoundConfig
 from .errors import MessageRejected, ProtocolError, RefusedUnmask, SecAggAbort
 from .fixedpoint import SCALE, clip_unit, encode, to_ring
 from .graph import NeighbourGraph
+from .ledger import PrivacyLedger
 from .messages import (AckSet, AdvertiseKeys, ChecksumEnvelope, KeyBroadcast, MaskedInput, ShareDelivery,
                        ShareKeys, SurvivorAck, SurvivorSet, UnmaskShares, from_bitmap)
 from .noise import discrete_laplace_share
@@ -86,17 +87,19 @@ class SecAggClient:
     ``noise_sampler(scale_quanta, divisor, size) -> int64`` is the source of its noise share, divisor =
     n_min - colluders (default: the CSPRNG discrete-Laplace share; tests wrap it to record shares).
     ``round_log`` keeps the last round accepted per coordinator key; give it a path so it survives restarts.
-    ``policy`` holds the device's floors on a signed configuration (``policy.DevicePolicy``)."""
+    ``policy`` holds the device's floors on a signed configuration (``policy.DevicePolicy``), ``ledger`` its
+    own privacy ledger (``ledger.PrivacyLedger``); both are checked before the device sends anything."""
 
     def __init__(self, device_id: int, identity: crypto.DeviceIdentity, directory: KeyDirectory,
                  noise_sampler=discrete_laplace_share, round_log: RoundLog | None = None,
-                 policy: DevicePolicy | None = None):
+                 policy: DevicePolicy | None = None, ledger: PrivacyLedger | None = None):
         self.device_id = device_id
         self._identity = identity
         self._directory = directory
         self._noise = noise_sampler
         self._round_log = round_log if round_log is not None else RoundLog()
         self.policy = policy if policy is not None else DevicePolicy()
+        self.ledger = ledger if ledger is not None else PrivacyLedger()
         self._round: _Round | None = None
         self.phase = Phase.IDLE
 
@@ -127,6 +130,7 @@ class SecAggClient:
         if self.device_id not in cfg.participants:
             raise ProtocolError(f"device {self.device_id} is not a participant of round {cfg.round_id}")
         self.policy.check(cfg)  # a signature says who chose the configuration, not that it is safe
+        self.ledger.check(cfg)
         env = ChecksumEnvelope.decode(envelope)
         if (env.round_id, env.device) != (cfg.round_id, self.device_id):
             raise MessageRejected("checksum envelope for another round or device")
@@ -207,8 +211,10 @@ class SecAggClient:
         for v in r.peers.keys() & held.keys():
             seed = crypto.mask_seed(r.s_key, r.peers[v].s_public, r.digest, self.device_id, v)
             add_mask(y, expand_mask(seed, 2 * m), +1 if self.device_id < v else -1)
+        reply = MaskedInput(cfg.round_id, r.digest, self.device_id, y).encode(self._sign)
+        self.ledger.record(cfg)  # from the moment the input leaves, a release containing it may exist
         r.held, self.phase = held, Phase.MASKED
-        return MaskedInput(cfg.round_id, r.digest, self.device_id, y).encode(self._sign)
+        return reply
 
     def consistency_check(self, survivor_set: bytes) -> bytes:
         """Sign the survivor set U3 — once per round; refuse below n_min or if U3 is inconsistent."""

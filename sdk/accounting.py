@@ -1,0 +1,74 @@
+"""Differential-privacy accounting shared by the coordinator's accountant and each device's own ledger: the
+releases of a run (or of one device) composed with Google's ``dp-accounting`` PLD accountant — pure functions.
+
+A ``QueryRelease`` is ``count`` queried pairs, each answered with Σ D + noise (Laplace scale ``sum_scale``)
+and, optionally, Σ D² + noise (``sq_sum_scale``); both sums have sensitivity 1. ``merge_release`` appends
+one to a list the way both sides do (identical scales merged), so the coordinator and a device that took
+part in every release compose exactly the same events and get the same ε on the same grid.
+The server's stateful ``PrivacyAccountant`` (``server/privacy/accountant.py``) builds on these.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dp_accounting import dp_event
+from dp_accounting.pld import pld_privacy_accountant
+
+
+@dataclass(frozen=True)
+class QueryRelease:
+    """``count`` queries, each releasing Σ D with Laplace(sum_scale) and Σ D² with Laplace(sq_sum_scale)."""
+
+    sum_scale: float
+    sq_sum_scale: float | None
+    count: int
+
+    def __post_init__(self):
+        if not self.sum_scale > 0 or (self.sq_sum_scale is not None and not self.sq_sum_scale > 0):
+            raise ValueError("noise scales must be > 0 (a release without noise has ε = ∞)")
+        if self.count < 1:
+            raise ValueError("count must be >= 1")
+
+    @property
+    def per_query_epsilon(self) -> float:
+        """Pure ε of one query: 1/b (+ 1/b_sq)."""
+        return 1.0 / self.sum_scale + (1.0 / self.sq_sum_scale if self.sq_sum_scale else 0.0)
+
+
+# -- pure functions ---------------------------------------------------------------------------------------
+def to_dp_event(releases: list[QueryRelease]) -> dp_event.DpEvent:
+    """All releases as one dp-accounting event (Laplace noise multiplier = scale / sensitivity, here scale)."""
+    events = []
+    for r in releases:
+        events.append(dp_event.SelfComposedDpEvent(dp_event.LaplaceDpEvent(r.sum_scale), r.count))
+        if r.sq_sum_scale:
+            events.append(dp_event.SelfComposedDpEvent(dp_event.LaplaceDpEvent(r.sq_sum_scale), r.count))
+    return dp_event.ComposedDpEvent(events)
+
+
+def _pld(releases: list[QueryRelease], interval: float) -> pld_privacy_accountant.PLDAccountant:
+    acc = pld_privacy_accountant.PLDAccountant(value_discretization_interval=interval)
+    acc.compose(to_dp_event(releases))
+    return acc
+
+
+def composed_epsilon(releases: list[QueryRelease], delta: float, interval: float = 1e-4) -> float:
+    """Smallest ε such that the composition of ``releases`` is (ε, δ)-DP (PLD, pessimistic estimate)."""
+    if not releases:
+        return 0.0
+    return float(_pld(releases, interval).get_epsilon(delta))
+
+
+def composed_delta(releases: list[QueryRelease], epsilon: float, interval: float = 1e-4) -> float:
+    """δ(ε) of the composition of ``releases`` (PLD)."""
+    if not releases:
+        return 0.0
+    return float(_pld(releases, interval).get_delta(epsilon))
+
+
+def merge_release(releases: list[QueryRelease], new: QueryRelease) -> list[QueryRelease]:
+    """``releases`` + ``new``, merged into the last entry when its noise scales are identical."""
+    last = releases[-1] if releases else None
+    if last and (last.sum_scale, last.sq_sum_scale) == (new.sum_scale, new.sq_sum_scale):
+        return [*releases[:-1], QueryRelease(new.sum_scale, new.sq_sum_scale, last.count + new.count)]
+    return [*releases, new]
