@@ -1,0 +1,269 @@
+package org.pategail.core;
+
+import java.io.ByteArrayOutputStream;
+import java.io.File;
+import java.io.FileInputStream;
+import java.io.IOException;
+import java.io.InputStream;
+import java.nio.charset.StandardCharsets;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
+import java.util.ArrayList;
+import java.util.Iterator;
+import java.util.List;
+
+import org.json.JSONArray;
+import org.json.JSONException;
+import org.json.JSONObject;
+import org.pategail.core.secagg.Bytes;
+
+/**
+ * A verified model bundle (the Python SDK's {@code bundle.load_bundle}): manifest.json's format and version,
+ * every listed file's size and SHA-256, plain file names, the runtime range, and the cell table. Only
+ * java.io and org.json (Android's own JSON API), so it runs unchanged on minSdk 26.
+ */
+public final class Bundle {
+    public static final String MANIFEST = "manifest.json";
+    public static final String FORMAT = "pategail-model-bundle";
+    public static final int FORMAT_VERSION = 1;
+    static final String[] DISCRIMINATOR_ROLES = {"training", "eval", "optimizer", "inference"};
+
+    public final File root;
+    public final JSONObject manifest;
+    /** SHA-256 of manifest.json: the bundle's identity. */
+    public final String sha256;
+    public final File policy;
+    public final File training;
+    public final File eval;
+    public final File optimizer;
+    public final File inference;
+    public final File checkpoint;
+    /** Cell centres (n_cells, 2): latitude, longitude in degrees. */
+    public final double[][] cells;
+    public final double alpha;
+    public final int candidates;
+    public final double learningRate;
+    public final float expertLabel;
+    public final float generatedLabel;
+    public final int nParameters;
+    /** SHA-256 of the bundle's policy model (the policy in use until a PolicyUpdate is accepted). */
+    public final String policySha256;
+
+    private Bundle(File root, JSONObject manifest, String sha256, File[] models, File checkpoint, double[][] cells,
+                   double alpha, int candidates, double learningRate, float expert, float generated, int nParameters, String policySha256) {
+        this.root = root;
+        this.manifest = manifest;
+        this.sha256 = sha256;
+        this.policy = models[0];
+        this.training = models[1];
+        this.eval = models[2];
+        this.optimizer = models[3];
+        this.inference = models[4];
+        this.checkpoint = checkpoint;
+        this.cells = cells;
+        this.alpha = alpha;
+        this.candidates = candidates;
+        this.learningRate = learningRate;
+        this.expertLabel = expert;
+        this.generatedLabel = generated;
+        this.nParameters = nParameters;
+        this.policySha256 = policySha256;
+    }
+
+    public static byte[] readAll(File f) throws IOException {
+        try (InputStream in = new FileInputStream(f)) {
+            ByteArrayOutputStream out = new ByteArrayOutputStream();
+            byte[] buf = new byte[1 << 16];
+            int n;
+            while ((n = in.read(buf)) > 0) {
+                out.write(buf, 0, n);
+            }
+            return out.toByteArray();
+        }
+    }
+
+    public static String sha256Hex(byte[] data) {
+        try {
+            return Bytes.hex(MessageDigest.getInstance("SHA-256").digest(data));
+        } catch (NoSuchAlgorithmException err) {
+            throw new IllegalStateException(err);
+        }
+    }
+
+    public static String sha256File(File f) throws IOException {
+        try (InputStream in = new FileInputStream(f)) {
+            MessageDigest md = MessageDigest.getInstance("SHA-256");
+            byte[] buf = new byte[1 << 20];
+            int n;
+            while ((n = in.read(buf)) > 0) {
+                md.update(buf, 0, n);
+            }
+            return Bytes.hex(md.digest());
+        } catch (NoSuchAlgorithmException err) {
+            throw new IllegalStateException(err);
+        }
+    }
+
+    /** (1, 19, 2) from "1.19.2" (suffixes such as "+cpu" or "rc1" ignored). */
+    static int[] parseVersion(String text) {
+        java.util.regex.Matcher m = java.util.regex.Pattern.compile("^\\s*(\\d+(?:\\.\\d+)*)").matcher(text);
+        if (!m.find()) {
+            throw new IllegalArgumentException("not a version: " + text);
+        }
+        String[] parts = m.group(1).split("\\.");
+        int[] out = new int[parts.length];
+        for (int i = 0; i < parts.length; i++) {
+            out[i] = Integer.parseInt(parts[i]);
+        }
+        return out;
+    }
+
+    /** Python tuple order: element by element, a shorter prefix first. */
+    static int compareVersions(int[] a, int[] b) {
+        for (int i = 0; i < Math.min(a.length, b.length); i++) {
+            if (a[i] != b[i]) {
+                return Integer.compare(a[i], b[i]);
+            }
+        }
+        return Integer.compare(a.length, b.length);
+    }
+
+    /**
+     * Read and verify the bundle at {@code dir} for a runtime of version {@code runtimeVersion} (the ONNX
+     * Runtime the app ships, e.g. "1.19.2"). Throws BundleException with a one-line reason on any mismatch.
+     */
+    @SuppressWarnings("unchecked")     // Android's JSONObject.keys() is typed; older org.json builds are raw
+    public static Bundle load(File dir, String runtimeVersion) throws BundleException {
+        File manifestFile = new File(dir, MANIFEST);
+        if (!manifestFile.isFile()) {
+            throw new BundleException(dir + ": not a model bundle (no " + MANIFEST + ")");
+        }
+        byte[] raw;
+        try {
+            raw = readAll(manifestFile);
+        } catch (IOException err) {
+            throw new BundleException(manifestFile + ": unreadable (" + err.getMessage() + ")");
+        }
+        JSONObject m;
+        try {
+            m = new JSONObject(new String(raw, StandardCharsets.UTF_8));
+        } catch (JSONException err) {
+            throw new BundleException(manifestFile + ": not valid JSON (" + err.getMessage() + ")");
+        }
+        if (!FORMAT.equals(m.optString("format"))) {
+            throw new BundleException(manifestFile + ": not a " + FORMAT + " manifest");
+        }
+        if (m.optInt("format_version", -1) != FORMAT_VERSION) {
+            throw new BundleException(manifestFile + ": format version " + m.opt("format_version")
+                    + "; this SDK reads version " + FORMAT_VERSION);
+        }
+        try {
+            JSONObject files = m.getJSONObject("files");
+            JSONObject requires = m.getJSONObject("requires");
+            int[] v = parseVersion(runtimeVersion);
+            String lo = requires.getString("onnxruntime_min"), hi = requires.getString("onnxruntime_below");
+            if (compareVersions(parseVersion(lo), v) > 0 || compareVersions(v, parseVersion(hi)) >= 0) {
+                throw new BundleException("bundle needs onnxruntime >= " + lo + " and < " + hi
+                        + ", but onnxruntime " + runtimeVersion + " is installed");
+            }
+            for (Iterator<String> it = files.keys(); it.hasNext(); ) {
+                String name = it.next();
+                JSONObject entry = files.getJSONObject(name);
+                if (name.isEmpty() || name.contains("/") || name.contains("\\") || name.equals(".")
+                        || name.equals("..")) {
+                    throw new BundleException(manifestFile + ": file name '" + name + "' is not a plain name in the bundle");
+                }
+                File f = new File(dir, name);
+                if (!f.isFile()) {
+                    throw new BundleException(dir + ": " + name + " is missing");
+                }
+                if (f.length() != entry.getLong("bytes") || !sha256File(f).equals(entry.getString("sha256"))) {
+                    throw new BundleException(f + ": SHA-256 does not match the manifest (file altered or truncated)");
+                }
+            }
+            int maxIr = requires.getInt("max_ir_version"), maxOpset = requires.getInt("max_opset");
+            JSONObject disc = m.getJSONObject("discriminator");
+            File[] models = new File[5];
+            models[0] = model(dir, m.getJSONObject("policy").getJSONObject("model"), maxIr, maxOpset, files);
+            for (int i = 0; i < DISCRIMINATOR_ROLES.length; i++) {
+                models[i + 1] = model(dir, disc.getJSONObject("models").getJSONObject(DISCRIMINATOR_ROLES[i]), maxIr,
+                        maxOpset, files);
+            }
+            File checkpoint = listed(dir, disc.getString("checkpoint"), files);
+            int nParameters = 0;
+            JSONArray params = disc.getJSONArray("parameters");
+            for (int i = 0; i < params.length(); i++) {
+                JSONArray shape = params.getJSONObject(i).getJSONArray("shape");
+                int size = 1;
+                for (int j = 0; j < shape.length(); j++) {
+                    size *= shape.getInt(j);
+                }
+                nParameters += size;
+            }
+            if (!m.has("environment")) {
+                throw new BundleException(dir + ": a models-only bundle (no cell table); devices cannot run it");
+            }
+            JSONObject env = m.getJSONObject("environment");
+            double[][] cells = readCells(listed(dir, env.getString("cells"), files), env.getInt("n_cells"));
+            if (cells.length != m.getJSONObject("policy").getJSONObject("config").getInt("n_cells")) {
+                throw new BundleException(manifestFile + ": the cell table and the policy disagree on the number of cells");
+            }
+            JSONObject labels = disc.getJSONObject("labels");
+            return new Bundle(dir, m, sha256Hex(raw), models, checkpoint, cells, env.getDouble("alpha"),
+                    env.getInt("candidates"), disc.getJSONObject("optimizer").getDouble("learning_rate"),
+                    (float) labels.getDouble("expert"), (float) labels.getDouble("generated"), nParameters,
+                    files.getJSONObject(models[0].getName()).getString("sha256"));
+        } catch (JSONException | IllegalArgumentException err) {
+            throw new BundleException(manifestFile + ": malformed manifest (" + err.getMessage() + ")");
+        } catch (IOException err) {
+            throw new BundleException(dir + ": unreadable (" + err.getMessage() + ")");
+        }
+    }
+
+    private static File listed(File dir, String name, JSONObject files) throws BundleException {
+        if (!files.has(name)) {
+            throw new BundleException(new File(dir, MANIFEST) + ": " + name + " is used but has no hash in 'files'");
+        }
+        return new File(dir, name);
+    }
+
+    private static File model(File dir, JSONObject d, int maxIr, int maxOpset, JSONObject files)
+            throws BundleException, JSONException {
+        String file = d.getString("file");
+        if (d.getInt("ir_version") > maxIr || d.getInt("opset") > maxOpset) {
+            throw new BundleException(file + ": IR " + d.getInt("ir_version") + " / opset " + d.getInt("opset")
+                    + " above what the bundle allows (IR <= " + maxIr + ", opset <= " + maxOpset + ")");
+        }
+        return listed(dir, file, files);
+    }
+
+    private static double[][] readCells(File f, int nCells) throws IOException, BundleException {
+        String[] lines = new String(readAll(f), StandardCharsets.UTF_8).split("\n");
+        if (lines.length == 0 || !lines[0].equals("cell,lat,lon")) {
+            throw new BundleException(f + ": header must be 'cell,lat,lon'");
+        }
+        List<double[]> rows = new ArrayList<>();
+        for (int i = 1; i < lines.length; i++) {
+            if (lines[i].isEmpty()) {
+                continue;
+            }
+            String[] parts = lines[i].split(",");
+            try {
+                if (parts.length != 3) {
+                    throw new NumberFormatException();
+                }
+                double lat = Double.parseDouble(parts[1]), lon = Double.parseDouble(parts[2]);
+                if (!(Math.abs(lat) <= 90 && Math.abs(lon) <= 180)) {
+                    throw new BundleException(f + ": row " + i + ": coordinates out of range");
+                }
+                rows.add(new double[]{lat, lon});
+            } catch (NumberFormatException err) {
+                throw new BundleException(f + ": malformed row " + i);
+            }
+        }
+        if (rows.size() != nCells) {
+            throw new BundleException(f + ": cell table inconsistent with the manifest");
+        }
+        return rows.toArray(new double[0][]);
+    }
+}

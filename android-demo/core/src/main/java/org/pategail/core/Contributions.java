@@ -1,0 +1,143 @@
+package org.pategail.core;
+
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.Map;
+import java.util.Set;
+
+/**
+ * A device's environment contribution for an InitialStatesRequest, as the Python SDK computes it: the
+ * initial-state contribution ({@code store.initial_state_contribution}) followed by the explore-law
+ * contribution ({@code epr.explore_law_contribution}). Every entry is in [0, 1].
+ */
+public final class Contributions {
+    /** Days after which a device's weight stops growing (the Python SDK's DAYS_CAP). */
+    public static final int DAYS_CAP = 100;
+
+    private Contributions() {
+    }
+
+    /** float64 (2 n_cells + 2): w x one-hot home, w x first-cell shares away from home, w x share at home, w. */
+    public static double[] initialStates(int[][] days, int home, int nCells) {
+        if (home < 0 || home >= nCells) {
+            throw new IllegalArgumentException("home " + home + " is not a cell id (0.." + (nCells - 1) + ")");
+        }
+        double[] out = new double[2 * nCells + 2];
+        double w = Math.min(1.0, days.length / (double) DAYS_CAP);
+        out[home] = w;
+        out[2 * nCells + 1] = w;
+        if (days.length > 0) {
+            int atHome = 0;
+            int[] away = new int[nCells];
+            for (int[] d : days) {
+                if (d[0] == home) {
+                    atHome++;
+                } else {
+                    away[d[0]]++;
+                }
+            }
+            for (int c = 0; c < nCells; c++) {
+                out[nCells + c] = w * away[c] / days.length;
+            }
+            out[2 * nCells] = w * atHome / days.length;
+        }
+        return out;
+    }
+
+    /** K, the explore candidates per cell: {@code candidates}, or every other cell of a smaller table. */
+    public static int candidateCount(int nCells, int candidates) {
+        int k = Math.min(candidates, nCells - 1);
+        if (k < 1) {
+            throw new IllegalArgumentException("the EPR environment needs at least two cells");
+        }
+        return k;
+    }
+
+    /** Bins of ranks 1..K: bin 0 is rank 1, bin b >= 1 ranks 2^(b-1)+1 .. 2^b. */
+    static int rankBin(int rank) {
+        return 32 - Integer.numberOfLeadingZeros(rank - 1);
+    }
+
+    public static int nRankBins(int k) {
+        return rankBin(k) + 1;
+    }
+
+    /** The K nearest other cells of {@code cell} by great-circle distance, ties by cell id (rank r+1 at r). */
+    public static int[] nearestCells(double[][] cells, int cell, int k) {
+        int n = cells.length;
+        double[] d = new double[n];
+        Integer[] idx = new Integer[n];
+        for (int i = 0; i < n; i++) {
+            d[i] = i == cell ? Double.POSITIVE_INFINITY
+                    : Features.haversineKm(cells[cell][0], cells[cell][1], cells[i][0], cells[i][1]);
+            idx[i] = i;
+        }
+        Arrays.sort(idx, (a, b) -> d[a] != d[b] ? Double.compare(d[a], d[b]) : Integer.compare(a, b));
+        int[] out = new int[k];
+        for (int r = 0; r < k; r++) {
+            out[r] = idx[r];
+        }
+        return out;
+    }
+
+    /** float64 (2B): w x observed explore destinations per rank bin, w x what the pure power law expected. */
+    public static double[] exploreLaw(int[][] days, int home, double[][] cells, double alpha, int candidates) {
+        int k = candidateCount(cells.length, candidates);
+        int nBins = nRankBins(k);
+        double[] out = new double[2 * nBins];
+        if (days.length == 0) {
+            return out;
+        }
+        double[] rankWeight = new double[k];
+        for (int r = 1; r <= k; r++) {
+            rankWeight[r - 1] = Math.pow(r, -alpha);
+        }
+        Map<Integer, int[]> nearest = new HashMap<>();
+        double[] observed = new double[nBins], expected = new double[nBins];
+        int moves = 0;
+        for (int[] day : days) {
+            byte[] labels = Features.labelActions(day, home);
+            Set<Integer> seen = new HashSet<>();
+            for (int t = 0; t < labels.length; t++) {
+                seen.add(day[t]);
+                if (labels[t] != Features.EXPLORE) {
+                    continue;
+                }
+                int[] cand = nearest.computeIfAbsent(day[t], c -> nearestCells(cells, c, k));
+                int rank = 0;
+                for (int r = 0; r < k; r++) {
+                    if (cand[r] == day[t + 1]) {
+                        rank = r + 1;
+                        break;
+                    }
+                }
+                if (rank == 0) {
+                    continue;                           // beyond the K candidates: not part of the law
+                }
+                moves++;
+                observed[rankBin(rank)] += 1;
+                double[] perBin = new double[nBins];
+                double total = 0;
+                for (int r = 0; r < k; r++) {
+                    if (!seen.contains(cand[r])) {
+                        perBin[rankBin(r + 1)] += rankWeight[r];
+                        total += rankWeight[r];
+                    }
+                }
+                for (int b = 0; b < nBins; b++) {
+                    expected[b] += perBin[b] / total;
+                }
+            }
+        }
+        if (moves == 0) {
+            return out;
+        }
+        double w = Math.min(1.0, days.length / (double) DAYS_CAP);
+        for (int b = 0; b < nBins; b++) {
+            out[b] = w * observed[b] / moves;
+            out[nBins + b] = w * expected[b] / moves;
+        }
+        return out;
+    }
+}

@@ -1,0 +1,527 @@
+package org.pategail.core;
+
+import java.io.File;
+import java.io.FileOutputStream;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.security.SecureRandom;
+import java.util.Random;
+import java.util.logging.Logger;
+
+import org.json.JSONException;
+import org.json.JSONObject;
+import org.pategail.core.secagg.DeviceIdentity;
+import org.pategail.core.secagg.KeyDirectory;
+import org.pategail.core.secagg.SecAggClient;
+import org.pategail.core.secagg.SecAggException;
+
+/**
+ * The device client a phone app embeds — the same behaviour as the Python SDK's {@code Device}: it owns
+ * one private directory (the owner's days, the verified bundle, the discriminator checkpoint, the accepted
+ * policy, the secure-aggregation identity), answers coordinator requests through {@link #handle} (bytes in,
+ * bytes out) and uploads its pending vector only masked, through {@link #maskedInput}.
+ *
+ * <p>A refused request changes nothing (checkpoint, pending vector and policy stay as they were). Raw days
+ * never leave this class: what goes out is an Ack / ErrorReply, or the masked secure-aggregation upload.
+ */
+public final class Device {
+    static final String BUNDLE_DIR = "bundle";
+    static final String CHECKPOINT = "discriminator.ckpt";
+    static final String CHECKPOINT_TAG = "discriminator.ckpt.bundle";
+    static final String BEFORE_ROUND = "discriminator.before-round.ckpt";
+    static final String ROUND_TAG = "discriminator.round";
+    static final String POLICY_FILE = "policy.onnx";
+    static final String POLICY_META = "policy.json";
+    static final String IDENTITY_FILE = "identity.key";
+    static final String DAYS_FILE = "days.bin";
+    static final String LEDGER_FILE = "privacy-ledger.jsonl";
+    private static final Logger LOG = Logger.getLogger(Device.class.getName());
+
+    public final File root;
+    public final long deviceId;
+    private final Random rng;
+    private final DeviceMessages.Limits limits;
+    private final Trainer trainer;
+    private final PolicyRunner policy;
+    private final SecureRandom secure;
+    private final DeviceIdentity identity;
+    private final PrivacyLedger ledger;
+    private int[][] days;
+    private Bundle bundle;
+    private boolean trainerOpen;
+    private double[] pending;
+    private float[][] positives;
+    private SecAggClient secagg;
+    private KeyDirectory secaggDirectory;
+    private String policySha256;
+
+    /**
+     * @param rng     drives minibatch sampling (seeded in tests)
+     * @param trainer the discriminator's training session (OrtTrainer on a phone)
+     * @param policy  the policy runtime (OrtPolicy on a phone); null on a device that cannot run policies,
+     *                which then refuses PolicyUpdates as "incompatible"
+     */
+    public Device(File root, long deviceId, Random rng, DeviceMessages.Limits limits, Trainer trainer,
+                  PolicyRunner policy, SecureRandom secure) throws IOException {
+        this.root = root;
+        if (!root.isDirectory() && !root.mkdirs()) {
+            throw new IOException(root + ": cannot create the device directory");
+        }
+        this.deviceId = deviceId;
+        this.rng = rng;
+        this.limits = limits;
+        this.trainer = trainer;
+        this.policy = policy;
+        this.secure = secure;
+        this.identity = loadOrCreateIdentity(new File(root, IDENTITY_FILE), secure);
+        this.days = loadDays(new File(root, DAYS_FILE));
+        this.ledger = new PrivacyLedger(new File(root, LEDGER_FILE));
+        if (new File(new File(root, BUNDLE_DIR), Bundle.MANIFEST).isFile()) {
+            try {
+                openInstalled();
+            } catch (BundleException err) {
+                LOG.warning("device " + deviceId + ": the installed bundle is unusable (" + err.getMessage()
+                        + "); install one again");
+                bundle = null;
+            }
+        }
+    }
+
+    // -- storage ------------------------------------------------------------------------------------------
+    static void writeAtomic(File path, byte[] data) throws IOException {
+        File tmp = new File(path.getParentFile(), "." + path.getName() + ".tmp");
+        try (FileOutputStream out = new FileOutputStream(tmp)) {
+            out.write(data);
+            out.getFD().sync();
+        }
+        if (!tmp.renameTo(path)) {
+            throw new IOException(path + ": cannot replace");
+        }
+    }
+
+    static DeviceIdentity loadOrCreateIdentity(File path, SecureRandom secure) throws IOException {
+        if (path.isFile()) {
+            byte[] raw = Bundle.readAll(path);
+            if (raw.length != 64) {
+                throw new IOException(path + ": not an identity file (expected 64 bytes); delete it to enrol again");
+            }
+            return DeviceIdentity.fromBytes(raw);
+        }
+        DeviceIdentity id = DeviceIdentity.generate(secure);
+        writeAtomic(path, id.toBytes());
+        path.setReadable(false, false);
+        path.setReadable(true, true);
+        return id;
+    }
+
+    private static int[][] loadDays(File f) throws IOException {
+        if (!f.isFile()) {
+            return new int[0][];
+        }
+        byte[] raw = Bundle.readAll(f);
+        int per = 4 * DeviceMessages.SLOTS;
+        if (raw.length % per != 0) {
+            throw new IOException(f + ": not a days file (length " + raw.length + " is not a multiple of " + per + ")");
+        }
+        int[][] out = new int[raw.length / per][DeviceMessages.SLOTS];
+        for (int i = 0; i < out.length; i++) {
+            for (int t = 0; t < DeviceMessages.SLOTS; t++) {
+                out[i][t] = DeviceMessages.getIntLE(raw, i * per + 4 * t);
+            }
+        }
+        return out;
+    }
+
+    // -- local API (the app) --------------------------------------------------------------------------------
+    /** Store more of the owner's days (n, 48); cell ids checked against the installed bundle. Returns the total. */
+    public int addDays(int[][] more) throws IOException {
+        int nCells = bundle == null ? Integer.MAX_VALUE : bundle.cells.length;
+        for (int i = 0; i < more.length; i++) {
+            if (more[i].length != DeviceMessages.SLOTS) {
+                throw new IllegalArgumentException("days: row " + i + ": expected " + DeviceMessages.SLOTS + " slots");
+            }
+            for (int t = 0; t < more[i].length; t++) {
+                if (more[i][t] < 0 || more[i][t] >= nCells) {
+                    // names row and slot, never the cell id of a stored day
+                    throw new IllegalArgumentException("days: row " + i + ", slot " + t + ": cell id out of range");
+                }
+            }
+        }
+        int[][] all = new int[days.length + more.length][];
+        System.arraycopy(days, 0, all, 0, days.length);
+        for (int i = 0; i < more.length; i++) {
+            all[days.length + i] = more[i].clone();
+        }
+        byte[] raw = new byte[4 * DeviceMessages.SLOTS * all.length];
+        for (int i = 0; i < all.length; i++) {
+            for (int t = 0; t < DeviceMessages.SLOTS; t++) {
+                DeviceMessages.putIntLE(raw, 4 * (i * DeviceMessages.SLOTS + t), all[i][t]);
+            }
+        }
+        writeAtomic(new File(root, DAYS_FILE), raw);
+        days = all;
+        positives = null;
+        return days.length;
+    }
+
+    public int nDays() {
+        return days.length;
+    }
+
+    public Bundle bundle() {
+        return bundle;
+    }
+
+    public DeviceIdentity identity() {
+        return identity;
+    }
+
+    /** What this device has released so far, under which noise (for the app's privacy screen). */
+    public PrivacyLedger ledger() {
+        return ledger;
+    }
+
+    public String policySha256() {
+        return policySha256;
+    }
+
+    /** A copy of the vector the next secure aggregation will upload (masked), or null. */
+    public double[] pending() {
+        return pending == null ? null : pending.clone();
+    }
+
+    // -- bundle ---------------------------------------------------------------------------------------------
+    /** Verify the bundle at {@code dir} (and its expected SHA-256 if given), copy it in and open it. */
+    public Bundle installBundle(File dir, String expectedSha256) throws BundleException, IOException {
+        Bundle b = Bundle.load(dir, trainer.runtimeVersion());
+        if (expectedSha256 != null && !b.sha256.equals(expectedSha256)) {
+            throw new BundleException(dir + ": bundle SHA-256 " + b.sha256 + " differs from the expected " + expectedSha256);
+        }
+        for (int[] day : days) {
+            for (int c : day) {
+                if (c >= b.cells.length) {
+                    throw new BundleException(dir + ": the bundle has " + b.cells.length
+                            + " cells, fewer than the cell ids of the stored days");
+                }
+            }
+        }
+        File target = new File(root, BUNDLE_DIR);
+        if (!target.getCanonicalFile().equals(dir.getCanonicalFile())) {
+            File tmp = new File(root, "." + BUNDLE_DIR + ".tmp"), old = new File(root, "." + BUNDLE_DIR + ".old");
+            deleteTree(tmp);
+            deleteTree(old);
+            if (!tmp.mkdirs()) {
+                throw new IOException(tmp + ": cannot create");
+            }
+            File[] files = dir.listFiles();
+            for (File f : files == null ? new File[0] : files) {
+                if (f.isFile()) {
+                    writeAtomic(new File(tmp, f.getName()), Bundle.readAll(f));
+                }
+            }
+            Bundle.load(tmp, trainer.runtimeVersion());     // the copy is what the device will run: check it too
+            if (target.exists() && !target.renameTo(old)) {
+                throw new IOException(target + ": cannot replace");
+            }
+            if (!tmp.renameTo(target)) {
+                throw new IOException(target + ": cannot install");
+            }
+            deleteTree(old);
+        }
+        openInstalled();
+        return bundle;
+    }
+
+    private static void deleteTree(File f) {
+        File[] children = f.listFiles();
+        if (children != null) {
+            for (File c : children) {
+                deleteTree(c);
+            }
+        }
+        if (f.exists() && !f.delete()) {
+            LOG.warning(f + ": could not delete");
+        }
+    }
+
+    private void openInstalled() throws BundleException {
+        Bundle b = Bundle.load(new File(root, BUNDLE_DIR), trainer.runtimeVersion());
+        boolean changed = bundle == null || !b.sha256.equals(bundle.sha256);
+        bundle = b;
+        try {
+            openCheckpoint(b);
+        } catch (IOException err) {
+            throw new BundleException(b.root + ": cannot open the training artifacts (" + err.getMessage() + ")");
+        }
+        openPolicy(b);
+        if (changed) {
+            pending = null;
+            positives = null;
+        }
+    }
+
+    /** The device's own checkpoint when it belongs to this bundle; the bundle's otherwise (saying why). */
+    private void openCheckpoint(Bundle b) throws IOException {
+        File ckpt = new File(root, CHECKPOINT), tag = new File(root, CHECKPOINT_TAG);
+        if (ckpt.isFile()) {
+            String owner = tag.isFile() ? new String(Bundle.readAll(tag), StandardCharsets.US_ASCII).trim() : "";
+            if (owner.equals(b.sha256)) {
+                try {
+                    trainer.open(b, ckpt);
+                    trainerOpen = true;
+                    return;
+                } catch (IOException | RuntimeException err) {
+                    LOG.warning("device " + deviceId + ": checkpoint " + ckpt + " corrupt (" + err + "); starting again from the bundle");
+                }
+            } else {
+                LOG.warning("device " + deviceId + ": checkpoint " + ckpt
+                        + " mismatched (it belongs to another bundle); starting again from the bundle");
+            }
+        }
+        trainer.open(b, null);
+        trainerOpen = true;
+        saveCheckpoint(b);
+    }
+
+    private void saveCheckpoint(Bundle b) throws IOException {
+        // checkpoint first, then its tag: a crash in between leaves the old bundle's tag, so the next start
+        // discards the new checkpoint (safe) rather than trusting a stale one
+        File ckpt = new File(root, CHECKPOINT), tmp = new File(root, "." + CHECKPOINT + ".tmp");
+        trainer.saveCheckpoint(tmp);
+        if (!tmp.renameTo(ckpt)) {
+            throw new IOException(ckpt + ": cannot replace");
+        }
+        writeAtomic(new File(root, CHECKPOINT_TAG), (b.sha256 + "\n").getBytes(StandardCharsets.US_ASCII));
+    }
+
+    private void openPolicy(Bundle b) {
+        File path = new File(root, POLICY_FILE), meta = new File(root, POLICY_META);
+        policySha256 = b.policySha256;
+        if (policy == null) {
+            return;
+        }
+        try {
+            if (path.isFile() && meta.isFile()) {
+                JSONObject info = new JSONObject(new String(Bundle.readAll(meta), StandardCharsets.UTF_8));
+                byte[] model = Bundle.readAll(path);
+                if (info.getString("bundle_sha256").equals(b.sha256) && Bundle.sha256Hex(model).equals(info.getString("sha256"))) {
+                    policy.load(model, b);
+                    policySha256 = info.getString("sha256");
+                    return;
+                }
+            }
+        } catch (IOException | MessageError | JSONException | RuntimeException err) {
+            LOG.warning("device " + deviceId + ": the accepted policy is unusable (" + err.getMessage()
+                    + "); using the bundle's policy");
+        }
+        path.delete();
+        meta.delete();
+        try {
+            policy.load(Bundle.readAll(b.policy), b);
+        } catch (IOException | MessageError err) {
+            LOG.warning("device " + deviceId + ": the bundle's policy does not load (" + err.getMessage() + ")");
+        }
+    }
+
+    // -- protocol -------------------------------------------------------------------------------------------
+    /** The only entry point for coordinator messages: an Ack, or an ErrorReply (state unchanged). */
+    public byte[] handle(byte[] request) {
+        DeviceMessages.Message reply;
+        try {
+            DeviceMessages.Message msg = DeviceMessages.fromBytes(request, limits, bundle == null ? 0 : bundle.cells.length);
+            if (msg instanceof DeviceMessages.PolicyUpdate) {
+                reply = onPolicyUpdate((DeviceMessages.PolicyUpdate) msg);
+            } else if (msg instanceof DeviceMessages.RoundRequest) {
+                reply = onRoundRequest((DeviceMessages.RoundRequest) msg);
+            } else if (msg instanceof DeviceMessages.InitialStatesRequest) {
+                reply = onInitialStatesRequest((DeviceMessages.InitialStatesRequest) msg);
+            } else {
+                throw new MessageError(DeviceMessages.MALFORMED, "unexpected message kind "
+                        + DeviceMessages.kindName(msg.kind()));
+            }
+        } catch (MessageError err) {
+            LOG.info("device " + deviceId + " refused a request: " + err.getMessage() + " (" + err.code + ")");
+            reply = DeviceMessages.ErrorReply.fromError(DeviceMessages.peekRound(request), err, limits);
+        }
+        return DeviceMessages.toBytes(reply);
+    }
+
+    private void requireBundle() throws MessageError {
+        if (bundle == null || !trainerOpen) {
+            throw new MessageError(DeviceMessages.NOT_READY, "no model bundle installed");
+        }
+    }
+
+    private void requireDays() throws MessageError {
+        if (days.length == 0) {
+            throw new MessageError(DeviceMessages.NOT_READY, "the device holds no days yet");
+        }
+    }
+
+    private DeviceMessages.Message onPolicyUpdate(DeviceMessages.PolicyUpdate msg) throws MessageError {
+        requireBundle();
+        if (!Bundle.sha256Hex(msg.policyOnnx).equals(msg.policySha256)) {
+            throw new MessageError(DeviceMessages.HASH, "the policy's SHA-256 differs from the announced one");
+        }
+        if (policy == null) {
+            throw new MessageError(DeviceMessages.INCOMPATIBLE, "this device has no policy runtime");
+        }
+        policy.load(msg.policyOnnx, bundle);
+        try {
+            writeAtomic(new File(root, POLICY_FILE), msg.policyOnnx);
+            JSONObject meta = new JSONObject().put("sha256", msg.policySha256).put("round", msg.round)
+                    .put("bundle_sha256", bundle.sha256);
+            writeAtomic(new File(root, POLICY_META), meta.toString().getBytes(StandardCharsets.UTF_8));
+        } catch (IOException | JSONException err) {
+            throw new IllegalStateException("cannot store the accepted policy", err);
+        }
+        policySha256 = msg.policySha256;
+        return new DeviceMessages.Ack(msg.round, "policy_update", 0);
+    }
+
+    /** float (n_days x 47, 15): the owner's real pairs, labelled by the EPR actions that explain them. */
+    public float[][] positivePairs() throws MessageError {
+        if (positives == null) {
+            requireDays();
+            int home = Features.inferHome(days, 12);
+            positives = new float[days.length * (DeviceMessages.SLOTS - 1)][];
+            int k = 0;
+            for (int[] day : days) {
+                for (float[] row : Features.pairFeatures(day, home, Features.labelActions(day, home), bundle.cells)) {
+                    positives[k++] = row;
+                }
+            }
+        }
+        return positives;
+    }
+
+    /** float (n x 47, 15): the pairs of a RoundRequest, in the order of the queries (day-major). */
+    public static float[][] generatedPairs(DeviceMessages.RoundRequest msg, double[][] cells) {
+        float[][] out = new float[msg.nQueries()][];
+        int k = 0;
+        for (int i = 0; i < msg.days.length; i++) {
+            for (float[] row : Features.pairFeatures(msg.days[i], msg.homes[i], msg.actions[i], cells)) {
+                out[k++] = row;
+            }
+        }
+        return out;
+    }
+
+    private DeviceMessages.Message onRoundRequest(DeviceMessages.RoundRequest msg) throws MessageError {
+        requireBundle();
+        File before = new File(root, BEFORE_ROUND), tag = new File(root, ROUND_TAG);
+        String mark = bundle.sha256 + " " + msg.round;
+        try {
+            String previous = tag.isFile() ? new String(Bundle.readAll(tag), StandardCharsets.US_ASCII).trim() : "";
+            if (previous.equals(mark) && before.isFile()) {
+                LOG.info("device " + deviceId + ": round " + msg.round + " again; replaying it from the checkpoint taken before it");
+                trainer.open(bundle, before);
+            } else {
+                File tmp = new File(root, "." + BEFORE_ROUND + ".tmp");
+                trainer.saveCheckpoint(tmp);
+                if (!tmp.renameTo(before)) {
+                    throw new IOException(before + ": cannot replace");
+                }
+                writeAtomic(tag, (mark + "\n").getBytes(StandardCharsets.US_ASCII));
+            }
+        } catch (IOException err) {
+            throw new IllegalStateException("cannot keep the checkpoint before the round", err);
+        }
+        float[][] pos = positivePairs();
+        float[][] neg = generatedPairs(msg, bundle.cells);
+        int nPos = (int) (msg.batchSize / 2), nNeg = (int) msg.batchSize - nPos;
+        float[] labels = new float[nPos + nNeg];
+        java.util.Arrays.fill(labels, 0, nPos, bundle.expertLabel);
+        java.util.Arrays.fill(labels, nPos, nPos + nNeg, bundle.generatedLabel);
+        float[] prob;
+        try {
+            for (long step = 0; step < msg.kSteps; step++) {
+                float[][] batch = new float[nPos + nNeg][];
+                for (int i = 0; i < nPos; i++) {
+                    batch[i] = pos[rng.nextInt(pos.length)];
+                }
+                for (int j = 0; j < nNeg; j++) {
+                    batch[nPos + j] = neg[rng.nextInt(neg.length)];
+                }
+                trainer.trainStep(batch, labels);
+            }
+            prob = trainer.score(neg);
+            for (float p : prob) {
+                if (Float.isNaN(p) || Float.isInfinite(p)) {
+                    throw new MessageError(DeviceMessages.NON_FINITE,
+                            "the discriminator produced non-finite scores; state restored");
+                }
+            }
+            saveCheckpoint(bundle);
+        } catch (MessageError | IOException | RuntimeException err) {
+            restoreTrainer();               // a half-trained discriminator must not survive a failure
+            if (err instanceof MessageError) {
+                throw (MessageError) err;
+            }
+            throw new IllegalStateException("round " + msg.round + " failed", err);
+        }
+        double[] out = new double[prob.length];
+        for (int i = 0; i < prob.length; i++) {
+            out[i] = Math.min(1.0, Math.max(0.0, prob[i]));
+        }
+        pending = out;
+        return new DeviceMessages.Ack(msg.round, "round_request", out.length);
+    }
+
+    private void restoreTrainer() {
+        try {
+            openCheckpoint(bundle);
+        } catch (IOException err) {
+            trainerOpen = false;
+            LOG.severe("device " + deviceId + ": cannot reopen the checkpoint (" + err.getMessage() + ")");
+        }
+    }
+
+    private DeviceMessages.Message onInitialStatesRequest(DeviceMessages.InitialStatesRequest msg) throws MessageError {
+        requireBundle();
+        requireDays();
+        int home = Features.inferHome(days, 12);
+        double[] a = Contributions.initialStates(days, home, bundle.cells.length);
+        double[] b = Contributions.exploreLaw(days, home, bundle.cells, bundle.alpha, bundle.candidates);
+        double[] out = new double[a.length + b.length];
+        System.arraycopy(a, 0, out, 0, a.length);
+        System.arraycopy(b, 0, out, a.length, b.length);
+        pending = out;
+        return new DeviceMessages.Ack(msg.round, "initial_states_request", out.length);
+    }
+
+    // -- secure aggregation ---------------------------------------------------------------------------------
+    /** The secure-aggregation client for {@code directory} (one per directory: it refuses replayed rounds). */
+    public SecAggClient secagg(KeyDirectory directory) {
+        if (secagg == null || secaggDirectory != directory) {
+            secagg = new SecAggClient(deviceId, identity, directory, secure);
+            secaggDirectory = directory;
+        }
+        return secagg;
+    }
+
+    /** The masked upload of the pending vector (cleared once uploaded: a second noisy copy would weaken DP). */
+    public byte[] maskedInput(byte[] shareDelivery) throws SecAggException {
+        if (pending == null) {
+            throw SecAggException.protocol("no pending vector: the device answered no RoundRequest or "
+                    + "InitialStatesRequest since its last upload");
+        }
+        if (secagg == null) {
+            throw SecAggException.protocol("no secure-aggregation round in progress");
+        }
+        byte[] reply;
+        try {
+            reply = secagg.maskedInput(shareDelivery, pending);
+        } catch (IllegalArgumentException err) {     // wrong length: the client's state is unchanged
+            throw SecAggException.protocol(err.getMessage());
+        }
+        pending = null;
+        try {
+            ledger.record(secagg.config(), System.currentTimeMillis() / 1000);
+        } catch (IOException err) {
+            // the upload is not sent unless it is on the owner's record
+            throw SecAggException.abort("cannot write the privacy ledger: " + err.getMessage());
+        }
+        return reply;
+    }
+}

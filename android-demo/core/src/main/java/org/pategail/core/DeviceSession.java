@@ -1,0 +1,115 @@
+package org.pategail.core;
+
+import java.nio.charset.StandardCharsets;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.Map;
+
+import org.pategail.core.secagg.Bytes;
+import org.pategail.core.secagg.KeyDirectory;
+import org.pategail.core.secagg.SecAggClient;
+import org.pategail.core.secagg.SecAggException;
+import org.pategail.core.secagg.Wire;
+
+/**
+ * What a coordinator may ask a device, over any byte transport (a pipe in the tests, HTTP in the app):
+ * request = op u8 | length u32 | payload, reply = status u8 | length u32 | payload. Payloads are the SDK's
+ * own frames. Status 0 is a reply frame; 1–4 the secure-aggregation refusals (message rejected, protocol
+ * error, refused unmask, abort); 5 a failure, with a one-line reason.
+ *
+ * <p>The coordinator's signing key is pinned when the session is made (at enrolment, out of band): a key
+ * directory with another coordinator key is refused.
+ */
+public class DeviceSession {
+    public static final int OP_PUBLIC_KEYS = 1, OP_DIRECTORY = 2, OP_DEVICE_MESSAGE = 5, OP_START_ROUND = 10,
+            OP_SHARE_KEYS = 11, OP_MASKED_INPUT = 12, OP_CONSISTENCY = 13, OP_UNMASK = 14;
+    public static final int OK = 0, FAILED = 5;
+
+    protected final Device device;
+    private final byte[] pinnedCoordinator;
+    private KeyDirectory directory;
+
+    /** @param pinnedCoordinator the coordinator's Ed25519 key, or null to accept the first directory's */
+    public DeviceSession(Device device, byte[] pinnedCoordinator) {
+        this.device = device;
+        this.pinnedCoordinator = pinnedCoordinator == null ? null : pinnedCoordinator.clone();
+    }
+
+    /** A reply: status and payload. */
+    public static final class Reply {
+        public final int status;
+        public final byte[] payload;
+
+        public Reply(int status, byte[] payload) {
+            this.status = status;
+            this.payload = payload;
+        }
+
+        /** status u8 | length u32 | payload. */
+        public byte[] toBytes() {
+            return new Wire.Writer().u8(status).u32(payload.length).raw(payload).bytes();
+        }
+    }
+
+    /** Carry out one request; never throws for a bad request (the reply says what went wrong). */
+    public Reply serve(int op, byte[] payload) {
+        try {
+            return new Reply(OK, dispatch(op, payload));
+        } catch (SecAggException err) {
+            return new Reply(1 + err.kind().ordinal(), err.getMessage().getBytes(StandardCharsets.UTF_8));
+        } catch (Exception err) {         // a failure of this device: reported, the session goes on
+            String cause = err.getCause() != null ? " (" + err.getCause().getMessage() + ")" : "";
+            return new Reply(FAILED, (err.getClass().getSimpleName() + ": " + err.getMessage() + cause)
+                    .getBytes(StandardCharsets.UTF_8));
+        }
+    }
+
+    protected SecAggClient client() throws SecAggException {
+        if (directory == null) {
+            throw SecAggException.protocol("no key directory yet");
+        }
+        return device.secagg(directory);
+    }
+
+    /** The device's reply to {@code op}; subclasses add local operations. */
+    protected byte[] dispatch(int op, byte[] payload) throws Exception {
+        Wire.Reader r = new Wire.Reader(payload);
+        switch (op) {
+            case OP_PUBLIC_KEYS:
+                return Bytes.concat(device.identity().signingPublic, device.identity().envelopePublic);
+            case OP_DIRECTORY: {
+                byte[] coordinator = r.raw(32);
+                if (pinnedCoordinator != null && !Arrays.equals(coordinator, pinnedCoordinator)) {
+                    throw SecAggException.rejected("key directory of another coordinator");
+                }
+                long n = r.u32();
+                Map<Long, KeyDirectory.DeviceKeys> devices = new HashMap<>();
+                for (long i = 0; i < n; i++) {
+                    long id = r.u32();
+                    devices.put(id, new KeyDirectory.DeviceKeys(r.raw(32), r.raw(32)));
+                }
+                r.done();
+                directory = new KeyDirectory(coordinator, devices);
+                return new byte[0];
+            }
+            case OP_DEVICE_MESSAGE:
+                return device.handle(payload);
+            case OP_START_ROUND: {
+                byte[] config = r.blob(1 << 26), envelope = r.blob(1 << 16);
+                r.done();
+                return client().startRound(config, envelope);
+            }
+            case OP_SHARE_KEYS:
+                return client().shareKeys(payload);
+            case OP_MASKED_INPUT:
+                client();
+                return device.maskedInput(payload);
+            case OP_CONSISTENCY:
+                return client().consistencyCheck(payload);
+            case OP_UNMASK:
+                return client().unmask(payload);
+            default:
+                throw new IllegalArgumentException("unknown operation " + op);
+        }
+    }
+}

@@ -1,0 +1,64 @@
+package org.pategail.core.secagg;
+
+/**
+ * The keyed linear checksum a device appends to its upload (the Python SDK's {@code checksum.py}):
+ * c_u = Σ_i r_i x_i mod p with weights r expanded from the round's checksum key, p = 2^61 - 1.
+ */
+public final class Checksum {
+    private static final long P = Prg.P61;
+
+    private Checksum() {
+    }
+
+    /** The checksum weights r_1..r_n in Z_P61. */
+    public static long[] weights(byte[] key, int n) {
+        long[] w = Prg.expandUint64(Crypto.hkdf(key, "checksum-weights"), n);
+        for (int i = 0; i < n; i++) {
+            w[i] = Long.remainderUnsigned(w[i], P);
+        }
+        return w;
+    }
+
+    /** Σ_i w_i x_i mod P61 for signed 64-bit {@code values} (exact). */
+    public static long checksum(long[] values, long[] w) {
+        long acc = 0;
+        for (int i = 0; i < values.length; i++) {
+            acc += mulMod(w[i], Math.floorMod(values[i], P));
+            if (acc >= P) {
+                acc -= P;
+            }
+        }
+        return acc;
+    }
+
+    /** a * b mod P61 for a, b in [0, P61): the 122-bit product folded with 2^61 = 1 (mod P61). */
+    static long mulMod(long a, long b) {
+        long lo = a * b;
+        long hi = multiplyHighUnsigned(a, b);
+        // product = hi * 2^64 + lo = (hi << 3) * 2^61 + (lo >>> 61) * 2^61 + (lo & P)
+        long r = (lo & P) + (lo >>> 61) + (hi << 3);
+        r = (r & P) + (r >>> 61);
+        return r >= P ? r - P : r;
+    }
+
+    /** The high 64 bits of the unsigned 128-bit product (Math.multiplyHigh needs Android API 31). */
+    static long multiplyHighUnsigned(long x, long y) {
+        long x0 = x & 0xFFFFFFFFL, x1 = x >>> 32;
+        long y0 = y & 0xFFFFFFFFL, y1 = y >>> 32;
+        long w0 = x0 * y0;
+        long t = x1 * y0 + (w0 >>> 32);
+        long w1 = (t & 0xFFFFFFFFL) + x0 * y1;
+        return x1 * y1 + (t >>> 32) + (w1 >>> 32);
+    }
+
+    /** The associated data of the envelope that carries the checksum key to {@code device}. */
+    public static byte[] envelopeAad(long roundId, long device) {
+        return new Wire.Writer().raw("checksum-envelope".getBytes(java.nio.charset.StandardCharsets.US_ASCII))
+                .u64(roundId).u32(device).bytes();
+    }
+
+    /** The AES-GCM key of the envelope of {@code device} in {@code roundId}. */
+    public static byte[] envelopeKey(byte[] sharedSecret, long roundId, long device) {
+        return Crypto.hkdf(sharedSecret, "envelope", roundId, device);
+    }
+}

@@ -1,0 +1,153 @@
+package org.pategail.core.secagg;
+
+/**
+ * One round's public parameters, signed by the coordinator (the Python SDK's {@code config.RoundConfig}).
+ * {@link #fromSignedBytes} verifies the signature and every bound a device relies on for its privacy.
+ */
+public final class RoundConfig {
+    public static final int KIND_CONFIG = 1;
+    /** Aggregator id meaning "the coordinator aggregates this round". */
+    public static final long COORDINATOR = 0xFFFFFFFFL;
+
+    public final long roundId;
+    public final long[] participants;
+    public final int numQueries;
+    public final int nMin;
+    public final int threshold;
+    public final int degree;
+    public final double sumNoiseScale;
+    public final double sqSumNoiseScale;
+    public final byte[] roundSeed;
+    public final byte[] envelopePublic;
+    public final long aggregator;
+    public final int fracBits;
+
+    public RoundConfig(long roundId, long[] participants, int numQueries, int nMin, int threshold, int degree,
+                       double sumNoiseScale, double sqSumNoiseScale, byte[] roundSeed, byte[] envelopePublic,
+                       long aggregator, int fracBits) {
+        this.roundId = roundId;
+        this.participants = participants.clone();
+        this.numQueries = numQueries;
+        this.nMin = nMin;
+        this.threshold = threshold;
+        this.degree = degree;
+        this.sumNoiseScale = sumNoiseScale;
+        this.sqSumNoiseScale = sqSumNoiseScale;
+        this.roundSeed = roundSeed.clone();
+        this.envelopePublic = envelopePublic.clone();
+        this.aggregator = aggregator;
+        this.fracBits = fracBits;
+        validate();
+    }
+
+    private void validate() {
+        int n = participants.length;
+        if (n < 1 || n > FixedPoint.MAX_DEVICES) {
+            throw new IllegalArgumentException("participants must be 1.." + FixedPoint.MAX_DEVICES + " sorted distinct ids");
+        }
+        for (int i = 0; i < n; i++) {
+            if (participants[i] < 0 || (i > 0 && participants[i] <= participants[i - 1])) {
+                throw new IllegalArgumentException("participants must be sorted distinct ids");
+            }
+            if (participants[i] == aggregator) {
+                throw new IllegalArgumentException("the aggregator device cannot also contribute");
+            }
+        }
+        if (nMin < 1 || nMin > n) {
+            throw new IllegalArgumentException("n_min=" + nMin + " must be in [1, " + n + "]");
+        }
+        if (degree < 0 || degree % 2 != 0) {
+            throw new IllegalArgumentException("degree must be 0 (all pairs) or even");
+        }
+        if (threshold < 1 || threshold > holders()) {
+            throw new IllegalArgumentException("threshold " + threshold + " must be in [1, " + holders() + "]");
+        }
+        if (numQueries < 1 || numQueries > (1 << 22)) {
+            throw new IllegalArgumentException("num_queries out of range");
+        }
+        if (fracBits != FixedPoint.FRAC_BITS) {
+            throw new IllegalArgumentException("frac_bits " + fracBits + " != SDK's " + FixedPoint.FRAC_BITS);
+        }
+        if (roundSeed.length != 32 || envelopePublic.length != 32) {
+            throw new IllegalArgumentException("round_seed and envelope_public are 32 bytes");
+        }
+        for (double scale : new double[]{sumNoiseScale, sqSumNoiseScale}) {
+            double q = scale * FixedPoint.SCALE;
+            if (!(q == 0 || (q >= 1 && q <= FixedPoint.MAX_NOISE_SCALE_QUANTA))) {
+                throw new IllegalArgumentException("noise scale " + scale + " out of range");
+            }
+            if (FixedPoint.sumBound(n, q, nMin, 64.0) >= FixedPoint.SAFE_ABS_SUM) {
+                throw new IllegalArgumentException("sums could wrap around Z_2^64 with these parameters");
+            }
+        }
+    }
+
+    /** Devices holding shares of one device's secrets: its neighbours and itself. */
+    public int holders() {
+        int n = participants.length;
+        return degree == 0 || degree >= n - 1 ? n : degree + 1;
+    }
+
+    /** Position of {@code device} in the participant list, plus one: its Shamir x-coordinate. */
+    public int shareX(long device) {
+        for (int i = 0; i < participants.length; i++) {
+            if (participants[i] == device) {
+                return i + 1;
+            }
+        }
+        throw new IllegalArgumentException("device " + device + " is not a participant");
+    }
+
+    public boolean isParticipant(long device) {
+        for (long p : participants) {
+            if (p == device) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    public byte[] body() {
+        Wire.Writer w = new Wire.Writer().u64(roundId).u32(participants.length);
+        for (long p : participants) {
+            w.u32(p);
+        }
+        w.u32(numQueries).u32(nMin).u32(threshold).u32(degree).f64(sumNoiseScale).f64(sqSumNoiseScale);
+        return w.raw(roundSeed).raw(envelopePublic).u32(aggregator).u8(fracBits).bytes();
+    }
+
+    public byte[] toSignedBytes(Wire.Signer signer) {
+        return Wire.frame(KIND_CONFIG, body(), signer);
+    }
+
+    /** Parse and verify the coordinator's signature; anything wrong is a rejected message. */
+    public static RoundConfig fromSignedBytes(byte[] data, byte[] coordinatorPublic) throws SecAggException {
+        Wire.Unframed f = Wire.unframe(data, KIND_CONFIG);
+        if (!Crypto.verify(coordinatorPublic, f.signature, f.signed)) {
+            throw SecAggException.rejected("round configuration not signed by the coordinator");
+        }
+        Wire.Reader r = new Wire.Reader(f.body);
+        long roundId = r.u64();
+        int[] raw = r.u32s(1 << 22);
+        long[] participants = new long[raw.length];
+        for (int i = 0; i < raw.length; i++) {
+            participants[i] = raw[i] & 0xFFFFFFFFL;
+        }
+        long numQueries = r.u32(), nMin = r.u32(), threshold = r.u32(), degree = r.u32();
+        double s1 = r.f64(), s2 = r.f64();
+        byte[] seed = r.raw(32), env = r.raw(32);
+        long aggregator = r.u32();
+        int frac = r.u8();
+        r.done();
+        if (numQueries > Integer.MAX_VALUE || nMin > Integer.MAX_VALUE || threshold > Integer.MAX_VALUE
+                || degree > Integer.MAX_VALUE) {
+            throw SecAggException.rejected("invalid round configuration: field out of range");
+        }
+        try {
+            return new RoundConfig(roundId, participants, (int) numQueries, (int) nMin, (int) threshold, (int) degree,
+                    s1, s2, seed, env, aggregator, frac);
+        } catch (IllegalArgumentException err) {
+            throw SecAggException.rejected("invalid round configuration: " + err.getMessage());
+        }
+    }
+}

@@ -1,0 +1,345 @@
+package org.pategail.core.secagg;
+
+import java.math.BigInteger;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
+import java.security.SecureRandom;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeMap;
+import java.util.TreeSet;
+
+/**
+ * One device's side of a secure-aggregation round, the same state machine as the Python SDK's
+ * {@code SecAggClient} (Bonawitz et al. 2017, SecAgg+ graph optional). Each call takes the aggregator's bytes
+ * and returns the reply's bytes; a call that throws leaves the state as it was.
+ *
+ * <pre>
+ * startRound(signedConfig, envelope) -> AdvertiseKeys
+ * shareKeys(keyBroadcast)            -> ShareKeys
+ * maskedInput(shareDelivery, scores) -> MaskedInput   (slots: D, then D², then the checksum)
+ * consistencyCheck(survivorSet)      -> SurvivorAck   (one survivor set per round)
+ * unmask(ackSet)                     -> UnmaskShares  (never both secrets of one device)
+ * </pre>
+ */
+public final class SecAggClient {
+    /** Where the client is in the round. */
+    public enum Phase { IDLE, ADVERTISED, SHARED, MASKED, ACKED, DONE }
+
+    private static final byte[] SURVIVORS_LABEL = "pategail-secagg-v1/survivors".getBytes(
+            java.nio.charset.StandardCharsets.US_ASCII);
+
+    private final long deviceId;
+    private final DeviceIdentity identity;
+    private final KeyDirectory directory;
+    private final SecureRandom random;
+    private final Noise noise;
+    private long lastRound = -1;
+    private Round round;
+    private Phase phase = Phase.IDLE;
+
+    /** The state of the current round. */
+    private static final class Round {
+        RoundConfig config;
+        Set<Long> neighbours;
+        byte[] checksumKey;
+        byte[] cKey;
+        byte[] sKey;
+        byte[] bSeed;
+        Map<Long, Messages.AdvertiseKeys> peers = new TreeMap<>();
+        byte[][] ownShare;
+        Map<Long, byte[]> cSecrets = new HashMap<>();
+        Map<Long, byte[][]> held = new TreeMap<>();
+        Set<Long> survivors = new TreeSet<>();
+        byte[] ackBitmap;
+        byte[] ack;
+        byte[] response;
+        Map<Long, Character> revealed = new HashMap<>();
+    }
+
+    public SecAggClient(long deviceId, DeviceIdentity identity, KeyDirectory directory, SecureRandom random) {
+        this.deviceId = deviceId;
+        this.identity = identity;
+        this.directory = directory;
+        this.random = random;
+        this.noise = new Noise(random);
+    }
+
+    public long deviceId() {
+        return deviceId;
+    }
+
+    public Phase phase() {
+        return phase;
+    }
+
+    /** The verified configuration of the current (or last) round, or null before the first one. */
+    public RoundConfig config() {
+        return round == null ? null : round.config;
+    }
+
+    private Round expect(Phase p) throws SecAggException {
+        if (phase != p || round == null) {
+            throw SecAggException.protocol("device " + deviceId + ": expected phase " + p + ", in " + phase);
+        }
+        return round;
+    }
+
+    private void checkRound(long roundId) throws SecAggException {
+        if (round == null || roundId != round.config.roundId) {
+            throw SecAggException.rejected("message for round " + roundId + ", not the current one");
+        }
+    }
+
+    /** SHA-256 over the round id and the U3 bitmap: what a device signs in the consistency check. */
+    public static byte[] survivorDigest(long roundId, byte[] bitmap) {
+        try {
+            MessageDigest md = MessageDigest.getInstance("SHA-256");
+            md.update(SURVIVORS_LABEL);
+            md.update(new Wire.Writer().u64(roundId).bytes());
+            md.update(bitmap);
+            return md.digest();
+        } catch (NoSuchAlgorithmException err) {
+            throw new IllegalStateException(err);
+        }
+    }
+
+    private static byte[] shareHead(long roundId, long sender, long recipient) {
+        return new Wire.Writer().u64(roundId).u32(sender).u32(recipient).bytes();
+    }
+
+    /** Verify the coordinator-signed config, open the checksum envelope, advertise fresh keys. */
+    public byte[] startRound(byte[] signedConfig, byte[] envelope) throws SecAggException {
+        RoundConfig cfg = RoundConfig.fromSignedBytes(signedConfig, directory.coordinator());
+        if (cfg.roundId <= lastRound) {
+            throw SecAggException.rejected("round " + cfg.roundId + " is not newer than " + lastRound + " (replay)");
+        }
+        if (!cfg.isParticipant(deviceId)) {
+            throw SecAggException.protocol("device " + deviceId + " is not a participant of round " + cfg.roundId);
+        }
+        Messages.ChecksumEnvelope env = Messages.ChecksumEnvelope.decode(envelope);
+        if (env.roundId != cfg.roundId || env.device != deviceId) {
+            throw SecAggException.rejected("checksum envelope for another round or device");
+        }
+        byte[] shared = Crypto.agree(identity.envelopePrivate(), cfg.envelopePublic);
+        byte[] key = Crypto.openSealed(Checksum.envelopeKey(shared, cfg.roundId, deviceId), env.sealed,
+                Checksum.envelopeAad(cfg.roundId, deviceId));
+        Round r = new Round();
+        r.config = cfg;
+        r.neighbours = new NeighbourGraph(cfg.participants, cfg.roundSeed, cfg.degree).neighbours(deviceId);
+        r.checksumKey = key;
+        r.cKey = Crypto.randomKey(random);
+        r.sKey = Crypto.randomKey(random);
+        r.bSeed = Crypto.randomKey(random);
+        round = r;
+        lastRound = cfg.roundId;
+        phase = Phase.ADVERTISED;
+        return new Messages.AdvertiseKeys(cfg.roundId, deviceId, Crypto.x25519Public(r.cKey),
+                Crypto.x25519Public(r.sKey)).encode(identity::sign);
+    }
+
+    /** Check the neighbours' signed keys; send each an encrypted share of b_u and of s_u's secret key. */
+    public byte[] shareKeys(byte[] keyBroadcast) throws SecAggException {
+        Round r = expect(Phase.ADVERTISED);
+        Messages.KeyBroadcast kb = Messages.KeyBroadcast.decode(keyBroadcast);
+        checkRound(kb.roundId);
+        Map<Long, Messages.AdvertiseKeys> peers = new TreeMap<>();
+        for (byte[] raw : kb.adverts) {
+            Messages.AdvertiseKeys adv = Messages.AdvertiseKeys.decode(raw, directory);
+            checkRound(adv.roundId);
+            if (!r.neighbours.contains(adv.sender) || peers.containsKey(adv.sender)) {
+                throw SecAggException.protocol("unexpected or repeated keys of device " + adv.sender);
+            }
+            peers.put(adv.sender, adv);
+        }
+        RoundConfig cfg = r.config;
+        if (peers.size() + 1 < cfg.threshold) {
+            throw SecAggException.abort("only " + peers.size() + " neighbours advertised keys; the threshold is "
+                    + cfg.threshold);
+        }
+        List<Long> holders = new ArrayList<>(peers.keySet());
+        holders.add(deviceId);
+        java.util.Collections.sort(holders);
+        int[] xs = new int[holders.size()];
+        for (int i = 0; i < xs.length; i++) {
+            xs[i] = cfg.shareX(holders.get(i));
+        }
+        BigInteger[] bYs = Shamir.split(r.bSeed, xs, cfg.threshold, random);
+        BigInteger[] sYs = Shamir.split(r.sKey, xs, cfg.threshold, random);
+        Map<Long, byte[]> cSecrets = new HashMap<>();
+        byte[][] own = null;
+        List<Messages.Entry> shares = new ArrayList<>();
+        for (int i = 0; i < xs.length; i++) {
+            long v = holders.get(i);
+            byte[] by = Shamir.yToBytes(bYs[i]), sy = Shamir.yToBytes(sYs[i]);
+            if (v == deviceId) {             // a device holds a share of its own secrets too
+                own = new byte[][]{by, sy};
+                continue;
+            }
+            byte[] head = shareHead(cfg.roundId, deviceId, v);
+            byte[] secret = Crypto.agree(r.cKey, peers.get(v).cPublic);
+            cSecrets.put(v, secret);
+            byte[] key = Crypto.shareKey(secret, cfg.roundId, deviceId, v);
+            shares.add(new Messages.Entry(v, Crypto.seal(key, Bytes.concat(head, by, sy), head, random)));
+        }
+        r.ownShare = own;
+        r.cSecrets = cSecrets;
+        r.peers = peers;
+        phase = Phase.SHARED;
+        return new Messages.ShareKeys(cfg.roundId, deviceId, shares).encode(identity::sign);
+    }
+
+    /** Decrypt the shares held for neighbours; upload y = x + noise + PRG(b_u) ± Σ PRG(s_uv). */
+    public byte[] maskedInput(byte[] shareDelivery, double[] scores) throws SecAggException {
+        Round r = expect(Phase.SHARED);
+        RoundConfig cfg = r.config;
+        Messages.ShareDelivery sd = Messages.ShareDelivery.decode(shareDelivery);
+        checkRound(sd.roundId);
+        if (sd.recipient != deviceId) {
+            throw SecAggException.rejected("share delivery addressed to another device");
+        }
+        Map<Long, byte[][]> held = new TreeMap<>();
+        for (Messages.Entry e : sd.shares) {
+            long v = e.device;
+            if (!r.peers.containsKey(v)) {
+                throw SecAggException.protocol("shares from device " + v
+                        + ", which is not a neighbour that advertised keys");
+            }
+            byte[] head = shareHead(cfg.roundId, v, deviceId);
+            byte[] plain = Crypto.openSealed(Crypto.shareKey(r.cSecrets.get(v), cfg.roundId, v, deviceId), e.data, head);
+            if (plain.length != head.length + 2 * Shamir.SHARE_BYTES
+                    || !java.util.Arrays.equals(java.util.Arrays.copyOfRange(plain, 0, head.length), head)) {
+                throw SecAggException.rejected("malformed share from device " + v);
+            }
+            held.put(v, new byte[][]{
+                    java.util.Arrays.copyOfRange(plain, head.length, head.length + Shamir.SHARE_BYTES),
+                    java.util.Arrays.copyOfRange(plain, head.length + Shamir.SHARE_BYTES, plain.length)});
+        }
+        held.put(deviceId, r.ownShare);
+        int m = cfg.numQueries;
+        if (scores.length != m) {
+            throw new IllegalArgumentException("scores must have shape (" + m + ",), got (" + scores.length + ",)");
+        }
+        double[] clipped = FixedPoint.clipUnit(scores);
+        double[] squares = new double[m];
+        for (int i = 0; i < m; i++) {
+            squares[i] = clipped[i] * clipped[i];
+        }
+        long[] d = FixedPoint.encode(clipped), d2 = FixedPoint.encode(squares);
+        long[] n1 = noise.discreteLaplaceShare(cfg.sumNoiseScale * FixedPoint.SCALE, cfg.nMin, m);
+        long[] n2 = noise.discreteLaplaceShare(cfg.sqSumNoiseScale * FixedPoint.SCALE, cfg.nMin, m);
+        long[] x = new long[2 * m];
+        for (int i = 0; i < m; i++) {
+            x[i] = d[i] + n1[i];
+            x[m + i] = d2[i] + n2[i];
+        }
+        long[] y = new long[2 * m + 1];
+        System.arraycopy(x, 0, y, 0, 2 * m);        // two's complement: the int64 bits are the Z_2^64 element
+        y[2 * m] = Checksum.checksum(x, Checksum.weights(r.checksumKey, 2 * m));
+        Prg.addMask(y, Prg.expandMask(r.bSeed, 2 * m), +1);
+        for (long v : r.peers.keySet()) {
+            if (!held.containsKey(v)) {
+                continue;
+            }
+            byte[] seed = Crypto.maskSeed(r.sKey, r.peers.get(v).sPublic, cfg.roundId, deviceId, v);
+            Prg.addMask(y, Prg.expandMask(seed, 2 * m), deviceId < v ? +1 : -1);
+        }
+        r.held = held;
+        phase = Phase.MASKED;
+        return new Messages.MaskedInput(cfg.roundId, deviceId, y).encode(identity::sign);
+    }
+
+    /** Sign the survivor set U3, once per round; refuse below n_min or when U3 is inconsistent. */
+    public byte[] consistencyCheck(byte[] survivorSet) throws SecAggException {
+        if (phase == Phase.ACKED || phase == Phase.DONE) {
+            Messages.SurvivorSet ss = Messages.SurvivorSet.decode(survivorSet);
+            checkRound(ss.roundId);
+            if (!java.util.Arrays.equals(ss.bitmap, round.ackBitmap)) {
+                throw new SecAggException(SecAggException.Kind.REFUSED_UNMASK,
+                        "already acknowledged a different survivor set in this round");
+            }
+            return round.ack;
+        }
+        Round r = expect(Phase.MASKED);
+        RoundConfig cfg = r.config;
+        Messages.SurvivorSet ss = Messages.SurvivorSet.decode(survivorSet);
+        checkRound(ss.roundId);
+        Set<Long> survivors = Messages.fromBitmap(ss.bitmap, cfg.participants);
+        if (!survivors.contains(deviceId)) {
+            throw SecAggException.protocol("the survivor set omits this device, which sent its masked input");
+        }
+        for (long v : survivors) {
+            if (r.neighbours.contains(v) && !r.held.containsKey(v)) {
+                throw SecAggException.protocol("the survivor set contains neighbours that never shared keys with "
+                        + "this device");
+            }
+        }
+        if (survivors.size() < cfg.nMin) {
+            throw SecAggException.abort("only " + survivors.size() + " devices survived, below n_min=" + cfg.nMin
+                    + ": refusing to help unmask");
+        }
+        r.survivors = survivors;
+        r.ackBitmap = ss.bitmap;
+        r.ack = new Messages.SurvivorAck(cfg.roundId, deviceId, survivorDigest(cfg.roundId, ss.bitmap))
+                .encode(identity::sign);
+        phase = Phase.ACKED;
+        return r.ack;
+    }
+
+    /** Check that at least t devices (self included) signed the same U3; reveal one secret per device. */
+    public byte[] unmask(byte[] ackSet) throws SecAggException {
+        if (phase == Phase.DONE) {
+            return round.response;
+        }
+        Round r = expect(Phase.ACKED);
+        RoundConfig cfg = r.config;
+        Messages.AckSet acks = Messages.AckSet.decode(ackSet);
+        checkRound(acks.roundId);
+        byte[] digest = survivorDigest(cfg.roundId, r.ackBitmap);
+        Set<Long> confirmed = new TreeSet<>();
+        confirmed.add(deviceId);
+        for (byte[] raw : acks.acks) {
+            if (confirmed.size() >= cfg.threshold) {
+                break;         // t valid signatures on our U3 is the condition; checking more only costs time
+            }
+            Messages.SurvivorAck ack = Messages.SurvivorAck.decode(raw, directory);
+            checkRound(ack.roundId);
+            if (!r.neighbours.contains(ack.sender) || !r.survivors.contains(ack.sender)) {
+                throw SecAggException.protocol("acknowledgement from device " + ack.sender
+                        + ", not a surviving neighbour");
+            }
+            if (!java.util.Arrays.equals(ack.digest, digest)) {
+                throw SecAggException.protocol("device " + ack.sender + " saw a different survivor set");
+            }
+            confirmed.add(ack.sender);
+        }
+        if (confirmed.size() < cfg.threshold) {
+            throw SecAggException.abort("only " + confirmed.size() + " neighbours confirmed the survivor set; "
+                    + cfg.threshold + " needed");
+        }
+        List<Messages.Entry> bShares = new ArrayList<>(), sShares = new ArrayList<>();
+        for (Map.Entry<Long, byte[][]> e : r.held.entrySet()) {
+            long v = e.getKey();
+            boolean alive = r.survivors.contains(v);
+            Character previous = r.revealed.get(v);
+            char secret = alive ? 'b' : 's';
+            if (previous != null && previous != secret) {
+                throw new SecAggException(SecAggException.Kind.REFUSED_UNMASK,
+                        "refusing to reveal both secrets of device " + v);
+            }
+        }
+        for (Map.Entry<Long, byte[][]> e : r.held.entrySet()) {
+            long v = e.getKey();
+            boolean alive = r.survivors.contains(v);
+            r.revealed.put(v, alive ? 'b' : 's');
+            (alive ? bShares : sShares).add(new Messages.Entry(v, alive ? e.getValue()[0] : e.getValue()[1]));
+        }
+        r.response = new Messages.UnmaskShares(cfg.roundId, deviceId, bShares, sShares).encode(identity::sign);
+        r.held = new TreeMap<>();          // the shares are no longer needed
+        phase = Phase.DONE;
+        return r.response;
+    }
+}

@@ -1,0 +1,108 @@
+package org.pategail.core.tools;
+
+import java.io.BufferedInputStream;
+import java.io.BufferedOutputStream;
+import java.io.DataInputStream;
+import java.io.DataOutputStream;
+import java.io.EOFException;
+import java.io.File;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.security.SecureRandom;
+import java.util.HashMap;
+import java.util.Map;
+import java.util.Random;
+
+import org.pategail.core.Device;
+import org.pategail.core.DeviceMessages;
+import org.pategail.core.DeviceSession;
+import org.pategail.core.secagg.Wire;
+
+/**
+ * The Java device as a JVM process serving a {@link DeviceSession} on stdin/stdout, so a Python coordinator
+ * can run it as one device of a real round ({@code pategail.jvm_device}). Besides the coordinator's
+ * operations it answers local ones that on a phone are the app's own doing: install a bundle from a path,
+ * add days; and, for benchmarks and tests only, upload caller-given scores (the Python SDK's
+ * {@code SecAggClient.masked_input(delivery, scores)}) and report the serving thread's CPU time
+ * (java.lang.management: JVM only, which is why this class is left out of the Android build).
+ *
+ * <p>Usage: {@code StdioDevice --root DIR --id N --replay FILE [--seed S]}
+ */
+public final class StdioDevice extends DeviceSession {
+    public static final int OP_INSTALL_BUNDLE = 3, OP_ADD_DAYS = 4, OP_MASKED_SCORES = 15, OP_CPU_NANOS = 16;
+
+    StdioDevice(Device device) {
+        super(device, null);
+    }
+
+    public static void main(String[] args) throws IOException {
+        Map<String, String> opts = new HashMap<>();
+        for (int i = 0; i + 1 < args.length; i += 2) {
+            opts.put(args[i], args[i + 1]);
+        }
+        for (String required : new String[]{"--root", "--id", "--replay"}) {
+            if (!opts.containsKey(required)) {
+                System.err.println("usage: StdioDevice --root DIR --id N --replay FILE [--seed S] (missing " + required + ")");
+                System.exit(2);
+            }
+        }
+        Device device = new Device(new File(opts.get("--root")), Long.parseLong(opts.get("--id")),
+                new Random(Long.parseLong(opts.getOrDefault("--seed", "0"))), DeviceMessages.Limits.DEFAULT,
+                new ReplayTrainer(new File(opts.get("--replay")), 1e-6), null, new SecureRandom());
+        StdioDevice session = new StdioDevice(device);
+        DataInputStream in = new DataInputStream(new BufferedInputStream(System.in));
+        DataOutputStream out = new DataOutputStream(new BufferedOutputStream(System.out));
+        while (true) {
+            int op;
+            try {
+                op = in.readUnsignedByte();
+            } catch (EOFException eof) {
+                return;                          // the coordinator closed the pipe: the device leaves
+            }
+            byte[] payload = new byte[in.readInt()];
+            in.readFully(payload);
+            out.write(session.serve(op, payload).toBytes());
+            out.flush();
+        }
+    }
+
+    @Override
+    protected byte[] dispatch(int op, byte[] payload) throws Exception {
+        Wire.Reader r = new Wire.Reader(payload);
+        switch (op) {
+            case OP_INSTALL_BUNDLE:
+                return device.installBundle(new File(new String(payload, StandardCharsets.UTF_8)), null).sha256
+                        .getBytes(StandardCharsets.US_ASCII);
+            case OP_ADD_DAYS: {
+                int per = 4 * DeviceMessages.SLOTS;
+                if (payload.length % per != 0) {
+                    throw new IllegalArgumentException("days payload of " + payload.length + " bytes");
+                }
+                int[][] days = new int[payload.length / per][DeviceMessages.SLOTS];
+                for (int i = 0; i < days.length; i++) {
+                    for (int t = 0; t < DeviceMessages.SLOTS; t++) {
+                        int at = i * per + 4 * t;
+                        days[i][t] = (payload[at] & 0xFF) | ((payload[at + 1] & 0xFF) << 8)
+                                | ((payload[at + 2] & 0xFF) << 16) | ((payload[at + 3] & 0xFF) << 24);
+                    }
+                }
+                return new Wire.Writer().u32(device.addDays(days)).bytes();
+            }
+            case OP_MASKED_SCORES: {
+                byte[] delivery = r.blob(1 << 26);
+                long m = r.u32();
+                double[] scores = new double[(int) m];
+                for (int i = 0; i < m; i++) {
+                    scores[i] = r.f64();
+                }
+                r.done();
+                return client().maskedInput(delivery, scores);
+            }
+            case OP_CPU_NANOS:
+                return new Wire.Writer().u64(java.lang.management.ManagementFactory.getThreadMXBean()
+                        .getCurrentThreadCpuTime()).bytes();
+            default:
+                return super.dispatch(op, payload);
+        }
+    }
+}

@@ -1,0 +1,62 @@
+package org.pategail.core;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.security.SecureRandom;
+
+import org.junit.jupiter.api.Test;
+import org.pategail.core.secagg.Noise;
+
+/**
+ * The noise shares are a distribution, not bytes: n_min shares must sum to the discrete Laplace law
+ * DLap(a), a = 1/scale, whose P(0) = (1-q)/(1+q) and variance 2q/(1-q)^2 with q = e^-a.
+ */
+class NoiseTest {
+    @Test
+    void nMinSharesSumToDiscreteLaplace() {
+        Noise noise = new Noise(new SecureRandom());
+        double scale = 3.0;
+        int nMin = 4, size = 60_000;
+        long[] sum = new long[size];
+        for (int d = 0; d < nMin; d++) {
+            long[] share = noise.discreteLaplaceShare(scale, nMin, size);
+            for (int i = 0; i < size; i++) {
+                sum[i] += share[i];
+            }
+        }
+        double q = Math.exp(-1 / scale);
+        double mean = 0, var = 0, zeros = 0;
+        for (long s : sum) {
+            mean += s;
+            zeros += s == 0 ? 1 : 0;
+        }
+        mean /= size;
+        for (long s : sum) {
+            var += (s - mean) * (s - mean);
+        }
+        var /= size - 1;
+        double wantVar = 2 * q / ((1 - q) * (1 - q));
+        double wantZero = (1 - q) / (1 + q);
+        // standard errors: mean sqrt(var/n) ~ 0.02; var ~ 1.6% relative; P(0) ~ 0.0017
+        assertEquals(0.0, mean, 5 * Math.sqrt(wantVar / size));
+        assertEquals(wantVar, var, 0.08 * wantVar);
+        assertEquals(wantZero, zeros / size, 5 * Math.sqrt(wantZero * (1 - wantZero) / size));
+    }
+
+    @Test
+    void zeroScaleIsNoNoiseAndBadScalesAreRefused() {
+        Noise noise = new Noise(new SecureRandom());
+        assertArrayEquals(new long[5], noise.discreteLaplaceShare(0, 3, 5));
+        assertThrows(IllegalArgumentException.class, () -> noise.discreteLaplaceShare(0.5, 3, 5));
+        assertThrows(IllegalArgumentException.class, () -> noise.discreteLaplaceShare(4, 0, 5));
+        long[] a = noise.discreteLaplaceShare(1e6, 1, 1000);
+        boolean large = false;
+        for (long x : a) {
+            large |= Math.abs(x) > 1000;
+        }
+        assertTrue(large, "a scale of 1e6 quanta gives large noise");
+    }
+}

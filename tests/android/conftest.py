@@ -1,0 +1,48 @@
+"""Fixtures of the Android demo's checks: the Java core compiled once (javac from OpenJDK, BouncyCastle and
+org.json from Debian's libbcprov-java and libandroid-json-org-java, JUnit 5 from junit5), the committed
+test vectors and bundle, and the embedded data set. Without the tools the tests skip in one line."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DEMO = ROOT / "android-demo"
+CORE = DEMO / "core"
+VECTORS = DEMO / "vectors"
+
+
+@pytest.fixture(scope="session")
+def java_classes(tmp_path_factory) -> Path:
+    """The core's main and test classes, compiled for Java 11 (Android's desugared level) into a temp dir."""
+    from pategail.jvm_device import compile_core, java_missing
+
+    reason = java_missing(with_junit=True)
+    if reason:
+        pytest.skip(f"Java checks skipped: {reason}")
+    out = tmp_path_factory.mktemp("java-classes")
+    compile_core(out, with_tests=True)
+    return out
+
+
+@pytest.fixture(scope="session")
+def java_classpath(java_classes) -> str:
+    """Classpath that runs the core (no JUnit): compiled classes, BouncyCastle, org.json."""
+    from pategail.jvm_device import JARS
+
+    return ":".join([str(java_classes), *(str(j) for j in JARS.values())])
+
+
+@pytest.fixture(scope="session")
+def dataset(tmp_path_factory):
+    """The embedded data set (data/default), prepared."""
+    from pategail.data.dataset import load_dataset
+    from pategail.data.prepare import prepare_dataset
+
+    src = ROOT / "data" / "default"
+    if not src.is_dir():
+        pytest.skip(f"embedded development data not found at {src}")
+    out = tmp_path_factory.mktemp("android-data") / "data"
+    prepare_dataset("pategail", src, out, allow_pickle=True)
+    return load_dataset(out)

@@ -1,0 +1,153 @@
+"""A Java device (the Android demo's core, in its own process) takes part in real secure rounds next to
+Python SDK devices: same RoundRequest, same coordinator, aggregator and bytes. Its trainer replays the Python
+reference's scores for its days (android-demo/vectors/device.json) and checks its generated pairs' features
+against the reference's. The released sums must be exact (no noise), with the Java device surviving, or
+killed mid-round — which only works if the Shamir shares it made are right."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from .conftest import VECTORS
+
+
+@pytest.fixture
+def fleet(tmp_path, java_classpath, dataset):
+    """(coordinator, endpoints, java, pending by id, M, Python devices) after every device answered the
+    RoundRequest."""
+    from pategail.jvm_device import JavaDevice
+    from pategail.sdk.device import Device
+    from pategail.server.secagg.coordinator import SecAggCoordinator
+
+    vectors = json.loads((VECTORS / "messages.json").read_text())
+    reference = json.loads((VECTORS / "device.json").read_text())
+    features = json.loads((VECTORS / "features.json").read_text())
+    request = bytes.fromhex(vectors["device"]["round_request"])
+    bundle = VECTORS / "bundle"
+    coordinator = SecAggCoordinator()
+    pending, python_devices = {}, []
+    for i, user in enumerate(dataset.users[4:7]):                    # other users than the Java device's
+        dev = Device(tmp_path / f"py-{i}", 10 + i, rng=np.random.default_rng(i))
+        dev.install_bundle(bundle)
+        dev.add_days(dataset.user_days(user))
+        dev.handle(request)
+        pending[dev.device_id] = dev.pending
+        coordinator.enroll(dev.device_id, dev.public_keys)
+        python_devices.append(dev)
+    java = JavaDevice(java_classpath, tmp_path / "java", 20, VECTORS / "device.json", seed=reference["seed"])
+    try:
+        assert java.install_bundle(bundle) == python_devices[0].bundle.sha256
+        assert java.add_days(np.array(features["days"])) == len(features["days"])
+        assert java.handle(request).hex() == reference["ack"]           # the Python device's Ack, byte for byte
+        pending[java.device_id] = np.clip(np.array(reference["rounds"][0]["prob"]), 0.0, 1.0)
+        coordinator.enroll(java.device_id, java.public_keys)
+        java.set_directory(coordinator.directory)
+        endpoints = [d.secagg_endpoint(coordinator.directory) for d in python_devices] + [java]
+        yield coordinator, endpoints, java, pending, len(pending[java.device_id]), python_devices
+    finally:
+        java.close()
+
+
+def _expected(pending: dict, ids) -> tuple[np.ndarray, np.ndarray]:
+    from pategail.sdk.secagg.fixedpoint import SCALE, encode
+
+    total = sum(encode(pending[d]) for d in ids)
+    squares = sum(encode(pending[d] * pending[d]) for d in ids)
+    return total / SCALE, squares / SCALE
+
+
+def test_java_device_in_a_python_round_gives_the_exact_sum(fleet):
+    from pategail.server.secagg.round import SecureRoundConfig, run_secure_round
+
+    coordinator, endpoints, java, pending, m, _ = fleet
+    result = run_secure_round(endpoints, None, SecureRoundConfig(round_id=1, n_min=3), np.random.default_rng(0),
+                              coordinator=coordinator, num_queries=m)
+    assert java.device_id in result.survivors and result.n_survivors == 4
+    want_sum, want_sq = _expected(pending, result.survivors)
+    np.testing.assert_array_equal(result.sum, want_sum)
+    np.testing.assert_array_equal(result.sq_sum, want_sq)
+    assert not result.stats.rejected
+    # the upload is on the owner's privacy ledger, with the signed parameters it was made under
+    (entry,) = [json.loads(line) for line in (java.root / "privacy-ledger.jsonl").read_text().splitlines()]
+    assert (entry["round"], entry["queries"], entry["n_min"], entry["sum_scale"]) == (1, m, 3, 0.0)
+    # the Java device refuses a replayed round like a Python device does
+    from pategail.sdk.secagg.errors import MessageRejected
+
+    start = coordinator.new_round(2, sorted(pending), m, 3, 0.0, 0.0)
+    java.start_round(start.config, start.envelopes[java.device_id])
+    with pytest.raises(MessageRejected, match="replay"):
+        java.start_round(start.config, start.envelopes[java.device_id])
+
+
+@pytest.mark.parametrize("killed_after, in_sum", [("share", False), ("input", True)])
+def test_java_device_killed_mid_round(fleet, killed_after, in_sum):
+    """Killed after its ShareKeys (its mask key s is rebuilt from its shares) or after its masked input (its
+    self-mask seed b is rebuilt from its shares): either way the released sum is exact."""
+    from pategail.server.secagg.round import SecureRoundConfig, run_secure_round
+
+    coordinator, endpoints, java, pending, m, _ = fleet
+
+    def kill(phase, aggregator, replies):
+        if phase == killed_after:
+            java.kill()
+
+    result = run_secure_round(endpoints, None, SecureRoundConfig(round_id=1, n_min=3), np.random.default_rng(0),
+                              coordinator=coordinator, num_queries=m, adversary=kill)
+    assert (java.device_id in result.survivors) is in_sum
+    assert result.n_survivors == (4 if in_sum else 3)
+    want_sum, want_sq = _expected(pending, result.survivors)
+    np.testing.assert_array_equal(result.sum, want_sum)
+    np.testing.assert_array_equal(result.sq_sum, want_sq)
+
+
+def test_java_device_in_a_secagg_plus_round_with_noise(fleet):
+    """SecAgg+ neighbour graph (degree 2) and distributed noise from every device, the Java one included: the
+    noise is there (the sums are not the exact ones) and of the calibrated size."""
+    from pategail.server.secagg.round import SecureRoundConfig, run_secure_round
+
+    coordinator, endpoints, java, pending, m, _ = fleet
+    config = SecureRoundConfig(round_id=1, n_min=3, degree=2, sum_noise_scale=0.05, sq_sum_noise_scale=0.05)
+    result = run_secure_round(endpoints, None, config, np.random.default_rng(1), coordinator=coordinator,
+                              num_queries=m)
+    assert result.n_survivors == 4
+    want_sum, _ = _expected(pending, result.survivors)
+    err = result.sum - want_sum
+    assert np.count_nonzero(err) > m // 2
+    # each coordinate carries at least DLap(b = 0.05): E|err| >= ~0.05; far below any wrap-around
+    assert 0.02 < np.mean(np.abs(err)) < 0.5
+
+
+def test_environment_contributions_in_a_round(fleet):
+    """InitialStatesRequest: the Java device pends its initial-state and explore-law contribution, computed by
+    the Java core from its days; the released sums equal the Python devices' plus the Python SDK's own
+    contribution for the Java device's days (to the fixed-point quantum, since the Java floats may differ in
+    the last bits before encoding)."""
+    from pategail.sdk.bundle import load_bundle
+    from pategail.sdk.epr import explore_law_contribution
+    from pategail.sdk.features import infer_home
+    from pategail.sdk.messages import Ack, InitialStatesRequest, from_bytes
+    from pategail.sdk.secagg.fixedpoint import SCALE, encode
+    from pategail.sdk.store import initial_state_contribution
+    from pategail.server.secagg.round import SecureRoundConfig, run_secure_round
+
+    coordinator, endpoints, java, _, _, python_devices = fleet
+    request = InitialStatesRequest(4).to_bytes()
+    pending = {}
+    for dev in python_devices:
+        assert isinstance(from_bytes(dev.handle(request)), Ack)
+        pending[dev.device_id] = dev.pending
+    ack = from_bytes(java.handle(request))
+    env = load_bundle(VECTORS / "bundle").environment
+    days = np.array(json.loads((VECTORS / "features.json").read_text())["days"])
+    home = infer_home(days)
+    python_view = np.concatenate([initial_state_contribution(days, home, len(env.cells)),
+                                  explore_law_contribution(days, home, env.cells, alpha=env.alpha,
+                                                           candidates=env.candidates)])
+    assert isinstance(ack, Ack) and ack.n == len(python_view)
+    result = run_secure_round(endpoints, None, SecureRoundConfig(round_id=1, n_min=3), np.random.default_rng(2),
+                              coordinator=coordinator, num_queries=ack.n)
+    assert result.n_survivors == 4
+    want = sum(encode(p) for p in pending.values()) + encode(python_view)
+    np.testing.assert_allclose(result.sum * SCALE, want, rtol=0, atol=1)
