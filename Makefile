@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run test clean
+.PHONY: setup run test mutation clean
 
 setup: $(STAMP)
 
@@ -23,6 +23,14 @@ run: setup
 
 test: setup
 	$(PY) -m pytest -q
+
+# Mutation testing of the privacy-, security- and learning-critical modules (a benchmark, not part of `make test`;
+# see BENCHMARKS.md "Mutation testing"). MUTATION_ARGS="--sample 40" runs a seeded sample of each module;
+# "--module ppo" one module. Hours on 2 cores for the full set.
+MUTATION_ARGS ?=
+mutation: setup
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,mutation]'
+	$(PY) benchmarks/mutation.py $(MUTATION_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

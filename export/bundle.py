@@ -9,7 +9,9 @@ Manifest, format version 1 (every file name is relative to the bundle directory)
     requires: {onnxruntime_min, onnxruntime_below, max_ir_version, max_opset}
     files: {name: {sha256, bytes}}                           every file of the bundle
     features: {state: [11 names], actions: [4 names], n_pair_features: 15, slots: 48}
-    policy: {model: MODEL, config: PolicyConfig fields, n_parameters, masked_logit}
+    policy: {model: MODEL, step_model?: MODEL, config: PolicyConfig fields, n_parameters, masked_logit}
+            step_model: the incremental model (key/value cache inputs/outputs, see export/onnx_policy.py);
+            optional, so bundles written before it still load (their days come from the full prefix)
     discriminator: {models: {training, eval, optimizer, inference: MODEL}, checkpoint: name,
                     parameters: [{name, shape}] in flat-vector order, n_parameters, config,
                     labels: {expert: 1.0, generated: 0.0}, loss: formula, reward_output: "prob",
@@ -39,7 +41,7 @@ import onnx
 from pategail.export.artifacts import (INPUT_LABELS, INPUT_PAIRS, MAX_IR_VERSION, OUTPUT_LOGIT, OUTPUT_LOSS,
                                        OUTPUT_PROB, TrainingConfig, build_discriminator_artifacts)
 from pategail.export.discriminator import LABEL_EXPERT, LABEL_GENERATED, Discriminator
-from pategail.export.onnx_policy import POLICY_FILE, save_policy_onnx
+from pategail.export.onnx_policy import POLICY_FILE, POLICY_STEP_FILE, save_policy_onnx, save_policy_step_onnx
 from pategail.sdk.bundle import (FORMAT, FORMAT_VERSION, MANIFEST, BundleError, Environment, load_bundle,
                                  parse_version, sha256_file)
 from pategail.sdk.features import ACTIONS, N_PAIR_FEATURES, STATE_FEATURES
@@ -119,6 +121,7 @@ def build_manifest(root: Path, policy: Policy, discriminator: Discriminator, pat
                      "slots": policy.config.max_slots},
         "policy": {
             "model": model_entry(root / POLICY_FILE),
+            "step_model": model_entry(root / POLICY_STEP_FILE),
             "config": dataclasses.asdict(policy.config),
             "n_parameters": policy.n_parameters,
             "masked_logit": MASKED_LOGIT,
@@ -173,6 +176,7 @@ def export_bundle(policy: Policy, discriminator: Discriminator, out_dir: str | o
     tmp.mkdir()
     try:
         save_policy_onnx(policy, tmp / POLICY_FILE)
+        save_policy_step_onnx(policy, tmp / POLICY_STEP_FILE)
         paths = build_discriminator_artifacts(discriminator, tmp, training_config)
         section = environment.write(tmp) if environment is not None else None
         manifest = build_manifest(tmp, policy, discriminator, paths, training_config, section)

@@ -5,6 +5,12 @@ Inputs: ``cells`` int64 (batch, slots), ``features`` float32 (batch, slots, 11) 
 masked log-probabilities (impossible actions get ≈ −1e9, probability 0), ``logits`` (unmasked) and
 ``values`` (batch, slots). Both batch and slots (≤ 48) are dynamic. Row t depends on slots ≤ t, so a device
 can run the model on the prefix l_0..l_t and sample the action at t from the last row.
+
+The incremental model (``policy_step.onnx``, :func:`export_policy_step_onnx`) has the same inputs for the new
+slots only, plus the per-layer key/value cache of the earlier slots: ``past_key_i``, ``past_value_i`` float32
+(batch, heads, past, head_dim) in, ``present_key_i``, ``present_value_i`` (batch, heads, past + slots,
+head_dim) out, after ``log_probs``, ``logits`` and ``values``. Batch, slots and past are dynamic (past may be
+0: an empty cache starts a day), so it also runs a whole prefix at once.
 """
 from __future__ import annotations
 
@@ -25,9 +31,11 @@ from pategail.sdk.generate import POLICY_INPUT_MASK as INPUT_MASK
 from pategail.sdk.generate import POLICY_OUTPUT_LOG_PROBS as OUTPUT_LOG_PROBS
 from pategail.sdk.generate import POLICY_OUTPUT_LOGITS as OUTPUT_LOGITS
 from pategail.sdk.generate import POLICY_OUTPUT_VALUES as OUTPUT_VALUES
-from pategail.server.policy import Policy, PolicyInference
+from pategail.sdk.decoding import past_names, present_names
+from pategail.server.policy import Policy, PolicyInference, PolicyStepInference
 
 POLICY_FILE = "policy.onnx"
+POLICY_STEP_FILE = "policy_step.onnx"
 
 
 def export_policy_onnx(policy: Policy) -> onnx.ModelProto:
@@ -56,6 +64,47 @@ def export_policy_onnx(policy: Policy) -> onnx.ModelProto:
     if proto.ir_version > MAX_IR_VERSION:
         raise RuntimeError(f"policy model has IR version {proto.ir_version} > {MAX_IR_VERSION}")
     return proto
+
+
+def export_policy_step_onnx(policy: Policy) -> onnx.ModelProto:
+    """The incremental policy model with key/value cache inputs and outputs (opset :data:`OPSET`)."""
+    was_training = policy.training
+    model = PolicyStepInference(policy).eval()
+    c = policy.config
+    B, P, T = 2, 3, 1
+    past = tuple(torch.zeros(B, c.n_heads, P, c.d_model // c.n_heads) for _ in range(2 * c.n_layers))
+    example = (torch.zeros(B, T, dtype=torch.int64), torch.zeros(B, T, N_STATE_FEATURES),
+               torch.ones(B, T, N_ACTIONS, dtype=torch.bool), *past)
+    seq = {0: "batch", 1: "slots"}
+    dynamic = {name: seq for name in (INPUT_CELLS, INPUT_FEATURES, INPUT_MASK, OUTPUT_LOG_PROBS, OUTPUT_LOGITS,
+                                      OUTPUT_VALUES)}
+    dynamic.update({name: {0: "batch", 2: "past"} for name in past_names(c.n_layers)})
+    dynamic.update({name: {0: "batch", 2: "total"} for name in present_names(c.n_layers)})
+    buf = io.BytesIO()
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", category=DeprecationWarning)
+            # the slices of the causal mask and slot table at a dynamic offset trace as shape arithmetic
+            warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)
+            torch.onnx.export(
+                model, example, buf, dynamo=False, opset_version=OPSET,
+                input_names=[INPUT_CELLS, INPUT_FEATURES, INPUT_MASK, *past_names(c.n_layers)],
+                output_names=[OUTPUT_LOG_PROBS, OUTPUT_LOGITS, OUTPUT_VALUES, *present_names(c.n_layers)],
+                dynamic_axes=dynamic,
+            )
+    finally:
+        policy.train(was_training)
+    proto = onnx.load_from_string(buf.getvalue())
+    if proto.ir_version > MAX_IR_VERSION:
+        raise RuntimeError(f"policy step model has IR version {proto.ir_version} > {MAX_IR_VERSION}")
+    return proto
+
+
+def save_policy_step_onnx(policy: Policy, path: str | os.PathLike) -> Path:
+    """Export and write the incremental policy model to ``path``; return the path."""
+    path = Path(path)
+    onnx.save(export_policy_step_onnx(policy), path)
+    return path
 
 
 def save_policy_onnx(policy: Policy, path: str | os.PathLike) -> Path:

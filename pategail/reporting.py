@@ -20,6 +20,7 @@ def write_outputs(coordinator, dataset, run: Path, users, seed: int = 0) -> dict
     from pategail.export.bundle import export_bundle
     from pategail.export.discriminator import Discriminator
     from pategail.metrics.evaluate import evaluate, format_table
+    from pategail.metrics.spatial import format_spatial_table
     from pategail.plots import plot_density, plot_statistics
     from pategail.sdk.bundle import Environment
     from pategail.sdk.synthetic import write_synthetic_csv
@@ -31,7 +32,8 @@ def write_outputs(coordinator, dataset, run: Path, users, seed: int = 0) -> dict
         torch.manual_seed(seed + 1)
         discriminator = Discriminator()
     env = Environment(dataset.cells, cfg.alpha, cfg.candidates, np.column_stack([homes, firsts]),
-                      np.full(len(homes), 1.0 / len(homes)), coordinator.initial_states.explore_factors)
+                      np.full(len(homes), 1.0 / len(homes)), coordinator.initial_states.explore_factors,
+                      coordinator.place_law())
     export_bundle(coordinator.averaged_policy(), discriminator, run / "bundle", environment=env)
 
     n_days = len(dataset.test_days)
@@ -52,7 +54,9 @@ def write_outputs(coordinator, dataset, run: Path, users, seed: int = 0) -> dict
     report = {
         "metrics": result["metrics"], "metrics_paper": result["metrics_paper"],
         "floor": result["floor"], "floor_paper": result["floor_paper"],
-        "baselines": {m: {"metrics": baselines["km"][m], "metrics_paper": baselines["paper"][m]}
+        "spatial": result["spatial"], "floor_spatial": result["floor_spatial"],
+        "baselines": {m: {"metrics": baselines["km"][m], "metrics_paper": baselines["paper"][m],
+                          "spatial": baselines["spatial"][m]}
                       for m in ("markov", "epr")},
         "privacy": {
             "mechanism": "distributed discrete Laplace on securely aggregated sums (Theorem 3 split)"
@@ -80,14 +84,21 @@ def write_outputs(coordinator, dataset, run: Path, users, seed: int = 0) -> dict
                           "bytes_down_per_device_per_round": float(np.mean(downs))},
         "environment": {"alpha": cfg.alpha, "candidates": coordinator.geometry.candidates,
                         "explore_factors": coordinator.initial_states.explore_factors.tolist(),
+                        "place_law": cfg.place_law and coordinator.place_law() is not None,
+                        "return_last": None if coordinator.place_law() is None
+                        else coordinator.place_law().return_last,
                         "notes": "explore weight of rank r = r^-alpha x explore_factors[bin(r)], bins of ranks "
-                                 "1, 2, 3-4, 5-8, ...; the factors come from the initial-state release"},
+                                 "1, 2, 3-4, 5-8, ...; the factors come from the initial-state release; with "
+                                 "the place law (d-EPR) it is also x relevance(cell), and a return goes to the "
+                                 "place just left with probability return_last (bundle/relevance.csv)"},
     }
     (run / "report.json").write_text(json.dumps(report, indent=2, default=_json_default) + "\n")
     rows_km = {"ours": result["metrics"], "markov": baselines["km"]["markov"], "epr": baselines["km"]["epr"],
                "floor": result["floor"]}
     rows_paper = {"ours": result["metrics_paper"], "markov": baselines["paper"]["markov"],
                   "epr": baselines["paper"]["epr"], "floor": result["floor_paper"]}
+    rows_spatial = {"ours": result["spatial"], "markov": baselines["spatial"]["markov"],
+                    "epr": baselines["spatial"]["epr"], "floor": result["floor_spatial"]}
     p = report["privacy"]
     privacy_line = (f"total ε = {p['epsilon_total']:.3g} at δ = {p['delta']:g} (target {p['epsilon_target']:g}); "
                     f"per-query ε = {p['epsilon_per_query']:.3g}; λ = {p['lambda']:.3g}, λ_c = {p['lambda_c']:.3g}"
@@ -98,6 +109,8 @@ def write_outputs(coordinator, dataset, run: Path, users, seed: int = 0) -> dict
           f"Privacy: {privacy_line}.", "",
           "km mode:", "", format_table(rows_km, mode="km"), "",
           "paper mode:", "", format_table(rows_paper, mode="paper"), "",
+          "spatial (Density, Trips: JSD, lower is better; Hot-k: overlap of the top-k cells, higher is better):",
+          "", format_spatial_table(rows_spatial), "",
           f"Communication per device and round: {report['communication']['bytes_up_per_device_per_round']:,.0f} "
           f"B up, {report['communication']['bytes_down_per_device_per_round']:,.0f} B down.", "",
           "Plots: statistics.png (the five statistics), density.png (visit density).", ""]

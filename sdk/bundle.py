@@ -27,6 +27,7 @@ import numpy as np
 
 from pategail.errors import PategailError
 from pategail.sdk.epr import candidate_count, explore_rank_weights
+from pategail.sdk.places import PlaceLaw
 
 MANIFEST = "manifest.json"
 FORMAT = "pategail-model-bundle"
@@ -72,6 +73,7 @@ class ModelSpec:
 
 CELLS_FILE = "cells.csv"
 INITIAL_STATES_FILE = "initial_states.csv"
+RELEVANCE_FILE = "relevance.csv"
 
 
 @dataclass(frozen=True)
@@ -80,7 +82,8 @@ class Environment:
     (float64 (n_cells, 2) lat, lon degrees), the EPR explore parameters (``explore_factors``, when the
     coordinator learned them, correct the power law per rank bin: pategail.sdk.epr) and, optionally, the
     distribution of initial states the coordinator released (int (k, 2) (home, first cell) rows with float
-    weights (k,))."""
+    weights (k,)) and the learned place law (d-EPR relevance per cell and return to the place just left;
+    pategail.sdk.places)."""
 
     cells: np.ndarray
     alpha: float
@@ -88,6 +91,7 @@ class Environment:
     initial_states: np.ndarray | None = None
     initial_weights: np.ndarray | None = None
     explore_factors: np.ndarray | None = None
+    places: PlaceLaw | None = None
 
     def write(self, root: Path) -> dict:
         """Write the files into ``root``; return the manifest's "environment" section."""
@@ -107,6 +111,13 @@ class Environment:
                                                                    self.initial_weights.tolist()))
             (root / INITIAL_STATES_FILE).write_text("home,first,weight\n" + rows, encoding="utf-8")
             section["initial_states"] = INITIAL_STATES_FILE
+        if self.places is not None:
+            if len(self.places.relevance) != len(self.cells):
+                raise BundleError("environment: the place law and the cell table differ in cells")
+            rows = "".join(f"{i},{r!r}\n" for i, r in enumerate(self.places.relevance.tolist()))
+            (root / RELEVANCE_FILE).write_text("cell,relevance\n" + rows, encoding="utf-8")
+            section["relevance"] = RELEVANCE_FILE
+            section["return_last"] = self.places.return_last
         return section
 
     @classmethod
@@ -128,8 +139,17 @@ class Environment:
                 explore_rank_weights(candidate_count(len(cells), section["candidates"]), section["alpha"], factors)
             except (ValueError, TypeError) as e:
                 raise BundleError(f"{root / MANIFEST}: environment: {e}") from None
+        places = None
+        if "relevance" in section:
+            table = _read_table(root / section["relevance"], "cell,relevance", float)
+            try:
+                if len(table) != len(cells) or (table[:, 0] != np.arange(len(cells))).any():
+                    raise ValueError("one row per cell, in order")
+                places = PlaceLaw(table[:, 1], float(section.get("return_last", 0.0)))
+            except (ValueError, TypeError) as e:
+                raise BundleError(f"{root / section['relevance']}: invalid place law ({e})") from None
         return cls(cells=cells, alpha=float(section["alpha"]), candidates=int(section["candidates"]),
-                   initial_states=states, initial_weights=weights, explore_factors=factors)
+                   initial_states=states, initial_weights=weights, explore_factors=factors, places=places)
 
 
 def _read_table(path: Path, header: str, dtype) -> np.ndarray:
@@ -157,6 +177,9 @@ class Bundle:
     parameters: tuple[tuple[str, tuple[int, ...]], ...]
     environment: Environment | None = None
     """None for a models-only bundle (``pategail export --n-cells``), which devices cannot run."""
+    policy_step: ModelSpec | None = None
+    """The incremental policy model (key/value cache; :mod:`pategail.sdk.decoding`); None in bundles
+    written before it existed, which generate from the full prefix."""
 
     @property
     def sha256(self) -> str:
@@ -246,6 +269,8 @@ def load_bundle(path: str | os.PathLike, *, onnxruntime_version: str | None = No
             if fp.stat().st_size != entry["bytes"] or sha256_file(fp) != entry["sha256"]:
                 raise BundleError(f"{fp}: SHA-256 does not match the manifest (file altered or truncated)")
         policy = _model(root, manifest["policy"]["model"], requires)
+        step = manifest["policy"].get("step_model")
+        policy_step = None if step is None else _model(root, step, requires)
         disc = manifest["discriminator"]
         models = {role: _model(root, disc["models"][role], requires) for role in DISCRIMINATOR_ROLES}
         checkpoint = root / disc["checkpoint"]
@@ -253,7 +278,7 @@ def load_bundle(path: str | os.PathLike, *, onnxruntime_version: str | None = No
         environment = None
         if "environment" in manifest:
             env = manifest["environment"]
-            for key in ("cells", "initial_states"):
+            for key in ("cells", "initial_states", "relevance"):
                 if key in env and env[key] not in files:
                     raise BundleError(f"{manifest_path}: {env[key]} is used but has no hash in 'files'")
             environment = Environment.read(root, env)
@@ -264,11 +289,12 @@ def load_bundle(path: str | os.PathLike, *, onnxruntime_version: str | None = No
     except (KeyError, TypeError, ValueError) as e:
         raise BundleError(f"{manifest_path}: malformed manifest ({type(e).__name__}: {e})") from None
     listed = set(files)
-    for spec_path in [policy.path, checkpoint, *(m.path for m in models.values())]:
+    for spec_path in [policy.path, checkpoint, *(m.path for m in models.values()),
+                      *([] if policy_step is None else [policy_step.path])]:
         if spec_path.name not in listed:
             raise BundleError(f"{manifest_path}: {spec_path.name} is used but has no hash in 'files'")
     return Bundle(root=root, manifest=manifest, policy=policy, discriminator=models, checkpoint=checkpoint,
-                  parameters=parameters, environment=environment)
+                  parameters=parameters, environment=environment, policy_step=policy_step)
 
 
 def session_options(threads: int = 1):
@@ -286,6 +312,17 @@ def open_policy_session(bundle: Bundle, *, threads: int = 1):
     import onnxruntime as ort
 
     return ort.InferenceSession(str(bundle.policy.path), session_options(threads),
+                                providers=["CPUExecutionProvider"])
+
+
+def open_generation_session(bundle: Bundle, *, threads: int = 1):
+    """The session :func:`pategail.sdk.generate.generate_days` should use: the incremental policy model when
+    the bundle has one (one slot a step, key/value cache), else the full-prefix model."""
+    import onnxruntime as ort
+
+    if bundle.policy_step is None:
+        return open_policy_session(bundle, threads=threads)
+    return ort.InferenceSession(str(bundle.policy_step.path), session_options(threads),
                                 providers=["CPUExecutionProvider"])
 
 

@@ -37,7 +37,8 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from pategail.errors import PategailError
 from pategail.sdk.bundle import (MANIFEST, Bundle, BundleError, TrainingSession, ensure_training_api,
-                                 load_bundle, open_policy_session, open_training_session, session_options, sha256_file)
+                                 load_bundle, open_generation_session, open_policy_session, open_training_session,
+                                 session_options, sha256_file)
 from pategail.sdk.epr import CellGeometry, explore_law_contribution
 from pategail.sdk.features import N_PAIR_FEATURES, action_mask, label_actions, pair_features
 from pategail.sdk.generate import (POLICY_INPUT_CELLS, POLICY_INPUT_FEATURES, POLICY_INPUT_MASK,
@@ -50,8 +51,9 @@ from pategail.sdk.secagg.client import SecAggClient
 from pategail.sdk.secagg.config import DevicePublicKeys, KeyDirectory
 from pategail.sdk.secagg.crypto import DeviceIdentity
 from pategail.sdk.secagg.errors import ProtocolError
+from pategail.sdk.places import place_contribution
 from pategail.sdk.secagg.replay import RoundLog
-from pategail.sdk.store import TrajectoryStore, initial_state_contribution
+from pategail.sdk.store import DAYS_CAP, TrajectoryStore, initial_state_contribution
 
 log = logging.getLogger(__name__)
 
@@ -125,6 +127,7 @@ class Device:
         self._session: TrainingSession | None = None
         self._policy = None
         self._policy_sha256: str | None = None
+        self._step_session = None
         self._pending: np.ndarray | None = None
         self._positives: np.ndarray | None = None
         self._geometry: CellGeometry | None = None
@@ -198,8 +201,18 @@ class Device:
             self._geometry = CellGeometry.build(env.cells, env.candidates)
         first = rng.choice(days[:, 0], size=int(n_days))
         homes = np.full(int(n_days), self.store.home, dtype=np.int32)
-        return generate_days(self._policy, self._geometry, homes, first, rng, alpha=env.alpha,
-                             explore_factors=env.explore_factors)
+        return generate_days(self._generation_session(), self._geometry, homes, first, rng, alpha=env.alpha,
+                             explore_factors=env.explore_factors, places=env.places)
+
+    def _generation_session(self):
+        """The bundle's incremental policy model while the policy in use is the bundle's (it computes that
+        policy only); the policy in use (full prefix) after a PolicyUpdate or with an older bundle."""
+        bundle_policy = self.bundle.manifest["files"][self.bundle.policy.path.name]["sha256"]
+        if self.bundle.policy_step is None or self._policy_sha256 != bundle_policy:
+            return self._policy
+        if self._step_session is None:
+            self._step_session = open_generation_session(self.bundle)
+        return self._step_session
 
     # -- bundle and checkpoint -------------------------------------------------------------------------------
     def install_bundle(self, bundle_dir: str | os.PathLike, expected_sha256: str | None = None) -> Bundle:
@@ -284,6 +297,7 @@ class Device:
 
     # -- policy ----------------------------------------------------------------------------------------------
     def _open_policy(self, bundle: Bundle) -> None:
+        self._step_session = None                   # belongs to the bundle being replaced
         path, meta = self.root / POLICY_FILE, self.root / POLICY_META
         if path.is_file() and meta.is_file():
             try:
@@ -431,7 +445,8 @@ class Device:
         env = self.bundle.environment
         self._pending = np.concatenate([
             initial_state_contribution(days, self.store.home, self.n_cells),
-            explore_law_contribution(days, self.store.home, env.cells, alpha=env.alpha, candidates=env.candidates)])
+            explore_law_contribution(days, self.store.home, env.cells, alpha=env.alpha, candidates=env.candidates),
+            place_contribution(days, self.store.home, self.n_cells, DAYS_CAP)])
         return Ack(msg.round, KIND_NAMES[KIND_INITIAL_STATES_REQUEST], len(self._pending))
 
     # -- secure aggregation ----------------------------------------------------------------------------------

@@ -11,6 +11,10 @@ positive ``explore_factors``: the weight of rank r becomes r^-alpha × factor[bi
 the factors through the secure noisy aggregation (:func:`explore_law_contribution`): real days move to the
 adjacent cells far more often than a pure power law says (GPS jitter between neighbouring cells).
 
+A :class:`~pategail.sdk.places.PlaceLaw` (d-EPR) multiplies the explore weight of every candidate cell by its
+learned relevance and lets return favour the place just left; without one the environment is the classic
+model above, bit for bit.
+
 The original code could "explore" in place or to a visited cell and distorted ranks by subtracting 90 from
 latitudes; here ranks are great-circle and explore never revisits. Everything is vectorised over a batch of
 agents, and all randomness comes from the ``numpy.random.Generator`` passed in.
@@ -21,8 +25,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pategail.sdk.features import EXPLORE, HOME, RETURN, STAY, action_mask, label_actions
+from pategail.sdk.day_state import DayState
+from pategail.sdk.features import EXPLORE, HOME, RETURN, STAY, label_actions
 from pategail.sdk.geo import haversine_km
+from pategail.sdk.places import PlaceLaw
 from pategail.sdk.store import DAYS_CAP
 
 DEFAULT_CANDIDATES = 1000
@@ -107,31 +113,46 @@ class EPREnvironment:
     """A batch of agents living one day each, one slot per :meth:`step`.
 
     ``reset(homes, first_cells)`` starts the day at slot 0; ``step(actions)`` moves every agent to slot t+1.
-    ``days`` holds the cells so far (future slots are -1); ``mask()`` the actions possible now.
+    ``days`` holds the cells so far (future slots are -1); ``mask()`` the actions possible now; ``state``
+    (:class:`~pategail.sdk.day_state.DayState`) the running state features of slot t, updated in O(n·t) a
+    slot so that generation does not re-featurise the prefix.
     """
 
     def __init__(self, geometry: CellGeometry, *, alpha: float = DEFAULT_ALPHA,
-                 explore_factors: np.ndarray | None = None, slots: int = 48, rng: np.random.Generator):
+                 explore_factors: np.ndarray | None = None, slots: int = 48, rng: np.random.Generator,
+                 places: PlaceLaw | None = None):
         if alpha < 0:
             raise ValueError("alpha must be >= 0")
+        if places is not None and len(places.relevance) != len(geometry.cells):
+            raise ValueError(f"the place law has {len(places.relevance)} cells, the geometry {len(geometry.cells)}")
+        self.places = places
         self.geometry = geometry
         self.alpha = float(alpha)
         self.slots = slots
         self.rng = rng
         self._rank_weight = explore_rank_weights(geometry.candidates, self.alpha, explore_factors)
-        self.days = np.empty((0, slots), dtype=np.int32)
-        self.homes = np.empty(0, dtype=np.int32)
-        self.t = 0
+        self.state = DayState(geometry.cells, slots)
+        self.state.reset(np.empty(0, dtype=np.int32), np.empty(0, dtype=np.int32))
+
+    @property
+    def days(self) -> np.ndarray:
+        """int32 (n, slots): the cells so far, -1 in the slots still to come."""
+        return self.state.days
+
+    @property
+    def homes(self) -> np.ndarray:
+        return self.state.homes
+
+    @property
+    def t(self) -> int:
+        return self.state.t
 
     def reset(self, homes: np.ndarray, first_cells: np.ndarray) -> None:
         homes = np.asarray(homes, dtype=np.int32)
         first_cells = np.asarray(first_cells, dtype=np.int32)
         if homes.shape != first_cells.shape or homes.ndim != 1:
             raise ValueError("homes and first_cells must be 1-D of the same length")
-        self.days = np.full((len(homes), self.slots), -1, dtype=np.int32)
-        self.days[:, 0] = first_cells
-        self.homes = homes
-        self.t = 0
+        self.state.reset(homes, first_cells)
 
     @property
     def done(self) -> bool:
@@ -142,8 +163,8 @@ class EPREnvironment:
         return self.days[:, : self.t + 1]
 
     def mask(self) -> np.ndarray:
-        """bool (n, 4): the actions possible at the current slot."""
-        return action_mask(self.history(), self.homes)[:, -1]
+        """bool (n, 4): the actions possible at the current slot (row t of ``action_mask``)."""
+        return self.state.mask()
 
     def step(self, actions: np.ndarray, realised: np.ndarray | None = None) -> np.ndarray:
         """Apply one action per agent; return the new cells (n,).
@@ -165,28 +186,35 @@ class EPREnvironment:
         ret = np.flatnonzero(actions == RETURN)
         exp = np.flatnonzero(actions == EXPLORE)
         if realised is None:
-            nxt[ret] = self._sample_return(hist[ret], self.homes[ret])
-            nxt[exp] = self._sample_explore(hist[exp])
+            nxt[ret] = self._sample_return(hist[ret], self.homes[ret], self.state.left[ret])
+            nxt[exp] = self._sample_explore(exp)
         else:
             realised = np.asarray(realised)
             self._check_realised(hist, actions, realised)
             nxt[ret], nxt[exp] = realised[ret], realised[exp]
-        self.t += 1
-        self.days[:, self.t] = nxt
+        self.state.push(nxt)
         return nxt
 
-    def _sample_return(self, hist: np.ndarray, homes: np.ndarray) -> np.ndarray:
+    def _sample_return(self, hist: np.ndarray, homes: np.ndarray, left: np.ndarray) -> np.ndarray:
         # Choosing a past slot uniformly among those not at home and not here picks a cell with
         # probability proportional to its visits so far: preferential return without a per-agent loop.
         eligible = (hist != homes[:, None]) & (hist != hist[:, -1:])
-        return _pick(hist, eligible.astype(np.float64), self.rng)
+        out = _pick(hist, eligible.astype(np.float64), self.rng)
+        if self.places is not None and self.places.return_last > 0 and len(hist):
+            # d-EPR's return: the place just left with probability return_last (when it may be returned to)
+            back = (self.rng.random(len(hist)) < self.places.return_last) & (left >= 0) & (left != homes)
+            out[back] = left[back]
+        return out
 
-    def _sample_explore(self, hist: np.ndarray) -> np.ndarray:
-        if len(hist) == 0:
+    def _sample_explore(self, rows: np.ndarray) -> np.ndarray:
+        if len(rows) == 0:
             return np.empty(0, dtype=np.int32)
+        hist = self.history()[rows]
         cand = self.geometry.neighbours[hist[:, -1]]                          # (m, K) by rank
-        visited = isin_rows(cand, hist)
-        weights = np.where(visited, 0.0, self._rank_weight[None, :])
+        visited = self.state.visited(rows, cand)
+        law = self._rank_weight[None, :] if self.places is None else self._rank_weight[None, :] * \
+            self.places.relevance[cand]
+        weights = np.where(visited, 0.0, law)
         out = np.empty(len(hist), dtype=np.int32)
         full = weights.sum(axis=1) == 0
         out[~full] = _pick(cand[~full], weights[~full], self.rng)

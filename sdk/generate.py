@@ -1,36 +1,25 @@
 """Generate synthetic days with the exported policy: the loop devices run, and the coordinator samples the
 same way (one code path, so generated days never differ by where they were made).
 
-At each slot t the policy model reads the prefix l_0..l_t (cells, ``state_features``, ``action_mask``) and
-returns masked log-probabilities; the action at t is drawn from the last row and the EPR environment
-applies it. Torch-free: numpy and an ONNX Runtime session (anything with ``run(output_names, feeds)``).
+At each slot t the policy model gets the state of slot t (cell, state features and action mask, kept up
+to date by the environment's :class:`~pategail.sdk.day_state.DayState`) — with the key/value cache of the
+earlier slots (incremental model) or the whole prefix (full-prefix model; :mod:`pategail.sdk.decoding`) —
+and returns masked log-probabilities; the action at t is drawn from them and the EPR environment applies
+it. Torch-free: numpy and an ONNX Runtime session (anything with ``run(output_names, feeds)``).
 """
 from __future__ import annotations
 
-from typing import NamedTuple, Protocol
+from typing import NamedTuple
 
 import numpy as np
 
+# The policy models' interface (written to the bundle manifest by pategail.export) lives with the decoders
+from pategail.sdk.decoding import (POLICY_INPUT_CELLS, POLICY_INPUT_FEATURES, POLICY_INPUT_MASK,  # noqa: F401
+                                   POLICY_OUTPUT_LOG_PROBS, POLICY_OUTPUT_LOGITS, POLICY_OUTPUT_VALUES, Session,
+                                   decoder_for)
 from pategail.sdk.epr import DEFAULT_ALPHA, CellGeometry, EPREnvironment
 from pategail.sdk.features import N_ACTIONS, action_mask, state_features
-
-# The policy model's interface (written to the bundle manifest by pategail.export).
-POLICY_INPUT_CELLS = "cells"
-"""int64 (batch, slots): cell ids of slots 0..t."""
-POLICY_INPUT_FEATURES = "features"
-"""float32 (batch, slots, 11): ``state_features`` of the prefix."""
-POLICY_INPUT_MASK = "mask"
-"""bool (batch, slots, 4): ``action_mask`` of the prefix."""
-POLICY_OUTPUT_LOG_PROBS = "log_probs"
-"""float32 (batch, slots, 4): log π(a | s_t), impossible actions ≈ −1e9 (probability exactly 0)."""
-POLICY_OUTPUT_LOGITS = "logits"
-"""float32 (batch, slots, 4): unmasked logits."""
-POLICY_OUTPUT_VALUES = "values"
-"""float32 (batch, slots): V(s_t)."""
-
-
-class Session(Protocol):
-    def run(self, output_names, input_feed): ...
+from pategail.sdk.places import PlaceLaw
 
 
 class GeneratedDays(NamedTuple):
@@ -51,7 +40,8 @@ def prefix_features(days: np.ndarray, homes: np.ndarray, cells: np.ndarray, slot
 def policy_step(policy_session: Session, days: np.ndarray, homes: np.ndarray, cells: np.ndarray,
                 slots: int = 48) -> np.ndarray:
     """float32 (n, 4): masked log-probabilities of the action at the last slot of ``days`` (n, t+1), a
-    prefix of ``slots``-slot days."""
+    prefix of ``slots``-slot days, from the full-prefix model and ``state_features`` of the whole prefix
+    (the reference that the incremental path is tested against)."""
     feeds = {
         POLICY_INPUT_CELLS: np.ascontiguousarray(days, dtype=np.int64),
         POLICY_INPUT_FEATURES: prefix_features(days, homes, cells, slots),
@@ -72,22 +62,30 @@ def sample_actions(log_probs: np.ndarray, rng: np.random.Generator) -> np.ndarra
 
 def generate_days(policy_session: Session, geometry: CellGeometry, homes: np.ndarray, first_cells: np.ndarray,
                   rng: np.random.Generator, *, alpha: float = DEFAULT_ALPHA,
-                  explore_factors: np.ndarray | None = None, slots: int = 48) -> GeneratedDays:
-    """Sample one day per (home, first cell) with the policy model and the EPR environment.
+                  explore_factors: np.ndarray | None = None, slots: int = 48,
+                  places: PlaceLaw | None = None) -> GeneratedDays:
+    """Sample one day per (home, first cell) with the policy model and the EPR environment (with the learned
+    place law ``places`` when given: d-EPR, pategail.sdk.places).
 
+    ``policy_session``: the incremental model (key/value cache; one slot a step) or the full-prefix model
+    (re-reads the prefix; old bundles) — :func:`pategail.sdk.decoding.decoder_for` tells them apart; both
+    give the same days for the same ``rng`` up to float rounding of the log-probabilities (tested).
     homes, first_cells: int (n,); ``alpha`` and ``explore_factors`` set the explore law (pategail.sdk.epr).
     ``rng`` drives both the action draws and the environment's destinations.
     Returns :class:`GeneratedDays` (days (n, slots) int32, actions (n, slots-1) int8, log_probs float32).
     """
     homes = np.asarray(homes, dtype=np.int32)
-    env = EPREnvironment(geometry, alpha=alpha, explore_factors=explore_factors, slots=slots, rng=rng)
+    env = EPREnvironment(geometry, alpha=alpha, explore_factors=explore_factors, slots=slots, rng=rng,
+                         places=places)
     env.reset(homes, first_cells)
+    decoder = decoder_for(policy_session, slots)
     n = len(homes)
+    decoder.reset(n)
     actions = np.empty((n, slots - 1), dtype=np.int8)
     log_probs = np.empty((n, slots - 1), dtype=np.float32)
     while not env.done:
         t = env.t
-        lp = policy_step(policy_session, env.history(), homes, geometry.cells, slots)
+        lp = decoder(env.state.current, env.state.features(), env.state.mask())
         a = sample_actions(lp, rng)
         actions[:, t] = a
         log_probs[:, t] = np.take_along_axis(lp, a[:, None].astype(np.int64), 1)[:, 0]

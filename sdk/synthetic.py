@@ -17,6 +17,17 @@ from pategail.errors import DataError
 HEADER = "agent,day,slot,cell,lat,lon"
 
 
+def _cell_text(cells: np.ndarray) -> list[str]:
+    """"cell,lat,lon" of every cell, formatted once (the rows of a file repeat a few thousand cells)."""
+    return [f"{c},{lat:.6f},{lon:.6f}" for c, (lat, lon) in enumerate(np.asarray(cells, dtype=np.float64).tolist())]
+
+
+def _rows(days: np.ndarray, agents: np.ndarray, day_of_agent: np.ndarray, cell_text: list[str]) -> str:
+    T = days.shape[1]
+    prefix = [f"{a},{d}," for a, d in zip(agents.tolist(), day_of_agent.tolist())]
+    return "".join(f"{p}{s},{cell_text[c]}\n" for p, row in zip(prefix, days.tolist()) for s, c in zip(range(T), row))
+
+
 def write_synthetic_csv(path: str | os.PathLike, days: np.ndarray, cells: np.ndarray,
                         agents: np.ndarray | None = None) -> None:
     """Write generated days (n, T) of cell ids; ``agents`` (n,) gives each day's agent (default: one agent
@@ -30,14 +41,47 @@ def write_synthetic_csv(path: str | os.PathLike, days: np.ndarray, cells: np.nda
     for a in np.unique(agents):                      # 0, 1, 2... within each agent, in input order
         idx = np.flatnonzero(agents == a)
         day_of_agent[idx] = np.arange(len(idx))
-    flat = days.ravel()
-    table = np.column_stack([np.repeat(agents, T), np.repeat(day_of_agent, T), np.tile(np.arange(T), n), flat])
-    lines = [f"{a},{d},{s},{c},{cells[c, 0]:.6f},{cells[c, 1]:.6f}" for a, d, s, c in table.tolist()]
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(HEADER + "\n" + "\n".join(lines) + "\n")
-    os.replace(tmp, path)
+    with SyntheticCsvWriter(path, cells) as out:
+        out.write_rows(days, agents, day_of_agent)
+
+
+class SyntheticCsvWriter:
+    """Writes a synthetic data file batch by batch, so that 100,000 generated days never sit in memory as
+    text at once. Use as a context manager: rows go to a temporary file that is renamed into place on a
+    clean exit and removed on an error (a crash never leaves half a file under ``path``).
+
+    :meth:`write` appends days of new agents (one day each, agents numbered on from the last batch).
+    """
+
+    def __init__(self, path: str | os.PathLike, cells: np.ndarray):
+        self.path = Path(path)
+        self._cell_text = _cell_text(cells)
+        self.n_agents = 0
+
+    def __enter__(self) -> "SyntheticCsvWriter":
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._tmp = self.path.with_name(f".{self.path.name}.tmp")
+        self._file = open(self._tmp, "w", encoding="ascii", newline="\n")
+        self._file.write(HEADER + "\n")
+        return self
+
+    def write(self, days: np.ndarray) -> None:
+        """Append ``days`` (n, T), one new agent each."""
+        days = np.asarray(days)
+        agents = np.arange(self.n_agents, self.n_agents + len(days))
+        self.write_rows(days, agents, np.zeros(len(days), dtype=np.int64))
+
+    def write_rows(self, days: np.ndarray, agents: np.ndarray, day_of_agent: np.ndarray) -> None:
+        """Append ``days`` (n, T) as days ``day_of_agent`` of ``agents`` (the caller keeps the file ordered)."""
+        self._file.write(_rows(np.asarray(days), np.asarray(agents), np.asarray(day_of_agent), self._cell_text))
+        self.n_agents = max(self.n_agents, int(np.max(agents, initial=-1)) + 1)
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self._file.close()
+        if exc_type is None:
+            os.replace(self._tmp, self.path)
+        else:
+            self._tmp.unlink(missing_ok=True)
 
 
 def read_synthetic_csv(path: str | os.PathLike, n_cells: int | None = None, slots: int = 48) -> np.ndarray:

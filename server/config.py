@@ -63,6 +63,11 @@ class TrainConfig:
     """EPR explore exponent of the environment (see pategail.sdk.epr)."""
     candidates: int = DEFAULT_CANDIDATES
     """EPR explore candidate-set size."""
+    place_law: bool = True
+    """Generate with the learned place law (d-EPR: explore ∝ relevance × rank law, return favouring the place
+    just left; pategail.sdk.places), released with the initial states. False: the classic EPR laws (the
+    devices contribute either way, so the privacy cost is the same). On pategail-geolife's training days the
+    place law halves the epr rule model's Density JSD (benchmarks/place_law.py; BENCHMARKS.md)."""
     d_model: int = 64
     """Policy transformer width."""
     n_layers: int = 2

@@ -241,7 +241,7 @@ class Coordinator:
         cfg = self.config
         homes, firsts = self.initial_states.sample(cfg.days_per_round, self.rng_sampling)
         rollout, homes = sample_rollout(self.policy, self.geometry, homes, firsts, self.rng_sampling, cfg.alpha,
-                                        self.initial_states.explore_factors)
+                                        self.initial_states.explore_factors, self.place_law())
         journal = read_journal(self.ckpt_dir)
         down = up = None                           # unknown for a release re-used after a crash
         if round_ in journal:
@@ -312,6 +312,11 @@ class Coordinator:
         policy.eval()
         return policy
 
+    def place_law(self):
+        """The released place law the environment uses (None: the classic EPR laws, by configuration or for a
+        run checkpointed before place laws existed)."""
+        return self.initial_states.places if self.config.place_law else None
+
     def publish_policy(self, onnx_bytes: bytes) -> int:
         """Send a new policy model (hash-checked by the devices); return how many accepted it."""
         accepted, _, _ = self._broadcast(to_bytes(PolicyUpdate.for_model(self.round, onnx_bytes)))
@@ -321,5 +326,5 @@ class Coordinator:
         """Synthetic days (n_days, 48) from the averaged policy and the released initial states."""
         homes, firsts = self.initial_states.sample(n_days, rng)
         rollout, _ = sample_rollout(self.averaged_policy(), self.geometry, homes, firsts, rng, self.config.alpha,
-                                    self.initial_states.explore_factors)
+                                    self.initial_states.explore_factors, self.place_law())
         return rollout.cells.astype(np.int32)

@@ -11,7 +11,9 @@ entries, see the SDK's ``explore_law_contribution``): observed and power-law-exp
 moves by rank bin, whose noisy sums O and A give the explore factors (O + s) / (A + s), s = √2·b for the
 release's Laplace scale b (0 without noise; a lower bound of the noise's standard deviation, which is larger
 when more than n_min devices took part): the factors shrink towards 1, the power law, and are 1 when the
-released total weight is below ``SIGNAL_GATE`` noise standard deviations.
+released total weight is below ``SIGNAL_GATE`` noise standard deviations. Last come the ``n_cells + 3``
+entries of the place contribution (the SDK's ``place_contribution``: visit distribution and return law),
+from which :mod:`pategail.server.places` makes the d-EPR place law.
 """
 from __future__ import annotations
 
@@ -19,6 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pategail.sdk.places import PlaceLaw, place_contribution_length
+from pategail.server.places import place_law_from_noisy_sums
 
 SIGNAL_GATE = 10.0
 """The explore factors are used only when the released total device weight Σw is at least this many times
@@ -30,19 +34,22 @@ reachable, and noise cannot make one bin dominate. On pategail-geolife the facto
 
 
 def contribution_length(n_cells: int, n_bins: int) -> int:
-    """Entries of one device's vector: initial states (2·n_cells + 2), then explore law (2·n_bins)."""
-    return 2 * n_cells + 2 + 2 * n_bins
+    """Entries of one device's vector: initial states (2·n_cells + 2), explore law (2·n_bins), then the
+    place law (n_cells + 3)."""
+    return 2 * n_cells + 2 + 2 * n_bins + place_contribution_length(n_cells)
 
 
 @dataclass(frozen=True)
 class InitialStates:
     """home_weights (n_cells,) and first_weights (n_cells,) sum to 1; p_same = P(first cell == home);
-    explore_factors (B,) correct the EPR explore law per rank bin (pategail.sdk.epr)."""
+    explore_factors (B,) correct the EPR explore law per rank bin (pategail.sdk.epr); places: the d-EPR
+    place law (pategail.sdk.places), None in checkpoints written before it existed."""
 
     home_weights: np.ndarray
     first_weights: np.ndarray
     p_same: float
     explore_factors: np.ndarray
+    places: PlaceLaw | None = None
 
     @classmethod
     def from_noisy_sums(cls, sums: np.ndarray, n_cells: int, n_bins: int, noise_std: float = 0.0) -> "InitialStates":
@@ -57,7 +64,8 @@ class InitialStates:
         weight = sums[2 * n + 1]
         p_same = sums[2 * n] / weight if weight > 0 else 0.5
         observed = np.clip(sums[2 * n + 2:2 * n + 2 + n_bins], 0, None)
-        expected = np.clip(sums[2 * n + 2 + n_bins:], 0, None)
+        expected = np.clip(sums[2 * n + 2 + n_bins:2 * n + 2 + 2 * n_bins], 0, None)
+        places = place_law_from_noisy_sums(sums[2 * n + 2 + 2 * n_bins:], n, noise_std)
         s = max(float(noise_std), 0.0)
         if s > 0 and weight < SIGNAL_GATE * s:
             factors = np.ones(n_bins)
@@ -65,7 +73,7 @@ class InitialStates:
             with np.errstate(divide="ignore", invalid="ignore"):
                 factors = np.where(expected + s > 0, (observed + s) / (expected + s), 1.0)
             factors = np.clip(factors, *FACTOR_RANGE)
-        return cls(homes, firsts, float(np.clip(p_same, 0, 1)), factors)
+        return cls(homes, firsts, float(np.clip(p_same, 0, 1)), factors, places)
 
     def sample(self, n_days: int, rng: np.random.Generator, redraws: int = 8) -> tuple[np.ndarray, np.ndarray]:
         """(homes, first cells), int32 (n_days,) each: home ~ home_weights; first = home with probability
@@ -83,9 +91,13 @@ class InitialStates:
 
     def to_dict(self) -> dict:
         return {"home_weights": self.home_weights.tolist(), "first_weights": self.first_weights.tolist(),
-                "p_same": self.p_same, "explore_factors": self.explore_factors.tolist()}
+                "p_same": self.p_same, "explore_factors": self.explore_factors.tolist(),
+                "places": None if self.places is None else {"relevance": self.places.relevance.tolist(),
+                                                            "return_last": self.places.return_last}}
 
     @classmethod
     def from_dict(cls, d: dict) -> "InitialStates":
+        places = d.get("places")
         return cls(np.asarray(d["home_weights"]), np.asarray(d["first_weights"]), float(d["p_same"]),
-                   np.asarray(d["explore_factors"], dtype=np.float64))
+                   np.asarray(d["explore_factors"], dtype=np.float64),
+                   None if places is None else PlaceLaw(np.asarray(places["relevance"]), places["return_last"]))

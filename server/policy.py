@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Sequence
 
 import torch
 from torch import nn
@@ -78,12 +79,31 @@ class CausalSelfAttention(nn.Module):
         self.register_buffer("causal_bias", torch.where(tril, 0.0, MASKED_LOGIT), persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        B, T, D = x.shape
+        q, k, v = self._heads(x)
+        return self._attend(q, k, v, self.causal_bias[:x.shape[1], :x.shape[1]])
+
+    def forward_cached(self, x: torch.Tensor, past_key: torch.Tensor, past_value: torch.Tensor):
+        """Attention of T new tokens at positions P..P+T-1 over the P cached ones and themselves.
+
+        past_key, past_value: (B, heads, P, head_dim), P >= 0. Returns (output (B, T, D), key and value of
+        positions 0..P+T-1, the cache for the next call). Equals rows P.. of :meth:`forward` on the whole
+        sequence: the keys and values of earlier tokens do not depend on later ones.
+        """
+        P, T = past_key.shape[2], x.shape[1]
+        q, k, v = self._heads(x)
+        k, v = torch.cat([past_key, k], dim=2), torch.cat([past_value, v], dim=2)
+        return self._attend(q, k, v, self.causal_bias[P:P + T, :P + T]), k, v
+
+    def _heads(self, x: torch.Tensor):
+        B, T, _ = x.shape
         q, k, v = self.qkv(x).split(self.d_model, dim=-1)
-        q, k, v = (z.reshape(B, T, self.n_heads, self.head_dim).transpose(1, 2) for z in (q, k, v))
-        scores = q @ k.transpose(-2, -1) * (1.0 / math.sqrt(self.head_dim)) + self.causal_bias[:T, :T]
+        return tuple(z.reshape(B, T, self.n_heads, self.head_dim).transpose(1, 2) for z in (q, k, v))
+
+    def _attend(self, q, k, v, bias) -> torch.Tensor:
+        B, _, T, _ = q.shape
+        scores = q @ k.transpose(-2, -1) * (1.0 / math.sqrt(self.head_dim)) + bias
         att = self.dropout(torch.softmax(scores, dim=-1))
-        y = (att @ v).transpose(1, 2).reshape(B, T, D)
+        y = (att @ v).transpose(1, 2).reshape(B, T, self.d_model)
         return self.proj(y)
 
 
@@ -101,6 +121,12 @@ class Block(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x + self.attn(self.ln1(x))
         return x + self.mlp(self.ln2(x))
+
+    def forward_cached(self, x: torch.Tensor, past_key: torch.Tensor, past_value: torch.Tensor):
+        """:meth:`forward` for new tokens after a cache (see :meth:`CausalSelfAttention.forward_cached`)."""
+        h, key, value = self.attn.forward_cached(self.ln1(x), past_key, past_value)
+        x = x + h
+        return x + self.mlp(self.ln2(x)), key, value
 
 
 class Policy(nn.Module):
@@ -136,6 +162,31 @@ class Policy(nn.Module):
         x = self.ln_f(x)
         return self.action_head(x), self.value_head(x).squeeze(-1)
 
+    def forward_cached(self, cells: torch.Tensor, features: torch.Tensor, past: Sequence[torch.Tensor]):
+        """Incremental decoding: :meth:`forward` for the T new slots P..P+T-1 of days whose slots 0..P-1 are
+        summarised by ``past``, the key/value cache — [key_0, value_0, key_1, value_1, ...], one pair per
+        layer, each (B, n_heads, P, d_model / n_heads); P = 0 (empty tensors) at the start of a day.
+
+        Returns (logits (B, T, 4), values (B, T), present): ``present`` is the cache of slots 0..P+T-1 in the
+        same layout. Equal to rows P.. of ``forward`` on the whole prefix up to float rounding (tested to
+        1e-5), at a cost per slot that does not grow with the prefix's length (except the attention itself).
+        """
+        P, T = past[0].shape[2], cells.shape[1]
+        x = self.cell_proj(self.cell_embedding(cells)) + self.feature_proj(features) \
+            + self.slot_embedding.weight[P:P + T]
+        present = []
+        for i, block in enumerate(self.blocks):
+            x, key, value = block.forward_cached(x, past[2 * i], past[2 * i + 1])
+            present += [key, value]
+        x = self.ln_f(x)
+        return self.action_head(x), self.value_head(x).squeeze(-1), present
+
+    def empty_cache(self, batch: int) -> list[torch.Tensor]:
+        """The key/value cache of days with no slot yet (P = 0), for :meth:`forward_cached`."""
+        c = self.config
+        shape = (batch, c.n_heads, 0, c.d_model // c.n_heads)
+        return [torch.zeros(shape) for _ in range(2 * c.n_layers)]
+
     @property
     def n_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
@@ -170,6 +221,19 @@ class PolicyInference(nn.Module):
     def forward(self, cells: torch.Tensor, features: torch.Tensor, mask: torch.Tensor):
         logits, values = self.policy(cells, features)
         return masked_log_probs(logits, mask), logits, values
+
+
+class PolicyStepInference(nn.Module):
+    """The incremental graph: (cells, features, mask, *past) → (log_probs, logits, values, *present), the
+    cache layout of :meth:`Policy.forward_cached`; see :mod:`pategail.export.onnx_policy`."""
+
+    def __init__(self, policy: Policy):
+        super().__init__()
+        self.policy = policy
+
+    def forward(self, cells: torch.Tensor, features: torch.Tensor, mask: torch.Tensor, *past: torch.Tensor):
+        logits, values, present = self.policy.forward_cached(cells, features, list(past))
+        return (masked_log_probs(logits, mask), logits, values, *present)
 
 
 def save_policy(policy: Policy, path) -> None:

@@ -1,10 +1,13 @@
 """The coordinator samples generated days exactly as devices do: the SDK's ``generate_days`` loop, with the
-torch policy behind the same ``run(output_names, feeds)`` interface as the ONNX policy model."""
+torch policy behind the same ``run(output_names, feeds)`` interface as the ONNX policy models — the
+incremental one (key/value cache, :class:`TorchPolicyStepSession`, what sampling uses) or the full-prefix
+one (:class:`TorchPolicySession`)."""
 from __future__ import annotations
 
 import numpy as np
 import torch
 
+from pategail.sdk.decoding import CacheLayout, past_names, present_names
 from pategail.sdk.epr import CellGeometry
 from pategail.sdk.features import action_mask, state_features
 from pategail.sdk.generate import (POLICY_INPUT_CELLS, POLICY_INPUT_FEATURES, POLICY_INPUT_MASK,
@@ -29,13 +32,35 @@ class TorchPolicySession:
         return [out[name].numpy() for name in output_names]
 
 
+class TorchPolicyStepSession:
+    """Runs the torch policy with the incremental ONNX model's inputs and outputs (no gradients)."""
+
+    def __init__(self, policy: Policy):
+        self.policy = policy
+        c = policy.config
+        self.cache_layout = CacheLayout(c.n_layers, c.n_heads, c.d_model // c.n_heads)
+        self._past = past_names(c.n_layers)
+        self._present = present_names(c.n_layers)
+
+    def run(self, output_names, feeds):
+        with torch.no_grad():
+            past = [torch.from_numpy(feeds[name]) for name in self._past]
+            logits, values, present = self.policy.forward_cached(torch.from_numpy(feeds[POLICY_INPUT_CELLS]),
+                                                                 torch.from_numpy(feeds[POLICY_INPUT_FEATURES]),
+                                                                 past)
+            log_probs = masked_log_probs(logits, torch.from_numpy(feeds[POLICY_INPUT_MASK]))
+        out = {POLICY_OUTPUT_LOG_PROBS: log_probs, POLICY_OUTPUT_LOGITS: logits, POLICY_OUTPUT_VALUES: values,
+               **dict(zip(self._present, present))}
+        return [out[name].numpy() for name in output_names]
+
+
 def sample_rollout(policy: Policy, geometry: CellGeometry, homes: np.ndarray, first_cells: np.ndarray,
                    rng: np.random.Generator, alpha: float,
-                   explore_factors: np.ndarray | None = None) -> tuple[Rollout, np.ndarray]:
+                   explore_factors: np.ndarray | None = None, places=None) -> tuple[Rollout, np.ndarray]:
     """Generate one day per initial state; return the rollout (rewards still zero) and the homes."""
     policy.eval()
-    gen = generate_days(TorchPolicySession(policy), geometry, homes, first_cells, rng, alpha=alpha,
-                        explore_factors=explore_factors)
+    gen = generate_days(TorchPolicyStepSession(policy), geometry, homes, first_cells, rng, alpha=alpha,
+                        explore_factors=explore_factors, places=places)
     features = state_features(gen.days, homes, geometry.cells)
     masks = action_mask(gen.days, homes)
     with torch.no_grad():

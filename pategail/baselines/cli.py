@@ -24,7 +24,7 @@ def register(sub) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the sampling random stream")
     p.set_defaults(func=run_baseline)
 
-    p = sub.add_parser("compare", help="print the table floor / markov / epr in both metric modes")
+    p = sub.add_parser("compare", help="print the table floor / markov / epr in both metric modes and the spatial metrics")
     p.add_argument("--data", required=True, type=Path, help="prepared data set directory")
     p.add_argument("--seed", type=int, default=0, help="seed of the sampling random streams")
     p.add_argument("--json", type=Path, default=None, help="also write the numbers as JSON here")
@@ -52,10 +52,11 @@ def run_baseline(args) -> int:
 
 
 def compare(dataset, seed: int = 0) -> dict:
-    """Floor and both baselines in both modes: {"floor": {...}, "markov": {...}, "epr": {...}} per mode."""
+    """Floor and both baselines in both modes and the spatial metrics: {"floor": {...}, "markov": {...},
+    "epr": {...}} under each of "km", "paper" and "spatial"."""
     from pategail.metrics.evaluate import evaluate
     n = len(dataset.test_days)
-    table = {"km": {}, "paper": {}}
+    table = {"km": {}, "paper": {}, "spatial": {}}
     for i, model in enumerate(BASELINES):
         t0 = time.perf_counter()
         # one independent stream per baseline, derived from the seed
@@ -63,14 +64,17 @@ def compare(dataset, seed: int = 0) -> dict:
         log.info("%s: %d days generated in %.1f s", model, n, time.perf_counter() - t0)
         res = evaluate(days, dataset, seed=seed)
         table["km"][model], table["paper"][model] = res["metrics"], res["metrics_paper"]
+        table["spatial"][model] = res["spatial"]
     table["km"] = {"floor": res["floor"], **table["km"]}
     table["paper"] = {"floor": res["floor_paper"], **table["paper"]}
+    table["spatial"] = {"floor": res["floor_spatial"], **table["spatial"]}
     return table
 
 
 def run_compare(args) -> int:
     from pategail.data.dataset import load_dataset
     from pategail.metrics.evaluate import format_table
+    from pategail.metrics.spatial import format_spatial_table
 
     dataset = load_dataset(args.data)
     table = compare(dataset, args.seed)
@@ -79,6 +83,8 @@ def run_compare(args) -> int:
     print(format_table(table["km"], mode="km"))
     print("\npaper mode (the PateGail paper's evaluation code, quirks included):")
     print(format_table(table["paper"], mode="paper"))
+    print("\nspatial (Density, Trips: JSD, lower is better; Hot-k: overlap of the top-k cells, higher is better):")
+    print(format_spatial_table(table["spatial"]))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(table, indent=2) + "\n")

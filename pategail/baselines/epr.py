@@ -14,6 +14,7 @@ import numpy as np
 from pategail.sdk.epr import CellGeometry, EPREnvironment
 from pategail.sdk.epr import explore_ranks as sdk_explore_ranks
 from pategail.sdk.features import N_ACTIONS, label_actions
+from pategail.sdk.places import PlaceLaw
 
 
 def user_homes(days: np.ndarray, users: np.ndarray, night_slots: int = 12) -> np.ndarray:
@@ -72,12 +73,12 @@ def fit_epr_baseline(geometry: CellGeometry, days: np.ndarray, users: np.ndarray
 
 
 def sample_epr(model: EPRBaseline, geometry: CellGeometry, n_days: int, rng: np.random.Generator,
-               explore_factors: np.ndarray | None = None) -> np.ndarray:
-    """``n_days`` days of the fitted model; ``explore_factors`` (pategail.sdk.epr) only for ablations — the
-    baseline itself is the pure power law."""
+               explore_factors: np.ndarray | None = None, places: PlaceLaw | None = None) -> np.ndarray:
+    """``n_days`` days of the fitted model; ``explore_factors`` (pategail.sdk.epr) and ``places``
+    (pategail.sdk.places) only for ablations — the baseline itself is the classic model, pure power law."""
     idx = rng.integers(0, len(model.init_homes), n_days)
     env = EPREnvironment(geometry, alpha=model.alpha, explore_factors=explore_factors,
-                         slots=model.action_probs.shape[0] + 1, rng=rng)
+                         slots=model.action_probs.shape[0] + 1, rng=rng, places=places)
     env.reset(model.init_homes[idx], model.init_first[idx])
     while not env.done:
         at_home = (env.history()[:, -1] == env.homes).astype(np.int64)

@@ -1,4 +1,4 @@
-"""`pategail evaluate`: the five metrics of a synthetic data file against a data set's test days."""
+"""`pategail evaluate`: the five metrics and the spatial metrics of a synthetic data file against a data set's test days."""
 from __future__ import annotations
 
 import json
@@ -17,6 +17,7 @@ def register(sub) -> None:
 def run_evaluate(args) -> int:
     from pategail.data.dataset import load_dataset
     from pategail.metrics.evaluate import evaluate, format_table
+    from pategail.metrics.spatial import format_spatial_table
     from pategail.sdk.synthetic import read_synthetic_csv
 
     dataset = load_dataset(args.data)
@@ -27,6 +28,8 @@ def run_evaluate(args) -> int:
     print(format_table({"synthetic": res["metrics"], "floor": res["floor"]}))
     print("\npaper mode:")
     print(format_table({"synthetic": res["metrics_paper"], "floor": res["floor_paper"]}, mode="paper"))
+    print("\nspatial (Density, Trips: JSD, lower is better; Hot-k: overlap of the top-k cells, higher is better):")
+    print(format_spatial_table({"synthetic": res["spatial"], "floor": res["floor_spatial"]}))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(res, indent=2) + "\n")

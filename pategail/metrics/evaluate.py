@@ -2,9 +2,11 @@
 
 ``evaluate(generated_days, dataset)`` is what the CLI and the benchmarks call; it returns::
 
-    {"metrics": {...}, "metrics_paper": {...}, "floor": {...}, "floor_paper": {...}}
+    {"metrics": {...}, "metrics_paper": {...}, "floor": {...}, "floor_paper": {...},
+     "spatial": {...}, "floor_spatial": {...}}
 
-each inner dict holding the five JSDs keyed by :data:`METRIC_NAMES`. "metrics" is the corrected km mode
+the first four inner dicts holding the five JSDs keyed by :data:`METRIC_NAMES`, the last two the spatial
+metrics of :mod:`.spatial` keyed by :data:`~pategail.metrics.spatial.SPATIAL_NAMES`. "metrics" is the corrected km mode
 (the headline numbers), "metrics_paper" reproduces the paper's Table 1 code, and the floor is the same
 metric between real training days and the test days (``shared/METRICS.md``, "The floor"): a generator
 cannot meaningfully be judged below it.
@@ -16,6 +18,7 @@ import numpy as np
 from pategail.data.dataset import Dataset
 from pategail.errors import DataError
 from pategail.metrics import km, paper
+from pategail.metrics.spatial import spatial_metrics
 
 METRIC_NAMES = ("radius", "dailyloc", "distance", "grank", "irank")
 """The five metrics, in the column order of the paper's Table 1."""
@@ -89,7 +92,9 @@ def evaluate(generated_days, dataset: Dataset, seed: int = 0, *,
     generated = check_days(generated_days, dataset.n_cells, dataset.test_days.shape[1])
     return {"metrics": evaluate_days(generated, dataset.test_days, dataset.cells),
             "metrics_paper": evaluate_days_paper(generated, dataset.test_days, dataset.cells, upper=upper),
-            **floor(dataset, seed, upper=upper)}
+            **floor(dataset, seed, upper=upper),
+            "spatial": spatial_metrics(generated, dataset.test_days, dataset.cells),
+            "floor_spatial": spatial_metrics(floor_days(dataset, seed), dataset.test_days, dataset.cells)}
 
 
 def _row_values(row: dict, mode: str) -> dict:

@@ -39,7 +39,8 @@ def verify_aggregate(sums_ring: np.ndarray, aggregate_checksum: int, checksum_ke
     non-zero multiple of p = 2^61 - 1 > 2 * 2^60, invisible to the checksum, always leaves that range.
     """
     sums = from_ring(sums_ring)
-    if np.any(np.abs(sums.astype(np.float64)) >= SAFE_ABS_SUM):
+    # integer comparisons: a float64 copy rounds 2^60 - 1 up to 2^60, and np.abs(-2^63) stays negative
+    if np.any((sums >= SAFE_ABS_SUM) | (sums <= -SAFE_ABS_SUM)):
         raise TamperDetected(f"round {round_id}: aggregate outside the feasible range (wrap-around or tampering)")
     if checksum(sums, weights(checksum_key, sums.size), offsets_sum) != aggregate_checksum:
         # the coordinator sees only C: it cannot tell a tampering aggregator from a device that corrupted its

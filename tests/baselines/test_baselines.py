@@ -22,7 +22,11 @@ def test_markov_depends_on_time_of_day_and_falls_back():
     assert set(out[:, 3]) == {2}                                 # (slot 2, 0) -> 2 and (slot 2, 2) -> 2
     # (slot 2, cell 1) never occurs in training: fall back to cell 1's moves at any slot (1 -> 0 only)
     chain = fit_markov(np.array([[1, 1, 0], [0, 1, 1]]), 3)
-    # (slot 1, cell 1) -> 0 and 1; a cell without any moves (2) stays put
+    # slot 0: 1 -> 1 and 0 -> 1; (slot 1, cell 1) -> 0 and 1, each seen once: drawn half the time each
+    out = sample_markov(chain, 4000, np.random.default_rng(4))
+    assert set(out[:, 0]) == {0, 1} and (out[:, 1] == 1).all()
+    assert set(out[:, 2]) == {0, 1} and abs(np.mean(out[:, 2] == 0) - 0.5) < 0.04
+    # a cell without any moves (2) stays put
     rng = np.random.default_rng(5)
     chain = fit_markov(np.array([[1, 0, 0], [2, 2, 2]]), 3)
     object.__setattr__(chain, "first_cells", np.array([1]))

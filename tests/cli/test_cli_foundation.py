@@ -7,6 +7,7 @@ import pytest
 
 from pategail.cli import main
 from pategail.data.dataset import load_dataset
+from pategail.metrics import evaluate
 from pategail.sdk.synthetic import HEADER, read_synthetic_csv, write_synthetic_csv
 
 DEFAULT = Path(__file__).resolve().parents[2] / "data" / "default"
@@ -34,11 +35,21 @@ def test_baseline_then_evaluate(prepared, tmp_path, capsys):
     report = tmp_path / "eval.json"
     assert main(["-q", "evaluate", "--data", str(prepared), "--synthetic", str(syn), "--json", str(report)]) == 0
     res = json.loads(report.read_text())
-    assert set(res) == {"metrics", "metrics_paper", "floor", "floor_paper"}
+    assert set(res) == {"metrics", "metrics_paper", "floor", "floor_paper", "spatial", "floor_spatial"}
+    # the report holds exactly what evaluate() gives for those days (both modes, the floor and the spatial
+    # metrics, seed 0)
+    expected = evaluate(days, load_dataset(prepared))
+    assert set(res) == set(expected)
+    for key in ("spatial", "floor_spatial"):
+        assert set(res[key]) == {"density", "trips", "hotspots"}
+        assert 0 <= res[key]["hotspots"] <= 1
     for key in res:
-        assert set(res[key]) == {"radius", "dailyloc", "distance", "grank", "irank"}
-        assert all(0 <= v <= np.log(2) + 1e-9 for v in res[key].values())
-    assert "km mode" in capsys.readouterr().out
+        if key not in ("spatial", "floor_spatial"):
+            assert set(res[key]) == {"radius", "dailyloc", "distance", "grank", "irank"}
+        assert res[key] == {m: pytest.approx(v, rel=1e-12, abs=1e-15) for m, v in expected[key].items()}
+    assert res["metrics"] != res["floor"]                  # 50 Markov days are not the training sample
+    out = capsys.readouterr().out
+    assert "km mode" in out and "| synthetic |" in out and "Hot-20" in out
 
 
 def test_baseline_is_seeded(prepared, tmp_path):
@@ -55,9 +66,11 @@ def test_compare_prints_both_modes(prepared, tmp_path, capsys):
     out = tmp_path / "cmp.json"
     assert main(["-q", "compare", "--data", str(prepared), "--json", str(out)]) == 0
     table = json.loads(out.read_text())
-    assert list(table) == ["km", "paper"] and list(table["km"]) == ["floor", "markov", "epr"]
+    assert list(table) == ["km", "paper", "spatial"] and list(table["km"]) == ["floor", "markov", "epr"]
+    assert list(table["spatial"]) == ["floor", "markov", "epr"]
+    assert set(table["spatial"]["epr"]) == {"density", "trips", "hotspots"}
     text = capsys.readouterr().out
-    assert "| floor |" in text and "| markov |" in text and "| epr |" in text
+    assert "| floor |" in text and "| markov |" in text and "| epr |" in text and "Density" in text
 
 
 def test_synthetic_csv_round_trip(tmp_path):

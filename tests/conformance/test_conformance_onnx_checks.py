@@ -5,14 +5,14 @@ from __future__ import annotations
 import onnx
 import pytest
 
-from pategail.export.onnx_policy import POLICY_FILE
+from pategail.export.onnx_policy import POLICY_FILE, POLICY_STEP_FILE
 
-MODEL_FILES = [POLICY_FILE, "discriminator_training_model.onnx", "discriminator_eval_model.onnx",
+MODEL_FILES = [POLICY_FILE, POLICY_STEP_FILE, "discriminator_training_model.onnx", "discriminator_eval_model.onnx",
                "discriminator_optimizer_model.onnx", "discriminator_inference.onnx"]
 
 
 def _manifest_models(bundle):
-    entries = {bundle.manifest["policy"]["model"]["file"]: bundle.manifest["policy"]["model"]}
+    entries = {bundle.manifest["policy"][k]["file"]: bundle.manifest["policy"][k] for k in ("model", "step_model")}
     for m in bundle.manifest["discriminator"]["models"].values():
         entries[m["file"]] = m
     return entries
@@ -57,6 +57,13 @@ def test_manifest_names_and_shapes_match_the_graphs(bundle_dir, bundle):
     assert policy.input_names == ("cells", "features", "mask")
     assert policy.output_names == ("log_probs", "logits", "values")
     assert [t.shape for t in policy.inputs] == [("batch", "slots"), ("batch", "slots", 11), ("batch", "slots", 4)]
+    step = bundle.policy_step
+    layers = bundle.manifest["policy"]["config"]["n_layers"]
+    cache = [f"past_{k}_{i}" for i in range(layers) for k in ("key", "value")]
+    assert step.input_names == ("cells", "features", "mask", *cache)
+    assert step.output_names == ("log_probs", "logits", "values", *[n.replace("past", "present") for n in cache])
+    assert [t.shape for t in step.inputs][3] == ("batch", 4, "past", 16)
+    assert [t.shape for t in step.outputs][3] == ("batch", 4, "total", 16)
     d = bundle.discriminator
     assert d["training"].input_names == ("pairs", "labels") and d["eval"].input_names == ("pairs", "labels")
     assert d["training"].output_names == ("loss", "logit", "prob")

@@ -41,6 +41,33 @@ def test_generate_uses_the_same_code_as_a_device(bundle_dir, bundle, tmp_path):
     np.testing.assert_array_equal(read_synthetic_csv(out), g.days)
 
 
+def test_generate_streams_in_batches(bundle_dir, bundle, tmp_path, capsys):
+    """--batch 3 makes 7 days in three batches with the incremental model, written as they come: agents
+    numbered on across batches, and the first batch equal to a one-batch run's first three days when the
+    random draws line up (the initial states are drawn for all days first)."""
+    from pategail.sdk.bundle import open_generation_session
+    from pategail.sdk.epr import CellGeometry
+    from pategail.sdk.generate import generate_days
+
+    out = tmp_path / "syn.csv"
+    assert main(["-q", "generate", "--bundle", str(bundle_dir), "--days", "7", "--batch", "3", "--out", str(out),
+                 "--seed", "4"]) == 0
+    assert "7 days written" in capsys.readouterr().out
+    lines = out.read_text().splitlines()
+    assert [int(line.split(",")[0]) for line in lines[1::48]] == list(range(7))
+    env = bundle.environment
+    rng = np.random.default_rng(4)
+    w = env.initial_weights / env.initial_weights.sum()
+    rows = env.initial_states[rng.choice(len(w), size=7, p=w)]
+    geometry = CellGeometry.build(env.cells, env.candidates)
+    session = open_generation_session(bundle)
+    expected = [generate_days(session, geometry, rows[s:s + 3, 0], rows[s:s + 3, 1], rng, alpha=env.alpha).days
+                for s in (0, 3, 6)]
+    np.testing.assert_array_equal(read_synthetic_csv(out), np.concatenate(expected))
+    assert main(["-q", "generate", "--bundle", str(bundle_dir), "--days", "2", "--batch", "0",
+                 "--out", str(tmp_path / "x.csv")]) == 2
+
+
 def test_generate_refuses_a_bundle_without_initial_states(other_bundle_dir, tmp_path, capsys):
     assert main(["-q", "generate", "--bundle", str(other_bundle_dir), "--days", "3",
                  "--out", str(tmp_path / "x.csv")]) == 2
@@ -99,8 +126,8 @@ def test_the_device_runs_a_round_with_torch_unimportable(bundle_dir, dataset, ro
                           timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
-    # initial states (2 n_cells + 2) and the explore law (2 x 11 rank bins for 1,000 candidates)
-    assert out["round"] == "Ack" and out["init"] == 2 * dataset.n_cells + 2 + 2 * 11
+    # initial states (2 n_cells + 2), the explore law (2 x 11 rank bins for 1,000 candidates), the place law
+    assert out["round"] == "Ack" and out["init"] == 2 * dataset.n_cells + 2 + 2 * 11 + dataset.n_cells + 3
     assert out["generated"] == [3, 48] and out["heavy"] == []
     # the same device state, seed and request in this (torch-importing) process give the same scores
     twin = make_device(4, device_id=7, seed=5)

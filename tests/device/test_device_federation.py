@@ -23,8 +23,8 @@ from pategail.sdk.secagg.errors import SecAggAbort
 from pategail.server.secagg.round import SecureRoundConfig, run_secure_round
 
 N_DEVICES = 5
-ENVIRONMENT_LENGTH = 2 * 4210 + 2 + 2 * n_rank_bins(1000)
-"""A device's environment vector on the default data: initial states, then the explore law."""
+ENVIRONMENT_LENGTH = 2 * 4210 + 2 + 2 * n_rank_bins(1000) + 4210 + 3
+"""A device's environment vector on the default data: initial states, the explore law, the place law."""
 TOL = 1e-5
 
 
@@ -160,9 +160,12 @@ def test_secure_sums_are_the_devices_own_vectors(federation, dataset):
     # the explore law's two halves (observed, power-law expected) each sum to the weight of every device
     # that made an explore move
     bins = n_rank_bins(1000)
-    observed, expected = init.sum[2 * n + 2:2 * n + 2 + bins], init.sum[2 * n + 2 + bins:]
+    observed, expected = init.sum[2 * n + 2:2 * n + 2 + bins], init.sum[2 * n + 2 + bins:2 * n + 2 + 2 * bins]
     assert observed.sum() == pytest.approx(sum(weights), abs=1e-4)
     assert expected.sum() == pytest.approx(sum(weights), abs=1e-4)
+    # the place law's visit distributions sum to every device's weight too
+    visits = init.sum[2 * n + 2 + 2 * bins:3 * n + 2 + 2 * bins]
+    assert visits.sum() == pytest.approx(sum(weights), abs=1e-4)
 
 
 # -- leak detection -----------------------------------------------------------------------------------------

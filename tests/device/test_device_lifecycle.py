@@ -122,15 +122,20 @@ def test_requests_before_a_bundle_or_days_are_refused(tmp_path, bundle_dir, roun
 
 
 def test_policy_update_is_used_from_then_on_and_survives_a_restart(make_device, other_bundle_dir, policy_bytes):
+    from pategail.sdk.decoding import CachedDecoder, PrefixDecoder, decoder_for
+
     device = make_device(0)
     model = policy_bytes(5, device.n_cells)
     old_sha = device.policy_sha256
+    assert isinstance(decoder_for(device._generation_session()), CachedDecoder)   # the bundle's own policy
     before = device.generate(4, np.random.default_rng(3))
     reply = from_bytes(device.handle(PolicyUpdate.for_model(2, model).to_bytes()))
     assert reply == Ack(2, "policy_update", 0)
     assert device.policy_sha256 != old_sha and (device.root / "policy.onnx").read_bytes() == model
     after = device.generate(4, np.random.default_rng(3))
     assert not np.array_equal(before.log_probs, after.log_probs)
+    # the bundle's incremental model computes the bundle's policy only: the update runs on the full prefix
+    assert isinstance(decoder_for(device._generation_session()), PrefixDecoder)
     restarted = Device(device.root, device.device_id, rng=np.random.default_rng(0))
     assert restarted.policy_sha256 == device.policy_sha256
     np.testing.assert_array_equal(restarted.generate(4, np.random.default_rng(3)).log_probs, after.log_probs)

@@ -6,6 +6,7 @@ import pytest
 
 from pategail.data.dataset import Dataset
 from pategail.errors import DataError
+from pategail.metrics import km, paper
 from pategail.metrics import (METRIC_NAMES, evaluate, evaluate_days, evaluate_days_paper, floor, format_table)
 
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "pategail-geolife"
@@ -42,10 +43,35 @@ def test_bad_generated_days_raise_data_error(toy, bad, why):
 
 def test_result_has_exactly_the_documented_keys(toy):
     result = evaluate(toy.test_days[:2], toy)
-    assert set(result) == {"metrics", "metrics_paper", "floor", "floor_paper"}
+    assert set(result) == {"metrics", "metrics_paper", "floor", "floor_paper", "spatial", "floor_spatial"}
+    for key in ("spatial", "floor_spatial"):
+        assert tuple(result.pop(key)) == ("density", "trips", "hotspots")
     for part in result.values():
         assert tuple(part) == METRIC_NAMES
-        assert all(isinstance(v, float) and 0 <= v <= np.log(2) + 1e-9 for v in part.values())
+        assert all(isinstance(v, float) for v in part.values())
+    gen, test, cells = toy.test_days[:2], toy.test_days, toy.cells
+    # each part is the mode's metric of the right pair of day sets (the modes are checked by hand elsewhere)
+    assert result["metrics"] == {m: pytest.approx(km.METRICS[m](gen, test, cells), abs=1e-15) for m in METRIC_NAMES}
+    assert result["metrics_paper"] == {m: pytest.approx(paper.METRICS[m](gen, test, cells), abs=1e-15)
+                                       for m in METRIC_NAMES}
+    train = toy.train_days[np.random.default_rng(0).choice(5, size=3, replace=False)]
+    assert result["floor"] == {m: pytest.approx(km.METRICS[m](train, test, cells), abs=1e-15) for m in METRIC_NAMES}
+    assert result["floor_paper"] == {m: pytest.approx(paper.METRICS[m](train, test, cells), abs=1e-15)
+                                     for m in METRIC_NAMES}
+    # two of the five test days' DailyLoc against all of them, by hand: one bin per distinct-cell count
+    counts = [len(set(d)) for d in test]
+    p = np.bincount([counts[0], counts[1]], minlength=49)[1:49].astype(float)
+    q = np.bincount(counts, minlength=49)[1:49].astype(float)
+    p, q = (p + 1e-12) / (p + 1e-12).sum(), (q + 1e-12) / (q + 1e-12).sum()
+    m = (p + q) / 2
+    assert result["metrics"]["dailyloc"] == pytest.approx(
+        0.5 * np.sum(p * np.log(p / m)) + 0.5 * np.sum(q * np.log(q / m)), abs=1e-12)
+    # the paper mode's histogram bound is passed through to Distance and Radius
+    tight = evaluate(gen, toy, upper=0.001)
+    assert tight["metrics_paper"]["distance"] == pytest.approx(paper.distance(gen, test, cells, upper=0.001))
+    assert tight["metrics_paper"]["distance"] != pytest.approx(result["metrics_paper"]["distance"])
+    assert tight["floor_paper"]["distance"] == pytest.approx(paper.distance(train, test, cells, upper=0.001))
+    assert tight["floor_paper"]["distance"] != pytest.approx(result["floor_paper"]["distance"])
 
 
 def test_test_days_against_themselves_score_zero(toy):
@@ -80,6 +106,11 @@ def test_format_table_markdown_and_text():
     text = format_table(rows, mode="paper", markdown=False, digits=2).splitlines()
     assert text[0].split() == ["JSD", "(paper)", "Radius", "DailyLoc", "Distance", "G-rank", "I-rank"]
     assert text[3].split() == ["ours"] + ["0.50"] * 5
+    # exact layout: right-aligned numbers, columns as wide as their widest cell, two spaces between
+    assert md[1] == "|---|---:|---:|---:|---:|---:|"
+    assert text[1] == "-----------  ------  --------  --------  ------  ------"
+    assert text[3] == "ours           0.50      0.50      0.50    0.50    0.50"
+    assert text[4] == "partial        0.12         -         -       -       -"
     with pytest.raises(ValueError):
         format_table(rows, mode="miles")
 

@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 
 from pategail.metrics import km
-from pategail.sdk.geo import EARTH_RADIUS_KM
-
-KM_PER_DEG = EARTH_RADIUS_KM * math.pi / 180
+# METRICS.md's mean Earth radius (IUGG), written out: fixtures built from the code's own constant would
+# accept any radius
+EARTH_RADIUS_KM = 6371.0088
+KM_PER_DEG = 111.1950802335329                       # EARTH_RADIUS_KM * pi / 180
 LON_KM = [0.0, 0.05, 1.0, 150.0]          # positions along the equator, km east of lon 0
 CELLS = np.array([[0.0, x / KM_PER_DEG] for x in LON_KM])
 GEN = np.array([[0, 0, 0, 0], [0, 1, 1, 2], [0, 3, 0, 3]])
@@ -159,5 +160,9 @@ def test_fast_on_a_test_set_sized_input(name):
     cells = np.column_stack([rng.uniform(39, 41, 4210), rng.uniform(115, 117, 4210)])
     a, b = rng.integers(0, 4210, (2350, 48)), rng.integers(0, 4210, (2350, 48))
     t = time.perf_counter()
-    km.METRICS[name](a, b, cells)
+    value = km.METRICS[name](a, b, cells)
     assert time.perf_counter() - t < 1.0
+    # a distance between SETS of days: symmetric, blind to the order of the days, 0 only for equal sets
+    assert km.METRICS[name](b, a, cells) == pytest.approx(value, rel=1e-9, abs=1e-15)
+    assert km.METRICS[name](a[::-1], b[rng.permutation(len(b))], cells) == pytest.approx(value, rel=1e-9, abs=1e-15)
+    assert km.METRICS[name](a, a, cells) == pytest.approx(0.0, abs=1e-12)

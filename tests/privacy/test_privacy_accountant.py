@@ -24,26 +24,30 @@ def test_single_laplace_release_matches_the_closed_form():
 
 
 def test_two_releases_match_an_independent_numerical_integration():
-    """Two Laplace(b=2) releases: δ(ε) = E[(1 - e^(ε - L))+] for L the sum of two independent privacy
-    losses, L_i = (|x - 1| - |x|)/b with x ~ Laplace(0, b), integrated here on a fine grid."""
-    b, eps = 2.0, 0.4
-    x = np.linspace(-60, 60, 600_001)
-    dx = x[1] - x[0]
-    pdf = np.exp(-np.abs(x) / b) / (2 * b) * dx
-    loss = (np.abs(x - 1) - np.abs(x)) / b
-    l1, p1 = np.round(loss, 4), pdf
-    vals, inv = np.unique(l1, return_inverse=True)
-    mass = np.bincount(inv, weights=p1)
-    total = vals[:, None] + vals[None, :]
-    joint = mass[:, None] * mass[None, :]
-    by_hand = float(np.sum(joint * np.clip(1 - np.exp(eps - total), 0, None)))
-    acc = PrivacyAccountant(value_discretization_interval=1e-5)
-    acc.record(b, b, count=1)  # one query = two releases
-    assert acc.delta(eps) == pytest.approx(by_hand, abs=2e-4)
+    """Σ D at b = 2 and Σ D² at b_sq = 1: δ(ε) = E[(1 - e^(ε - L))+] for L the sum of the two independent
+    privacy losses, L_i = (|x - 1| - |x|)/b_i with x ~ Laplace(0, b_i), integrated here on a fine grid."""
+    eps = 0.9
+
+    def loss_pmf(b):
+        x = np.linspace(-30 * b, 30 * b, 300_001)
+        pdf = np.exp(-np.abs(x) / b) / (2 * b) * (x[1] - x[0])
+        vals, inv = np.unique(np.round((np.abs(x - 1) - np.abs(x)) / b, 3), return_inverse=True)
+        return vals, np.bincount(inv, weights=pdf)
+
+    (v1, m1), (v2, m2) = loss_pmf(2.0), loss_pmf(1.0)
+    joint = m1[:, None] * m2[None, :]
+    by_hand = float(np.sum(joint * np.clip(1 - np.exp(eps - (v1[:, None] + v2[None, :])), 0, None)))
+    acc = PrivacyAccountant(value_discretization_interval=1e-4)
+    acc.record(2.0, 1.0, count=1)  # one query = two releases at their own scales
+    assert acc.delta(eps) == pytest.approx(by_hand, abs=1e-3)
+    # accounting both at the Σ D scale would understate δ by far more than the tolerance
+    same = PrivacyAccountant(value_discretization_interval=1e-4)
+    same.record(2.0, 2.0, count=1)
+    assert same.delta(eps) < by_hand - 0.05
 
 
 def test_run_matches_dp_accounting_directly_and_beats_basic_composition():
-    scales = sum_noise_scales(epsilon=1e-3, kappa=2.0)
+    scales = sum_noise_scales(epsilon=1e-3, kappa=3.0)   # unequal scales: b = 3/ε, b_sq = 1.5/ε
     acc = PrivacyAccountant(target_delta=1e-5)
     for _ in range(3):
         acc.record(scales.sum_scale, scales.sq_sum_scale, count=4096)
@@ -72,7 +76,10 @@ def test_save_and_resume(tmp_path):
     acc.save(path)
     resumed = PrivacyAccountant.load(path)
     assert resumed.releases == acc.releases and resumed.target_delta == 1e-6
-    assert resumed.epsilon() == acc.epsilon()
+    direct = pld_privacy_accountant.PLDAccountant(value_discretization_interval=1e-4)
+    for scale, count in ((100.0, 10), (50.0, 10), (200.0, 5), (100.0, 5)):
+        direct.compose(dp_event.SelfComposedDpEvent(dp_event.LaplaceDpEvent(scale), count))
+    assert resumed.epsilon() == pytest.approx(direct.get_epsilon(1e-6), rel=1e-9)
     resumed.record(200.0, 100.0, count=5)
     acc.record(200.0, 100.0, count=5)
     assert resumed.to_dict() == acc.to_dict()

@@ -38,7 +38,7 @@ def test_aggregate_rewards_by_hand():
     np.testing.assert_allclose(out.mean, [0.4, 0.9])
     np.testing.assert_allclose(out.var, [0.08 / 3, 0.0], atol=1e-15)
     np.testing.assert_allclose(out.xi, np.sqrt([0.08 / 3, 0.0]), atol=1e-7)
-    np.testing.assert_allclose(out.r_hat, out.mean - 2.0 * out.xi)
+    np.testing.assert_allclose(out.r_hat, [0.4 - 2.0 * 0.163299316, 0.9], atol=1e-7)  # sqrt(0.08/3) = 0.1633
 
 
 def test_negative_and_impossible_noisy_variances_are_clamped():

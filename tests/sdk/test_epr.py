@@ -43,7 +43,8 @@ def test_features_are_causal_and_hand_checked():
     assert h[:, 2].tolist() == [1, 1, 0, 0, 0]                   # at home
     np.testing.assert_allclose(h[:, 4] * 48, [1, 2, 1, 2, 3])    # dwell
     np.testing.assert_allclose(h[:, 5] * 48, [1, 1, 2, 2, 2])    # distinct
-    np.testing.assert_allclose(np.expm1(h[2, 3]), 1.1119, atol=1e-3)   # 0.01 deg of latitude in km
+    # 0.01 deg of latitude in km: 6371.0088 km (IUGG mean radius) * pi / 180 * 0.01
+    np.testing.assert_allclose(np.expm1(h[2, 3]), 1.111950802, rtol=1e-6)
 
 
 def test_pair_features_are_state_plus_one_hot():

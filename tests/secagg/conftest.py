@@ -16,10 +16,12 @@ class RecordingNoise:
 
     def __init__(self):
         self.shares: dict[int, list[np.ndarray]] = defaultdict(list)
+        self.calls: dict[int, list[tuple[float, int, int]]] = defaultdict(list)  # (scale_quanta, n_min, size)
 
     def for_device(self, device_id: int):
         def sample(scale_quanta, n_min, size):
             share = discrete_laplace_share(scale_quanta, n_min, size)
+            self.calls[device_id].append((scale_quanta, n_min, size))
             self.shares[device_id].append(share)
             return share
         return sample

@@ -58,12 +58,13 @@ def test_shamir_any_t_shares_recover_and_fewer_do_not(threshold, holders):
     if threshold > 1:
         with pytest.raises(ValueError):
             shamir.reconstruct([(xs[i], ys[i]) for i in pick[:-1]], threshold)
-        # t - 1 shares plus a wrong one give a different secret (or none)
+        # t - 1 shares plus a wrong one give a different secret: changing one y by 1 moves f(0) by that
+        # share's Lagrange coefficient, never 0 mod q (a value >= 2^256 would raise: probability ~2^-248)
         bad = [(xs[i], ys[i]) for i in pick[:-1]] + [(xs[pick[-1]], (ys[pick[-1]] + 1) % shamir.PRIME)]
-        try:
-            assert shamir.reconstruct(bad, threshold) != secret
-        except ValueError:
-            pass
+        assert shamir.reconstruct(bad, threshold) != secret
+        # t - 1 correct shares interpolated by a curve of degree t - 2 miss f(0) (f has degree t - 1 with a
+        # random leading coefficient; they would hit it only if that coefficient were 0: probability 1/q)
+        assert shamir.reconstruct([(xs[i], ys[i]) for i in pick[:-1]], threshold - 1) != secret
 
 
 def test_shamir_prime_is_prime_and_above_2_256():

@@ -95,8 +95,44 @@ def test_noise_shares_are_sized_for_n_min(federation, rng):
     coordinator, clients, recorder = federation(4)
     config = SecureRoundConfig(round_id=1, n_min=3, sum_noise_scale=0.5, sq_sum_noise_scale=0.25)
     run_secure_round(clients, rng.random((4, M)), config, rng, coordinator=coordinator)
-    calls = recorder.shares[clients[0].device_id]
-    assert [s.shape for s in calls] == [(M,), (M,)]
+    # each device asks for one share of the Σ D noise and one of the Σ D² noise, both split among n_min = 3
+    # (not among the 4 participants: with one dropout, 3 survivors must still add the whole noise)
+    for c in clients:
+        assert recorder.calls[c.device_id] == [(0.5 * SCALE, 3, M), (0.25 * SCALE, 3, M)]
+        assert [s.shape for s in recorder.shares[c.device_id]] == [(M,), (M,)]
     # every device drew noise, and the shares are not all equal across devices (independent CSPRNG draws)
     firsts = [recorder.shares[c.device_id][0] for c in clients]
     assert not all(np.array_equal(firsts[0], f) for f in firsts[1:])
+
+
+
+def _opened_keys(start, coordinator, recorder, round_id):
+    """The checksum key each device finds in its envelope, opened the way a device's client does."""
+    from pategail.sdk.secagg import crypto
+    from pategail.sdk.secagg.checksum import envelope_aad, envelope_key, unpack_secrets
+    from pategail.sdk.secagg.config import RoundConfig
+    from pategail.sdk.secagg.messages import ChecksumEnvelope
+
+    cfg = RoundConfig.from_signed_bytes(start.config, coordinator.directory.coordinator)
+    keys = {}
+    for d, raw in start.envelopes.items():
+        env = ChecksumEnvelope.decode(raw)
+        shared = crypto.agree(recorder.identities[d].envelope_key, cfg.envelope_public)
+        keys[d] = unpack_secrets(crypto.open_sealed(envelope_key(shared, cfg.digest, d), env.sealed,
+                                                    envelope_aad(cfg.digest, d)))[0]
+    return cfg, keys
+
+
+def test_checksum_key_is_fresh_each_round_and_not_in_the_public_config(federation):
+    coordinator, clients, recorder = federation(3)
+    ids = [c.device_id for c in clients]
+    seen = []
+    for round_id in (1, 2):
+        start = coordinator.new_round(round_id, ids, 4, 2, 0.0, 0.0)
+        cfg, keys = _opened_keys(start, coordinator, recorder, round_id)
+        assert len(set(keys.values())) == 1                    # one key per round, for every device
+        key = keys[ids[0]]
+        assert len(key) == 32
+        assert key not in (cfg.round_seed, cfg.envelope_public, bytes(32)) and key not in start.config
+        seen.append(key)
+    assert seen[0] != seen[1]

@@ -6,6 +6,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from dp_accounting import dp_event
+from dp_accounting.pld import pld_privacy_accountant
 
 from pategail.cli import main
 from pategail.data.dataset import load_dataset
@@ -23,6 +25,7 @@ from pategail.server.config import TrainConfig
 from pategail.server.coordinator import Coordinator
 from pategail.server.initial_states import FACTOR_RANGE
 from pategail.server.policy import Policy, PolicyConfig
+from pategail.server.privacy.accountant import QueryRelease
 from pategail.server.ppo import PPOConfig
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -109,7 +112,7 @@ def test_killed_and_resumed_run_ends_like_an_uninterrupted_one(dataset, tmp_path
 
 def test_privacy_spending_survives_a_crash_exactly_once(dataset, tmp_path, monkeypatch):
     run = tmp_path / "private"
-    first = _coordinator(dataset, run, target_epsilon=50.0, rounds=2)
+    first = _coordinator(dataset, run, target_epsilon=50.0, rounds=2, kappa=3.0)   # unequal Σ / Σ² scales
 
     def crash_in_update(*args, **kwargs):
         raise RuntimeError("power cut")
@@ -117,14 +120,24 @@ def test_privacy_spending_survives_a_crash_exactly_once(dataset, tmp_path, monke
     monkeypatch.setattr(coordinator_module, "ppo_update", crash_in_update)
     with pytest.raises(RuntimeError):
         first.train()                          # initial states and round 1 released, round 1 not finished
-    assert first.accountant.num_queries == 2 * dataset.n_cells + 2 + 2 * n_rank_bins(candidate_count(dataset.n_cells, TINY["candidates"])) + 6 * 47
+    assert first.accountant.num_queries == 2 * dataset.n_cells + 2 + 2 * n_rank_bins(candidate_count(dataset.n_cells, TINY["candidates"])) + (dataset.n_cells + 3) + 6 * 47
     monkeypatch.setattr(coordinator_module, "ppo_update", real_update)
-    again = _coordinator(dataset, run, target_epsilon=50.0, rounds=2)
+    again = _coordinator(dataset, run, target_epsilon=50.0, rounds=2, kappa=3.0)
     assert again.resume()
     again.train()
     # the journalled round-1 release was reused, not asked for again: exactly the planned queries
     assert again.accountant.num_queries == again.planned_queries()
-    assert 0 < again.accountant.epsilon() <= 50.0
+    # every query released Σ D at b = κ/ε_q and Σ D² at b_sq = κ/(ε_q(κ-1)), both recorded at their own scale
+    sum_scale, sq_scale = again.noise_scales()
+    assert sum_scale == pytest.approx(3.0 / again.per_query_epsilon) and sq_scale == pytest.approx(sum_scale / 2)
+    assert again.accountant.releases == (QueryRelease(sum_scale, sq_scale, again.planned_queries()),)
+    direct = pld_privacy_accountant.PLDAccountant(value_discretization_interval=1e-4)
+    direct.compose(dp_event.LaplaceDpEvent(sum_scale), again.planned_queries())
+    direct.compose(dp_event.LaplaceDpEvent(sq_scale), again.planned_queries())
+    eps = again.accountant.epsilon()
+    assert eps == pytest.approx(direct.get_epsilon(1e-5), rel=1e-9)
+    # the plan spends (nearly) the whole target: within the ~1% bisection and the coarser planning grid
+    assert 0.9 * 50.0 <= eps <= 50.0
 
 
 def test_coordinator_code_cannot_read_a_data_set():

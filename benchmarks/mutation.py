@@ -1,0 +1,241 @@
+"""Mutation testing of the privacy-, security- and learning-critical modules with mutmut (a benchmark).
+
+mutmut derives a module's import name from its file path, while this repository maps sdk/, server/ and
+export/ onto pategail.sdk, pategail.server and pategail.export (setup.py's package_dir). So the run happens
+in a staged copy laid out the way Python imports it (build/mutation/pategail/{sdk,server,export}, tests/,
+data/ and a link to ../shared), where mutmut's own machinery works unchanged: it mutates the listed
+modules, records which tests reach each function (its test selection) and runs only those per mutant.
+
+    python benchmarks/mutation.py                      # all critical modules, tests of the work tree
+    python benchmarks/mutation.py --module shamir      # one module (repeatable)
+    python benchmarks/mutation.py --tests-ref main     # the same code against the tests of another commit
+    python benchmarks/mutation.py --report             # the per-module table of the last run
+
+The table counts killed (including timeouts and crashes, which a test run notices) against survived
+mutants; "no tests" (no test reaches the function) counts as survived.
+"""
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tarfile
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+STAGE = ROOT / "build" / "mutation"
+
+# name -> the module's path inside the staged package (pategail/...), grouped as the issue asks
+MODULES = {
+    "secagg.client": "pategail/sdk/secagg/client.py",
+    "secagg.aggregator": "pategail/server/secagg/aggregator.py",
+    "secagg.shamir": "pategail/sdk/secagg/shamir.py",
+    "secagg.fixedpoint": "pategail/sdk/secagg/fixedpoint.py",
+    "secagg.noise": "pategail/sdk/secagg/noise.py",
+    "secagg.checksum": "pategail/sdk/secagg/checksum.py",
+    "secagg.checksum_server": "pategail/server/secagg/checksum.py",
+    "privacy.calibration": "pategail/server/privacy/calibration.py",
+    "privacy.planning": "pategail/server/privacy/planning.py",
+    "privacy.accountant": "pategail/server/privacy/accountant.py",
+    "ppo": "pategail/server/ppo.py",
+    "features": "pategail/sdk/features.py",
+    "epr": "pategail/sdk/epr.py",
+    "geo": "pategail/sdk/geo.py",
+    "metrics.km": "pategail/metrics/km.py",
+    "metrics.paper": "pategail/metrics/paper.py",
+    "metrics.evaluate": "pategail/metrics/evaluate.py",
+}
+GROUPS = {"secagg": "secure aggregation", "privacy": "privacy", "ppo": "PPO"}
+
+_KILLED = {1, 3, 24, -24, 152, 255, 36, -11, -9}  # a failing, crashing or hanging test run all notice
+_SURVIVED = {0, 5, 33}
+
+
+def _stage_tree(tests_ref: str | None) -> None:
+    """Copy the work tree into STAGE in import layout; tests from ``tests_ref`` when given."""
+    if STAGE.exists():
+        shutil.rmtree(STAGE)
+    STAGE.mkdir(parents=True)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    shutil.copytree(ROOT / "pategail", STAGE / "pategail", ignore=ignore)
+    for folder in ("sdk", "server", "export"):
+        shutil.copytree(ROOT / folder, STAGE / "pategail" / folder, ignore=ignore)
+    shutil.copytree(ROOT / "data", STAGE / "data", ignore=ignore)
+    if tests_ref is None:
+        shutil.copytree(ROOT / "tests", STAGE / "tests", ignore=ignore)
+    else:
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", tests_ref, "tests"], check=True,
+                                 capture_output=True).stdout
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            tar.extractall(STAGE, filter="data")
+    # the tests find the shared data at <repository>/../shared; inside mutmut's copy that is STAGE/shared
+    shared = (ROOT.parent / "shared").resolve()
+    if shared.exists():
+        (STAGE / "shared").symlink_to(shared)
+
+
+# The unit-level tests of these modules (the device, conformance, training and CLI tests run ONNX Runtime
+# sessions and whole federations: minutes per mutant on 2 cores, so they are outside the benchmark).
+SELECTION = ["tests/secagg", "tests/privacy", "tests/server", "tests/sdk", "tests/metrics", "tests/baselines"]
+
+
+def _write_config(paths: list[str]) -> None:
+    selection = json.dumps(SELECTION)
+    only = ",\n    ".join(json.dumps(p) for p in paths)
+    (STAGE / "pyproject.toml").write_text(f"""\
+[tool.pytest.ini_options]
+testpaths = ["tests"]
+addopts = "-ra --strict-markers --import-mode=importlib -p no:cacheprovider"
+markers = ["slow: takes more than a few seconds"]
+
+[tool.mutmut]
+source_paths = ["pategail"]
+only_mutate = [
+    {only},
+]
+pytest_add_cli_args_test_selection = {selection}
+pytest_add_cli_args = ["-m", "not slow"]
+also_copy = ["data"]
+use_git_change_detection = false
+# torch's thread pools do not survive a fork from a process that already ran the suite: fork each mutant from
+# a fresh server instead; and a hung mutant is cut off at 5x (not 15x) its tests' time
+process_isolation = "forkserver"
+timeout_multiplier = 5.0
+""")
+
+
+def stage(names: list[str], tests_ref: str | None) -> None:
+    _stage_tree(tests_ref)
+    _write_config([MODULES[n] for n in names])
+
+
+_GENERATE = """
+import os
+os.makedirs("mutants", exist_ok=True)
+from mutmut.__main__ import copy_also_copy_files, copy_src_dir, create_mutants
+copy_src_dir()
+copy_also_copy_files()
+create_mutants(2)
+"""
+
+
+def generate() -> None:
+    """mutmut's mutant generation alone (the first step of ``mutmut run``), to know the names to sample."""
+    subprocess.run([sys.executable, "-c", _GENERATE], cwd=STAGE, check=True, capture_output=True)
+
+
+def mutant_names(name: str) -> list[str]:
+    meta = STAGE / "mutants" / (MODULES[name] + ".meta")
+    return sorted(json.loads(meta.read_text())["exit_code_by_key"]) if meta.exists() else []
+
+
+def sample(names: list[str], per_module: int | None, seed: int) -> list[str]:
+    """Up to ``per_module`` mutants of each module, drawn with a fixed seed (the same draw before and after)."""
+    rng = random.Random(seed)
+    chosen = []
+    for name in names:
+        every = mutant_names(name)
+        chosen += every if per_module is None or len(every) <= per_module else rng.sample(every, per_module)
+    return chosen
+
+
+def unchecked(chosen: list[str], names: list[str]) -> list[str]:
+    """The mutants of ``chosen`` without a result yet (to resume an interrupted run)."""
+    done = set()
+    for name in names:
+        meta = STAGE / "mutants" / (MODULES[name] + ".meta")
+        if meta.exists():
+            codes = json.loads(meta.read_text())["exit_code_by_key"]
+            done |= {k for k, code in codes.items() if code is not None}
+    return [m for m in chosen if m not in done]
+
+
+def run(chosen: list[str], max_children: int) -> int:
+    mutmut = Path(sys.executable).with_name("mutmut")
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    return subprocess.run([str(mutmut), "run", "--max-children", str(max_children), *chosen], cwd=STAGE,
+                          env=env).returncode
+
+
+def results(names: list[str]) -> dict[str, Counter]:
+    """Per module: Counter of killed / survived / other from mutmut's .meta files."""
+    out = {}
+    for name in names:
+        meta = STAGE / "mutants" / (MODULES[name] + ".meta")
+        if not meta.exists():
+            continue
+        codes = json.loads(meta.read_text())["exit_code_by_key"]
+        c = Counter()
+        for key, code in codes.items():
+            c["killed" if code in _KILLED else "survived" if code in _SURVIVED else "not run"] += 1
+        out[name] = c
+    return out
+
+
+def survivors(names: list[str]) -> list[str]:
+    found = []
+    for name in names:
+        meta = STAGE / "mutants" / (MODULES[name] + ".meta")
+        if meta.exists():
+            codes = json.loads(meta.read_text())["exit_code_by_key"]
+            found += sorted(k for k, code in codes.items() if code in _SURVIVED)
+    return found
+
+
+def report(names: list[str]) -> str:
+    rows = ["| module | mutants | killed | survived | score |", "| --- | ---: | ---: | ---: | ---: |"]
+    totals: dict[str, Counter] = {}
+    for name, c in results(names).items():
+        n = c["killed"] + c["survived"]
+        rows.append(f"| {name} | {n} | {c['killed']} | {c['survived']} | "
+                    f"{100 * c['killed'] / max(n, 1):.0f}% |")
+        totals.setdefault(GROUPS.get(name.split(".")[0], "other"), Counter()).update(c)
+    for group, c in totals.items():
+        n = c["killed"] + c["survived"]
+        rows.append(f"| **{group}** | {n} | {c['killed']} | {c['survived']} | "
+                    f"**{100 * c['killed'] / max(n, 1):.0f}%** |")
+    return "\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    global STAGE
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--module", action="append", choices=sorted(MODULES), help="default: all of them")
+    ap.add_argument("--tests-ref", help="git ref whose tests/ to run (default: the work tree's)")
+    ap.add_argument("--max-children", type=int, default=2, help="parallel mutant runs (default 2)")
+    ap.add_argument("--stage", type=Path, default=STAGE, help=f"work folder (default {STAGE.relative_to(ROOT)})")
+    ap.add_argument("--sample", type=int, help="at most this many mutants per module (seeded draw)")
+    ap.add_argument("--seed", type=int, default=2026, help="seed of the sample (default 2026)")
+    ap.add_argument("--resume", action="store_true", help="go on with the mutants of the last run left unchecked")
+    ap.add_argument("--report", action="store_true", help="only print the table of the last run")
+    ap.add_argument("--survivors", action="store_true", help="only list the surviving mutants of the last run")
+    args = ap.parse_args(argv)
+    STAGE = args.stage.resolve()
+    names = args.module or list(MODULES)
+    if args.survivors:
+        print("\n".join(survivors(names)))
+        return 0
+    if not args.report:
+        if args.resume:
+            _write_config([MODULES[n] for n in names])
+            chosen = unchecked(sample(names, args.sample, args.seed), names)
+        else:
+            stage(names, args.tests_ref)
+            generate()
+            chosen = sample(names, args.sample, args.seed)
+        rc = run(chosen, args.max_children) if chosen else 0
+        if rc != 0:
+            print(f"mutmut exited with {rc}", file=sys.stderr)
+            return rc
+    print(report(names))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
