@@ -6,13 +6,13 @@ and, optionally, Σ D² + noise (``sq_sum_scale``); both sums have sensitivity 1
 one to a list the way both sides do (identical scales merged), so the coordinator and a device that took
 part in every release compose exactly the same events and get the same ε on the same grid.
 The server's stateful ``PrivacyAccountant`` (``server/privacy/accountant.py``) builds on these.
+
+``dp_accounting`` (and scipy under it) is imported when something is composed, not with this module: a
+device that keeps no budget never loads it, and the SDK's import stays light.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-from dp_accounting import dp_event
-from dp_accounting.pld import pld_privacy_accountant
 
 
 @dataclass(frozen=True)
@@ -36,8 +36,11 @@ class QueryRelease:
 
 
 # -- pure functions ---------------------------------------------------------------------------------------
-def to_dp_event(releases: list[QueryRelease]) -> dp_event.DpEvent:
-    """All releases as one dp-accounting event (Laplace noise multiplier = scale / sensitivity, here scale)."""
+def to_dp_event(releases: list[QueryRelease]):
+    """All releases as one dp-accounting ``DpEvent`` (Laplace noise multiplier = scale / sensitivity, here
+    scale)."""
+    from dp_accounting import dp_event
+
     events = []
     for r in releases:
         events.append(dp_event.SelfComposedDpEvent(dp_event.LaplaceDpEvent(r.sum_scale), r.count))
@@ -46,7 +49,9 @@ def to_dp_event(releases: list[QueryRelease]) -> dp_event.DpEvent:
     return dp_event.ComposedDpEvent(events)
 
 
-def _pld(releases: list[QueryRelease], interval: float) -> pld_privacy_accountant.PLDAccountant:
+def _pld(releases: list[QueryRelease], interval: float):
+    from dp_accounting.pld import pld_privacy_accountant
+
     acc = pld_privacy_accountant.PLDAccountant(value_discretization_interval=interval)
     acc.compose(to_dp_event(releases))
     return acc
