@@ -94,18 +94,27 @@ class JavaDevice:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log)
 
     # -- transport -----------------------------------------------------------------------------------------
+    def _last_log_line(self) -> str:
+        try:
+            lines = (self.root / "device.log").read_text(errors="replace").strip().splitlines()
+        except OSError:
+            return ""
+        return f"; its log ends: {lines[-1]}" if lines else ""
+
     def _call(self, op: int, payload: bytes = b"") -> bytes:
         if self._proc.poll() is not None:
-            raise DeviceGone(f"device {self.device_id}: process exited ({self._proc.returncode})")
+            raise DeviceGone(f"device {self.device_id}: process exited ({self._proc.returncode})"
+                             f"{self._last_log_line()}")
         try:
             self._proc.stdin.write(struct.pack(">BI", op, len(payload)) + payload)
             self._proc.stdin.flush()
             head = self._proc.stdout.read(5)
             if len(head) < 5:
-                raise DeviceGone(f"device {self.device_id}: process closed its output")
+                self._proc.wait(timeout=5)
+                raise DeviceGone(f"device {self.device_id}: process closed its output{self._last_log_line()}")
             status, n = struct.unpack(">BI", head)
             body = self._proc.stdout.read(n)
-        except (BrokenPipeError, ConnectionResetError, ValueError):
+        except (BrokenPipeError, ConnectionResetError, ValueError, subprocess.TimeoutExpired):
             raise DeviceGone(f"device {self.device_id}: process gone") from None
         if len(body) < n:
             raise DeviceGone(f"device {self.device_id}: process closed its output mid-reply")

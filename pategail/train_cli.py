@@ -33,6 +33,8 @@ def register(sub) -> None:
                    help="JSON file of settings (fields of pategail.server.config.TrainConfig)")
     p.add_argument("--resume", action="store_true", help="continue the run in RUN from its last checkpoint")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (logs only)")
+    from pategail.evaluation.options import add_arguments as add_downstream_arguments
+    add_downstream_arguments(p)
     p.set_defaults(func=run_train)
 
 
@@ -64,6 +66,10 @@ def run_train(args) -> int:
     from pategail.server.policy import Policy, PolicyConfig
 
     config = _config(args)
+    downstream_config = None
+    if not args.no_downstream:
+        from pategail.evaluation.options import config_from_args
+        downstream_config = config_from_args(args, args.seed)      # bad budgets stop before training
     dataset = load_dataset(args.data)
     run = args.out
     users = choose_users(dataset.users, args.devices, args.seed)
@@ -130,6 +136,9 @@ def run_train(args) -> int:
 
     from pategail.reporting import write_outputs
     write_outputs(coordinator, dataset, run, users, seed=args.seed)
+    if downstream_config is not None:
+        from pategail.evaluation.options import extend_run_report
+        extend_run_report(run, dataset, downstream_config)
     accepted = coordinator.publish_policy((run / "bundle" / "policy.onnx").read_bytes())
     log.info("%d of %d devices accepted the final policy", accepted, len(users))
     print((run / "report.md").read_text())

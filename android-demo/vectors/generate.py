@@ -421,13 +421,13 @@ def main(argv=None) -> int:
     if not DEFAULT_DATA.is_dir():
         print(f"error: {DEFAULT_DATA}: the embedded data set is missing", file=sys.stderr)
         return 2
-    ds = load_data()
     bundle_dir = HERE / "bundle"
-    if args.bundle:
-        export_bundle(bundle_dir, ds)
-    if not (bundle_dir / "manifest.json").is_file():
+    if not args.bundle and not (bundle_dir / "manifest.json").is_file():
         print(f"error: {bundle_dir}: no bundle; run with --bundle first", file=sys.stderr)
         return 2
+    ds = load_data()
+    if args.bundle:
+        export_bundle(bundle_dir, ds)
     from pategail.sdk.bundle import load_bundle
 
     env = load_bundle(bundle_dir).environment

@@ -49,6 +49,11 @@ def register(subparsers) -> None:
     p.add_argument("--test-fraction", type=float, default=0.2, metavar="F",
                    help="gps-csv, geolife-plt: each user's last round(F x days) days are test days, at most "
                         "all but one (default 0.2); pategail keeps the folder's own test days")
+    p.add_argument("--holdout-users", type=float, default=0.0, metavar="FRACTION",
+                   help="keep round(FRACTION x users) whole users out of training (their days go to "
+                        "holdout_days.npy): the non-members of the membership attacks (default 0)")
+    p.add_argument("--holdout-seed", type=int, default=0, metavar="S",
+                   help="seed of the draw of held-out users (default 0)")
     p.set_defaults(func=run_prepare)
 
 
@@ -57,6 +62,7 @@ def run_prepare(args: argparse.Namespace) -> int:
     summary = prepare_dataset(args.format, args.input, args.out, allow_pickle=args.allow_pickle,
                               utc_offset=args.utc_offset, cell_deg=args.cell_deg, slot_minutes=args.slot_minutes,
                               min_observed_slots=args.min_observed_slots, bbox=args.bbox,
-                              test_fraction=args.test_fraction)
+                              test_fraction=args.test_fraction, holdout_fraction=args.holdout_users,
+                              holdout_seed=args.holdout_seed)
     print(summary)
     return 0

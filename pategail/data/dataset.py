@@ -8,6 +8,8 @@ Layout of DIR (documented in the README):
 - ``train_users.npy``  int32 (n_train,): the user (device) that holds each training day.
 - ``test_days.npy``    int32 (n_test, 48): the held-out days that generators are evaluated against.
 - ``test_users.npy``   int32 (n_test,): the user of each test day, -1 where the source does not say.
+- ``holdout_days.npy``, ``holdout_users.npy`` (only when users were held out, see holdout.py): every training
+  day of the users kept out of training, and their users — the non-members of the membership attacks.
 
 A user's training days are what that user's device holds. Arrays are plain ``.npy`` and are read with
 ``allow_pickle=False``.
@@ -30,6 +32,7 @@ FORMAT_VERSION = 1
 SLOTS_PER_DAY = 48
 """Half-hour slots; the MDP of the paper is defined on 48 slots a day."""
 _ARRAYS = ("train_days", "train_users", "test_days", "test_users")
+_OPTIONAL_ARRAYS = ("holdout_days", "holdout_users")
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,10 @@ class Dataset:
     test_users: np.ndarray
     meta: dict = field(default_factory=dict)
     where: str = "data set"
+    holdout_days: np.ndarray | None = None
+    """int32 (n_holdout, 48) or None: days of users kept out of training entirely (``--holdout-users``)."""
+    holdout_users: np.ndarray | None = None
+    """int32 (n_holdout,) or None: the user of each held-out day; none of them holds a training day."""
 
     def __post_init__(self):
         validate(self)
@@ -60,6 +67,11 @@ class Dataset:
     def users(self) -> np.ndarray:
         """Sorted ids of the users that hold training days."""
         return np.unique(self.train_users)
+
+    @property
+    def heldout_users(self) -> np.ndarray:
+        """Sorted ids of the users kept out of training (empty when none were)."""
+        return np.unique(self.holdout_users) if self.holdout_users is not None else np.zeros(0, np.int32)
 
     def user_days(self, user: int) -> np.ndarray:
         """The training days (n, 48) of one user: what that user's device holds."""
@@ -96,6 +108,21 @@ def validate(ds: Dataset) -> None:
             raise DataError(f"{w}: {split}_users must be integer user ids (-1 = unknown)")
     if ds.train_users.min() < 0:
         raise DataError(f"{w}: every training day needs its user (train_users has -1)")
+    if (ds.holdout_days is None) != (ds.holdout_users is None):
+        raise DataError(f"{w}: holdout_days and holdout_users go together")
+    if ds.holdout_days is not None:
+        h, hu = ds.holdout_days, ds.holdout_users
+        if h.ndim != 2 or h.shape[1] != SLOTS_PER_DAY or not np.issubdtype(h.dtype, np.integer):
+            raise DataError(f"{w}: holdout_days must be integer cell ids of shape (n, {SLOTS_PER_DAY}); got "
+                            f"{h.dtype} {h.shape}")
+        if len(h) and (h.min() < 0 or h.max() >= len(c)):
+            row = int(np.argwhere((h < 0) | (h >= len(c)))[0, 0])
+            raise DataError(f"{w}: holdout_days row {row}: cell id outside 0..{len(c) - 1}")
+        if hu.shape != (len(h),) or not np.issubdtype(hu.dtype, np.integer) or (len(hu) and hu.min() < 0):
+            raise DataError(f"{w}: holdout_users must be one user id (>= 0) per held-out day ({len(h)})")
+        both = np.intersect1d(hu, ds.train_users)
+        if len(both):
+            raise DataError(f"{w}: user {int(both[0])} is held out and also holds training days")
 
 
 def load_dataset(path: str | os.PathLike) -> Dataset:
@@ -121,6 +148,13 @@ def load_dataset(path: str | os.PathLike) -> Dataset:
             raise DataError(f"{f}: missing") from None
         except (ValueError, OSError, EOFError) as e:
             raise DataError(f"{f}: unreadable or truncated ({e})") from None
+    for name in _OPTIONAL_ARRAYS:
+        f = root / f"{name}.npy"
+        if f.is_file():
+            try:
+                arrays[name] = np.load(f, allow_pickle=False)
+            except (ValueError, OSError, EOFError) as e:
+                raise DataError(f"{f}: unreadable or truncated ({e})") from None
     return Dataset(cells=cells, meta=meta, where=str(root), **arrays)
 
 
@@ -154,12 +188,14 @@ def save_dataset(ds: Dataset, path: str | os.PathLike) -> None:
     try:
         meta = {"format": FORMAT, "format_version": FORMAT_VERSION, "slots_per_day": SLOTS_PER_DAY, **ds.meta,
                 "n_cells": ds.n_cells, "users": int(len(ds.users)), "train_days": int(len(ds.train_days)),
-                "test_days": int(len(ds.test_days))}
+                "test_days": int(len(ds.test_days)),
+                **({"holdout_days": int(len(ds.holdout_days))} if ds.holdout_days is not None else {})}
         (tmp / "dataset.json").write_text(json.dumps(meta, indent=2) + "\n")
         rows = [f"{i},{lat:.6f},{lon:.6f}" for i, (lat, lon) in enumerate(ds.cells)]
         (tmp / "cells.csv").write_text("cell,lat,lon\n" + "\n".join(rows) + "\n")
-        for name in _ARRAYS:
-            np.save(tmp / f"{name}.npy", np.ascontiguousarray(getattr(ds, name), dtype=np.int32))
+        for name in _ARRAYS + _OPTIONAL_ARRAYS:
+            if getattr(ds, name) is not None:
+                np.save(tmp / f"{name}.npy", np.ascontiguousarray(getattr(ds, name), dtype=np.int32))
         old = None
         if root.exists():
             old = root.parent / f".{root.name}.old-{os.getpid()}"

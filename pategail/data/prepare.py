@@ -23,6 +23,7 @@ import numpy as np
 from pategail.data.dataset import SLOTS_PER_DAY, Dataset, save_dataset
 from pategail.data.fixes import Fixes, read_geolife_plt, read_gps_csv
 from pategail.data.gridding import MINUTES_PER_DAY, fixes_to_days, in_bbox, slots_per_day, split_last_days
+from pategail.data.holdout import hold_out_users
 from pategail.data.pategail_format import read_pategail_folder
 from pategail.errors import DataError
 
@@ -60,6 +61,8 @@ class PrepareSummary:
     days_dropped_sparse: int = 0
     min_observed_slots: int = 0
     users_dropped: int = 0
+    holdout_users: int = 0
+    holdout_days: int = 0
     seconds: float = 0.0
 
     def __str__(self) -> str:
@@ -71,6 +74,9 @@ class PrepareSummary:
                      f"of {self.days_seen:,} user-days with a fix, dropped {self.days_dropped_sparse:,} with fewer "
                      f"than {self.min_observed_slots} observed slots; {self.users_dropped:,} users were left "
                      f"without a day.")
+        if self.holdout_users:
+            text += (f" Held out {self.holdout_users:,} users ({self.holdout_days:,} days) from training "
+                     f"(holdout_days.npy: the non-members of the membership attacks).")
         return text
 
 
@@ -104,7 +110,8 @@ def prepare_dataset(fmt: str, input_path: str | Path, out_dir: str | Path, *, al
                     utc_offset: float = 0.0, cell_deg: float = 0.01, slot_minutes: int = 30,
                     min_observed_slots: int = DEFAULT_MIN_OBSERVED_SLOTS,
                     bbox: tuple[float, float, float, float] | None = None,
-                    test_fraction: float = 0.2) -> PrepareSummary:
+                    test_fraction: float = 0.2, holdout_fraction: float = 0.0,
+                    holdout_seed: int = 0) -> PrepareSummary:
     """Read ``input_path`` in format ``fmt`` and write the data set directory ``out_dir``.
 
     allow_pickle: ``pategail`` only — permit reading the per-user pickle (with a restricted unpickler).
@@ -112,11 +119,15 @@ def prepare_dataset(fmt: str, input_path: str | Path, out_dir: str | Path, *, al
     cell_deg (grid square side, degrees), slot_minutes (must give 48 slots), min_observed_slots (sparser
     days are dropped), bbox ((min_lat, min_lon, max_lat, max_lon); fixes outside are dropped), test_fraction
     (each user's last days held out; see gridding.split_last_days).
+    holdout_fraction, holdout_seed: keep round(fraction × users) whole users, drawn with the seed, out of
+    training (holdout.hold_out_users); every format.
     Raises DataError (one line naming the file and row or option) on bad input; then nothing is written.
     """
     start = time.perf_counter()
     bbox = tuple(float(v) for v in bbox) if bbox is not None else None
     _check_options(fmt, out_dir, float(utc_offset), bbox, float(test_fraction), slot_minutes)
+    if not 0 <= holdout_fraction < 1:
+        raise DataError(f"--holdout-users {holdout_fraction}: must be at least 0 and below 1")
     input_path = Path(input_path)
     if fmt == "pategail":
         dataset, counts = _from_pategail(input_path, allow_pickle)
@@ -124,13 +135,16 @@ def prepare_dataset(fmt: str, input_path: str | Path, out_dir: str | Path, *, al
         dataset, counts = _from_fixes(fmt, input_path, utc_offset=float(utc_offset), cell_deg=cell_deg,
                                       slot_minutes=slot_minutes, min_observed_slots=min_observed_slots,
                                       bbox=bbox, test_fraction=float(test_fraction))
+    dataset = hold_out_users(dataset, float(holdout_fraction), holdout_seed)
     try:
         save_dataset(dataset, out_dir)
     except OSError as e:
         raise DataError(f"{out_dir}: cannot write the data set ({e.strerror or e})") from None
     summary = PrepareSummary(out_dir=str(out_dir), format=fmt, users=len(dataset.users),
                              train_days=len(dataset.train_days), test_days=len(dataset.test_days),
-                             cells=dataset.n_cells, seconds=time.perf_counter() - start, **counts)
+                             cells=dataset.n_cells, holdout_users=len(dataset.heldout_users),
+                             holdout_days=0 if dataset.holdout_days is None else len(dataset.holdout_days),
+                             seconds=time.perf_counter() - start, **counts)
     log.debug("%s", summary)  # the command prints it
     return summary
 

@@ -23,15 +23,17 @@ def test_junit_suite_passes_on_the_python_vectors(java_classes):
     out = done.stdout + done.stderr
     counts = {k: int(v) for v, k in re.findall(r"\[\s+(\d+) tests (successful|failed|found)\s+\]", out)}
     assert done.returncode == 0 and counts.get("failed") == 0, out[-6000:]
-    assert counts["successful"] >= 31, out[-3000:]      # every test class was found and ran
+    assert counts["successful"] >= 36, out[-3000:]      # every test class was found and ran
 
 
 def _close(a, b, path="") -> list[str]:
-    """Differences between two JSON values: floats within 1e-6 (ONNX Runtime's float32 kernels may differ in
-    the last bits from one CPU to another), everything else exact."""
+    """Differences between two JSON values: floats within 1e-6, relative above 1 (ONNX Runtime's float32
+    kernels may differ in the last bits from one CPU to another; masked log-probabilities are near -1e9),
+    everything else exact."""
     if isinstance(a, float) or isinstance(b, float):
-        return [] if isinstance(a, (int, float)) and isinstance(b, (int, float)) and abs(a - b) <= 1e-6 \
-            else [f"{path}: {a!r} != {b!r}"]
+        ok = isinstance(a, (int, float)) and isinstance(b, (int, float)) \
+            and abs(a - b) <= 1e-6 * max(1.0, abs(a), abs(b))
+        return [] if ok else [f"{path}: {a!r} != {b!r}"]
     if type(a) is not type(b):
         return [f"{path}: {type(a).__name__} != {type(b).__name__}"]
     if isinstance(a, dict):

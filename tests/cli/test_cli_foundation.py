@@ -33,7 +33,8 @@ def test_baseline_then_evaluate(prepared, tmp_path, capsys):
     days = read_synthetic_csv(syn, n_cells=4210)
     assert days.shape == (50, 48)
     report = tmp_path / "eval.json"
-    assert main(["-q", "evaluate", "--data", str(prepared), "--synthetic", str(syn), "--json", str(report)]) == 0
+    assert main(["-q", "evaluate", "--data", str(prepared), "--synthetic", str(syn), "--json", str(report),
+                 "--no-downstream"]) == 0
     res = json.loads(report.read_text())
     assert set(res) == {"metrics", "metrics_paper", "floor", "floor_paper", "spatial", "floor_spatial"}
     # the report holds exactly what evaluate() gives for those days (both modes, the floor and the spatial

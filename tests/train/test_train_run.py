@@ -160,7 +160,7 @@ def test_train_cli_two_rounds(dataset, tmp_path, capsys):
     prepare_dataset("pategail", ROOT / "data" / "default", data, allow_pickle=True)
     run = tmp_path / "run"
     argv = ["-q", "train", "--data", str(data), "--out", str(run), "--devices", "3", "--no-privacy",
-            "--config", str(config), "--no-progress"]
+            "--config", str(config), "--no-progress", "--prediction-steps", "2"]
     assert main(argv) == 0
     report = json.loads((run / "report.json").read_text())
     assert set(report) >= {"metrics", "metrics_paper", "floor", "floor_paper", "baselines", "privacy",
@@ -168,7 +168,11 @@ def test_train_cli_two_rounds(dataset, tmp_path, capsys):
     assert set(report["baselines"]) == {"markov", "epr"}
     assert report["training"]["rounds"] == 2 and report["training"]["devices"] == 3
     assert report["communication"]["bytes_up_per_device_per_round"] > 0
-    for name in ("synthetic.csv", "report.md", "statistics.png", "density.png", "bundle/manifest.json"):
+    assert set(report["utility"]["prediction"]["arms"]) == {"real", "synthetic", "real+synthetic"}
+    assert report["attacks"]["uniqueness"]["members"]["days"] == len(load_dataset(data).train_days)
+    assert not report["attacks"]["membership_whitebox"]["available"]     # no held-out users in this data set
+    for name in ("synthetic.csv", "report.md", "statistics.png", "density.png", "bundle/manifest.json",
+                 "prediction.png", "uniqueness.png"):
         assert (run / name).is_file(), name
     assert "| ours |" in capsys.readouterr().out
     # the explore law learned in the initial-state release is what the published bundle generates with

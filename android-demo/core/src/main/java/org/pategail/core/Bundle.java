@@ -204,6 +204,9 @@ public final class Bundle {
                 throw new BundleException(dir + ": a models-only bundle (no cell table); devices cannot run it");
             }
             JSONObject env = m.getJSONObject("environment");
+            if (env.has("initial_states")) {
+                listed(dir, env.getString("initial_states"), files);
+            }
             double[][] cells = readCells(listed(dir, env.getString("cells"), files), env.getInt("n_cells"));
             if (cells.length != m.getJSONObject("policy").getJSONObject("config").getInt("n_cells")) {
                 throw new BundleException(manifestFile + ": the cell table and the policy disagree on the number of cells");

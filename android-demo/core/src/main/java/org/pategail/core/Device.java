@@ -118,10 +118,18 @@ public final class Device {
         if (!f.isFile()) {
             return new int[0][];
         }
-        byte[] raw = Bundle.readAll(f);
+        try {
+            return daysFromBytes(Bundle.readAll(f));
+        } catch (IllegalArgumentException err) {
+            throw new IOException(f + ": not a days file (" + err.getMessage() + ")");
+        }
+    }
+
+    /** Days (n, 48) from their stored form: little-endian int32, row after row. */
+    public static int[][] daysFromBytes(byte[] raw) {
         int per = 4 * DeviceMessages.SLOTS;
         if (raw.length % per != 0) {
-            throw new IOException(f + ": not a days file (length " + raw.length + " is not a multiple of " + per + ")");
+            throw new IllegalArgumentException("length " + raw.length + " is not a multiple of " + per);
         }
         int[][] out = new int[raw.length / per][DeviceMessages.SLOTS];
         for (int i = 0; i < out.length; i++) {

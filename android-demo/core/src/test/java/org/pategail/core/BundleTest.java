@@ -83,6 +83,9 @@ class BundleTest {
         assertTrue(refusal(d, "1.19.2").contains("format version"));
         write(m, text.replace("\"cells.csv\": {", "\"../cells.csv\": {").getBytes(StandardCharsets.UTF_8));
         assertTrue(refusal(d, "1.19.2").contains("not a plain name"));
+        write(m, text.replace("\"cells\": \"cells.csv\",", "\"cells\": \"cells.csv\", \"initial_states\": \"states.csv\",")
+                .getBytes(StandardCharsets.UTF_8));
+        assertTrue(refusal(d, "1.19.2").contains("states.csv is used but has no hash"));
         write(m, "{not json".getBytes(StandardCharsets.UTF_8));
         assertTrue(refusal(d, "1.19.2").contains("not valid JSON"));
         assertTrue(refusal(new File(tmp, "nowhere"), "1.19.2").contains("not a model bundle"));

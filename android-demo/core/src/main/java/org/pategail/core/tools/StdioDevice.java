@@ -73,21 +73,8 @@ public final class StdioDevice extends DeviceSession {
             case OP_INSTALL_BUNDLE:
                 return device.installBundle(new File(new String(payload, StandardCharsets.UTF_8)), null).sha256
                         .getBytes(StandardCharsets.US_ASCII);
-            case OP_ADD_DAYS: {
-                int per = 4 * DeviceMessages.SLOTS;
-                if (payload.length % per != 0) {
-                    throw new IllegalArgumentException("days payload of " + payload.length + " bytes");
-                }
-                int[][] days = new int[payload.length / per][DeviceMessages.SLOTS];
-                for (int i = 0; i < days.length; i++) {
-                    for (int t = 0; t < DeviceMessages.SLOTS; t++) {
-                        int at = i * per + 4 * t;
-                        days[i][t] = (payload[at] & 0xFF) | ((payload[at + 1] & 0xFF) << 8)
-                                | ((payload[at + 2] & 0xFF) << 16) | ((payload[at + 3] & 0xFF) << 24);
-                    }
-                }
-                return new Wire.Writer().u32(device.addDays(days)).bytes();
-            }
+            case OP_ADD_DAYS:
+                return new Wire.Writer().u32(device.addDays(Device.daysFromBytes(payload))).bytes();
             case OP_MASKED_SCORES: {
                 byte[] delivery = r.blob(1 << 26);
                 long m = r.u32();

@@ -1,0 +1,6 @@
+"""What synthetic days are good for (the paper's section "Practical Demonstrations", issue 18).
+
+- :mod:`prediction`      next-location prediction with an LSTM trained on real, synthetic or both kinds of days;
+- :mod:`recommendation`  location recommendation by implicit-feedback matrix factorisation (ALS).
+Both are evaluated on real days the generator never saw.
+"""
