@@ -1,7 +1,8 @@
 """The `pategail` command line. Each command lives next to the code it drives and registers itself here.
 
-User mistakes (:class:`~pategail.errors.PategailError`) are printed as one line and exit with status 2;
-anything else is a bug and keeps its traceback.
+User mistakes (:class:`~pategail.errors.PategailError`) are printed as one line and exit with status 2 —
+3 when a secure aggregation failed its integrity check (``IntegrityError``: resume to retry), 4 when the
+privacy budget would be exceeded (``BudgetExhausted``); anything else is a bug and keeps its traceback.
 """
 from __future__ import annotations
 
@@ -42,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except PategailError as e:
         print(f"pategail: error: {e}", file=sys.stderr)
-        return 2
+        return getattr(e, "exit_status", 2)
     except KeyboardInterrupt:
         print("pategail: interrupted", file=sys.stderr)
         return 130

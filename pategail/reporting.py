@@ -34,7 +34,8 @@ def write_outputs(coordinator, dataset, run: Path, users, seed: int = 0) -> dict
     env = Environment(dataset.cells, cfg.alpha, cfg.candidates, np.column_stack([homes, firsts]),
                       np.full(len(homes), 1.0 / len(homes)), coordinator.initial_states.explore_factors,
                       coordinator.place_law())
-    export_bundle(coordinator.averaged_policy(), discriminator, run / "bundle", environment=env)
+    export_bundle(coordinator.averaged_policy(), discriminator, run / "bundle", environment=env,
+                  privacy=coordinator.declared_plan())
 
     n_days = len(dataset.test_days)
     days = coordinator.generate(n_days, np.random.default_rng([seed, 0x5E]))

@@ -104,7 +104,8 @@ def run_train(args) -> int:
             torch.manual_seed(args.seed + 1)
             discriminator = Discriminator()
         export_bundle(policy0, discriminator, initial_bundle,
-                      environment=Environment(dataset.cells, config.alpha, config.candidates))
+                      environment=Environment(dataset.cells, config.alpha, config.candidates),
+                      privacy=_declared_plan(config, dataset.cells))
     fleet = EmulatedFleet(dataset, users, run / "devices", initial_bundle, seed=args.seed)
     coordinator = Coordinator(config, fleet, dataset.cells, run, seed=args.seed)
     if args.resume and not coordinator.resume():
@@ -124,12 +125,20 @@ def run_train(args) -> int:
             bar.set_postfix(postfix)
             bar.update(1)
 
-    from pategail.sdk.secagg.errors import SecAggAbort
+    from pategail.errors import IntegrityError
+    from pategail.sdk.secagg.errors import SecAggAbort, TamperDetected
     try:
         coordinator.train(on_round)
     except SecAggAbort as err:
         raise PategailError(f"round {coordinator.round + 1} released nothing ({err}); the run is checkpointed: "
                             "bring the devices back and add --resume") from None
+    except TamperDetected as err:
+        # the aggregator unmasked, so the attempt stays counted (its intent is kept); nothing of it was used
+        which = (f"round {coordinator.round + 1}" if coordinator.initial_states is not None
+                 else "round 0 (initial states)")
+        raise IntegrityError(f"{which}: the secure aggregation failed the integrity check ({err}); its release "
+                             f"counts against the budget; the run is checkpointed after round {coordinator.round}: "
+                             "add --resume to retry") from None
     finally:
         if bar is not None:
             bar.close()
@@ -145,13 +154,26 @@ def run_train(args) -> int:
     return 0
 
 
+def _declared_plan(config, cells):
+    """The privacy plan the initial bundle declares (devices check rounds against it and keep their own
+    budget by it); calibrated as the coordinator calibrates (same inputs, same deterministic search)."""
+    if not config.private:
+        return None
+    from pategail.sdk.epr import CellGeometry
+    from pategail.server.coordinator import calibrate_plan, declare_plan
+
+    _, scales = calibrate_plan(config, cells, CellGeometry.build(cells, candidates=config.candidates))
+    return declare_plan(config, scales)
+
+
 def _log_privacy_plan(coordinator, n_devices: int) -> None:
     cfg = coordinator.config
     if not cfg.private:
         log.info("privacy: none (--no-privacy): the same protocol, masked sums released without noise")
         return
     b, b_sq = coordinator.noise_scales()
-    log.info("privacy: total (ε=%g, δ=%g) over %d queries; per-query ε %.3g; Laplace scale on each sum %.3g "
-             "(std %.3g on a mean reward over %d devices); κ=%g, β=%g", cfg.target_epsilon, cfg.target_delta,
-             coordinator.planned_queries(), coordinator.per_query_epsilon, b, math.sqrt(2) * b / n_devices,
-             n_devices, cfg.kappa, cfg.beta)
+    log.info("privacy: total (ε=%g, δ=%g) over %d queries (%d planned + %d round(s) in reserve for retries); "
+             "per-query ε %.3g; Laplace scale on each sum %.3g (std %.3g on a mean reward over %d devices); κ=%g, "
+             "β=%g", cfg.target_epsilon, cfg.target_delta, coordinator.budgeted_queries(),
+             coordinator.planned_queries(), cfg.retry_rounds, coordinator.per_query_epsilon, b,
+             math.sqrt(2) * b / n_devices, n_devices, cfg.kappa, cfg.beta)

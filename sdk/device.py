@@ -9,7 +9,8 @@ device — and everything in it:
   ``discriminator.ckpt.bundle`` the SHA-256 of the bundle it belongs to;
 - ``policy.onnx``, ``policy.json``  the latest policy accepted from the coordinator (hash-checked);
 - ``identity.key``           the secure-aggregation identity (Ed25519 + X25519 private keys, mode 0600);
-- ``secagg-rounds.json``     the last secure-aggregation round accepted per coordinator key (replay guard).
+- ``secagg-rounds.json``     the last secure-aggregation round accepted per coordinator key (replay guard);
+- ``privacy-ledger.json``    the releases the device took part in, against the bundle's declared budget.
 
 The coordinator reaches the device only through :meth:`Device.handle` (bytes in, bytes out; see
 :mod:`pategail.sdk.messages`) and, for the secure aggregation that follows, through the endpoint of
@@ -43,14 +44,17 @@ from pategail.sdk.epr import CellGeometry, explore_law_contribution
 from pategail.sdk.features import N_PAIR_FEATURES, action_mask, label_actions, pair_features
 from pategail.sdk.generate import (POLICY_INPUT_CELLS, POLICY_INPUT_FEATURES, POLICY_INPUT_MASK,
                                    POLICY_OUTPUT_LOG_PROBS, GeneratedDays, generate_days, prefix_features)
-from pategail.sdk.messages import (DEFAULT_LIMITS, HASH, INCOMPATIBLE, KIND_INITIAL_STATES_REQUEST,
+from pategail.sdk.accounting import QueryRelease
+from pategail.sdk.messages import (BUDGET, DEFAULT_LIMITS, HASH, INCOMPATIBLE, KIND_INITIAL_STATES_REQUEST,
                                    KIND_NAMES, KIND_POLICY_UPDATE, KIND_ROUND_REQUEST, NON_FINITE, NOT_READY,
                                    Ack, ErrorReply, InitialStatesRequest, MessageError, MessageLimits,
                                    PolicyUpdate, RoundRequest, from_bytes, peek_round, sha256_hex)
 from pategail.sdk.secagg.client import SecAggClient
 from pategail.sdk.secagg.config import DevicePublicKeys, KeyDirectory
 from pategail.sdk.secagg.crypto import DeviceIdentity
-from pategail.sdk.secagg.errors import ProtocolError
+from pategail.sdk.secagg.errors import ProtocolError, RoundRefused
+from pategail.sdk.secagg.ledger import PrivacyLedger
+from pategail.sdk.secagg.policy import DeclaredPlan
 from pategail.sdk.places import place_contribution
 from pategail.sdk.secagg.replay import RoundLog
 from pategail.sdk.store import DAYS_CAP, TrajectoryStore, initial_state_contribution
@@ -70,6 +74,8 @@ POLICY_META = "policy.json"
 IDENTITY_FILE = "identity.key"
 ROUND_LOG_FILE = "secagg-rounds.json"
 """Last secure-aggregation round accepted per coordinator key: a restarted app must not reopen old rounds."""
+LEDGER_FILE = "privacy-ledger.json"
+"""The releases this device took part in (sdk/secagg/ledger.py), budgeted by the bundle's declared plan."""
 
 
 class DeviceError(PategailError):
@@ -133,6 +139,7 @@ class Device:
         self._geometry: CellGeometry | None = None
         self._secagg: SecAggClient | None = None
         self._secagg_directory: KeyDirectory | None = None
+        self._secagg_plan: DeclaredPlan | None = None
         if (self.root / BUNDLE_DIR / MANIFEST).is_file():
             try:
                 self._open_installed()
@@ -404,6 +411,7 @@ class Device:
 
     def _on_round_request(self, msg: RoundRequest) -> Ack:
         session = self._require_session()
+        self._check_budget(msg.round, msg.n_queries)
         before, tag = self.root / BEFORE_ROUND, self.root / ROUND_TAG
         # the tag names the bundle too: a round number of another run or bundle never rewinds this one
         mark = f"{self._bundle_sha256} {msg.round}"
@@ -443,21 +451,45 @@ class Device:
         self._require_session()
         days = self._require_days()
         env = self.bundle.environment
-        self._pending = np.concatenate([
+        contribution = np.concatenate([
             initial_state_contribution(days, self.store.home, self.n_cells),
             explore_law_contribution(days, self.store.home, env.cells, alpha=env.alpha, candidates=env.candidates),
             place_contribution(days, self.store.home, self.n_cells, DAYS_CAP)])
+        self._check_budget(msg.round, len(contribution))
+        self._pending = contribution
         return Ack(msg.round, KIND_NAMES[KIND_INITIAL_STATES_REQUEST], len(self._pending))
+
+    def _ledger(self) -> PrivacyLedger:
+        """The device's own privacy ledger, budgeted by the installed bundle's declared plan (if any)."""
+        plan = self.bundle.privacy if self.bundle is not None else None
+        return PrivacyLedger(self.root / LEDGER_FILE, None if plan is None else plan.target_epsilon,
+                             1e-5 if plan is None else plan.target_delta)
+
+    def _check_budget(self, round_: int, n_queries: int) -> None:
+        """Refuse (ErrorReply ``budget``, nothing changed) a request whose release, at the declared plan's
+        noise, would take this device past its own budget; the secure round checks the signed scales again."""
+        plan = self.bundle.privacy
+        if plan is None:
+            return
+        try:
+            after = self._ledger().epsilon(QueryRelease(plan.sum_noise_scale, plan.sq_sum_noise_scale, n_queries))
+        except RoundRefused as err:             # an unreadable ledger: refusing is the safe answer
+            raise MessageError(BUDGET, str(err)) from None
+        if after > plan.target_epsilon:
+            raise MessageError(BUDGET, f"round {round_}: answering would take this device to ε = {after:.4g}, past "
+                                       f"its budget {plan.target_epsilon:g}; refused")
 
     # -- secure aggregation ----------------------------------------------------------------------------------
     def secagg_endpoint(self, directory: KeyDirectory) -> "SecAggEndpoint":
         """The device's side of a secure-aggregation round (``run_secure_round(endpoints, None, ...)``), with
         ``directory`` the public-key directory it was enrolled in. Its masked upload is the pending vector."""
         # one client per directory: a client keeps its round state (and refuses replayed rounds) across calls
-        if self._secagg is None or self._secagg_directory != directory:
+        plan = self.bundle.privacy if self.bundle is not None else None
+        if self._secagg is None or (self._secagg_directory, self._secagg_plan) != (directory, plan):
             self._secagg = SecAggClient(self.device_id, self.identity, directory,
-                                        round_log=RoundLog(self.root / ROUND_LOG_FILE))
-            self._secagg_directory = directory
+                                        round_log=RoundLog(self.root / ROUND_LOG_FILE),
+                                        policy=None if plan is None else plan.policy(), ledger=self._ledger())
+            self._secagg_directory, self._secagg_plan = directory, plan
         return SecAggEndpoint(self)
 
 

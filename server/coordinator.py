@@ -25,6 +25,7 @@ from pategail.sdk.epr import CellGeometry, n_rank_bins
 from pategail.sdk.messages import (Ack, ErrorReply, InitialStatesRequest, PolicyUpdate, RoundRequest, from_bytes,
                                    to_bytes)
 from pategail.sdk.secagg.config import DevicePublicKeys
+from pategail.sdk.secagg.policy import DeclaredPlan
 from pategail.server.checkpoint import (Release, abort_intent, journal_intent, journal_release, load_checkpoint,
                                        read_intents, read_journal, save_checkpoint)
 from pategail.server.config import TrainConfig
@@ -71,6 +72,32 @@ class RoundStats:
     epsilon: float | None
 
 
+def planned_queries(config: TrainConfig, cells: np.ndarray, geometry: CellGeometry) -> int:
+    """Queries an uninterrupted run releases: the environment release and every round's rewards."""
+    return (contribution_length(len(cells), n_rank_bins(geometry.candidates))
+            + config.rounds * config.days_per_round * (SLOTS - 1))
+
+
+def budgeted_queries(config: TrainConfig, cells: np.ndarray, geometry: CellGeometry) -> int:
+    """What the noise is calibrated for: the planned queries and ``retry_rounds`` rounds in reserve."""
+    return planned_queries(config, cells, geometry) + config.retry_rounds * config.days_per_round * (SLOTS - 1)
+
+
+def calibrate_plan(config: TrainConfig, cells: np.ndarray, geometry: CellGeometry) -> tuple[float, tuple[float, float]]:
+    """The per-query ε whose composition over the budgeted queries meets the target, and the total noise
+    scales on Σ D and Σ D² it gives (Theorem 3's split)."""
+    eps = calibrate_per_query_epsilon(config.target_epsilon, config.target_delta,
+                                      budgeted_queries(config, cells, geometry), config.kappa)
+    s = sum_noise_scales(eps, config.kappa)
+    return eps, (s.sum_scale, s.sq_sum_scale)
+
+
+def declare_plan(config: TrainConfig, scales: tuple[float, float]) -> DeclaredPlan:
+    """What a private run's bundles tell devices: the target, the noise scales on Σ D and Σ D², n_min and t."""
+    return DeclaredPlan(config.target_epsilon, config.target_delta, scales[0], scales[1], config.min_survivors,
+                        config.secagg_colluders)
+
+
 class Coordinator:
     """Runs and checkpoints a training run in ``run_dir``; ``train()`` resumes where a checkpoint left off."""
 
@@ -108,18 +135,28 @@ class Coordinator:
 
     # -- privacy ------------------------------------------------------------------------------------------
     def planned_queries(self) -> int:
-        return self._environment_length() + self.config.rounds * self.config.days_per_round * (SLOTS - 1)
+        """Queries an uninterrupted run releases: the environment release and every round's rewards."""
+        return planned_queries(self.config, self.cells, self.geometry)
+
+    def budgeted_queries(self) -> int:
+        """What the noise is calibrated for: the planned queries and ``retry_rounds`` rounds in reserve."""
+        return budgeted_queries(self.config, self.cells, self.geometry)
 
     def _environment_length(self) -> int:
         return contribution_length(len(self.cells), n_rank_bins(self.geometry.candidates))
+
+    def declared_plan(self) -> DeclaredPlan | None:
+        """The privacy plan the run's bundles declare to devices (None without privacy)."""
+        if not self.config.private:
+            return None
+        return declare_plan(self.config, self.noise_scales())
 
     def noise_scales(self) -> tuple[float, float]:
         """Total Laplace scales on each released Σ and Σ² (0, 0 without privacy)."""
         if not self.config.private:
             return 0.0, 0.0
         if self.per_query_epsilon is None:
-            self.per_query_epsilon = calibrate_per_query_epsilon(
-                self.config.target_epsilon, self.config.target_delta, self.planned_queries(), self.config.kappa)
+            self.per_query_epsilon, _ = calibrate_plan(self.config, self.cells, self.geometry)
         s = sum_noise_scales(self.per_query_epsilon, self.config.kappa)
         return s.sum_scale, s.sq_sum_scale
 
@@ -167,6 +204,21 @@ class Coordinator:
         for intent in read_intents(self.ckpt_dir):
             if intent["sum_scale"] > 0:
                 self.accountant.record(intent["sum_scale"], intent["sq_sum_scale"], intent["count"])
+
+    def _check_budget(self, round_: int, length: int) -> None:
+        """The promise of --epsilon: a release that would take the composed ε past the target is never
+        started — checked before the devices are even asked, so nothing of the round happens."""
+        sum_scale, sq_scale = self.noise_scales()
+        if sum_scale <= 0:
+            return
+        after = self.accountant.epsilon_after(sum_scale, sq_scale, length)
+        if after > self.config.target_epsilon:
+            from pategail.errors import BudgetExhausted
+            raise BudgetExhausted(
+                f"round {round_}: its release would take the run to ε = {after:.4g}, past the target "
+                f"{self.config.target_epsilon:g} (δ = {self.config.target_delta:g}); retried releases have used "
+                f"the reserve of {self.config.retry_rounds} round(s) — stopping after round {self.round}, nothing "
+                "more is released (a larger retry_rounds reserves more for a new run)")
 
     # -- one secure release -------------------------------------------------------------------------------
     def _broadcast(self, message: bytes, length: int | None = None) -> tuple[list[int], int, int]:
@@ -228,6 +280,7 @@ class Coordinator:
     def learn_initial_states(self) -> None:
         participants = []
         if 0 not in read_journal(self.ckpt_dir):          # else the journalled release is re-used
+            self._check_budget(0, self._environment_length())
             participants, _, _ = self._broadcast(to_bytes(InitialStatesRequest(0)), self._environment_length())
         release, _, _ = self._release(0, "initial_states", participants, self._environment_length())
         self.initial_states = InitialStates.from_noisy_sums(
@@ -249,6 +302,7 @@ class Coordinator:
         else:
             request = RoundRequest(round_, cfg.disc_steps, cfg.disc_batch_size, rollout.cells.astype(np.int32),
                                    homes, rollout.actions.astype(np.int8))
+            self._check_budget(round_, request.n_queries)
             participants, down, up = self._broadcast(to_bytes(request), request.n_queries)
             release, d2, u2 = self._release(round_, "rewards", participants, request.n_queries)
             down, up = down + d2, up + u2

@@ -18,6 +18,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from typing import Any
+
 from .config import RoundConfig
 from .errors import RoundRefused
 from .graph import default_threshold
@@ -61,8 +63,9 @@ class DevicePolicy:
 
         floor = math.floor(self.min_threshold_share * cfg.holders) + 1  # 0.5: default_threshold, a majority
         if cfg.threshold < floor:
+            why = "a strict majority" if floor == default_threshold(cfg.holders) else "its policy"
             refuse(f"Shamir threshold {cfg.threshold} is below this device's floor {floor} for {cfg.holders} "
-                   f"share holders ({'a strict majority' if floor == default_threshold(cfg.holders) else 'its policy'})")
+                   f"share holders ({why})")
         n_floor = max(self.min_n_min, math.ceil(self.min_survivor_share * len(cfg.participants) - 1e-9))
         if cfg.n_min < n_floor:
             refuse(f"n_min={cfg.n_min} is below this device's floor {n_floor}")
@@ -72,3 +75,44 @@ class DevicePolicy:
                                  ("Σ D²", cfg.sq_sum_noise_scale, self.min_sq_sum_noise_scale)):
             if got < floor * (1 - 1e-12):
                 refuse(f"noise scale {got:.6g} on {name} is below the declared privacy plan's {floor:.6g}")
+
+
+@dataclass(frozen=True)
+class DeclaredPlan:
+    """The privacy plan a model bundle declares (manifest section "privacy"): what every device of the run
+    may expect, so it can refuse less (``policy``) and keep its own budget (``target_epsilon``)."""
+
+    target_epsilon: float
+    """Total ε of the run at ``target_delta``: each device's own ledger budget."""
+    target_delta: float
+    sum_noise_scale: float
+    """Total noise scale on each Σ D (value units) the plan calibrated; rounds may add more, never less."""
+    sq_sum_noise_scale: float
+    """The same for each Σ D²."""
+    min_survivors: float
+    """n_min as a share of the devices asked."""
+    colluders: int = 0
+    """t of the threat model: noise shares sized for n_min − t."""
+
+    def __post_init__(self):
+        if not (self.target_epsilon > 0 and 0 < self.target_delta < 1 and self.sum_noise_scale > 0
+                and self.sq_sum_noise_scale > 0 and 0 < self.min_survivors <= 1 and self.colluders >= 0):
+            raise ValueError("need target_epsilon > 0, 0 < target_delta < 1, noise scales > 0, "
+                             "min_survivors in (0, 1], colluders >= 0")
+
+    def policy(self) -> DevicePolicy:
+        """The floors this plan implies for every signed round configuration."""
+        return DevicePolicy(min_survivor_share=self.min_survivors, min_sum_noise_scale=self.sum_noise_scale,
+                            min_sq_sum_noise_scale=self.sq_sum_noise_scale, min_colluders=self.colluders)
+
+    def to_manifest(self) -> dict[str, Any]:
+        return {"target_epsilon": self.target_epsilon, "target_delta": self.target_delta,
+                "sum_noise_scale": self.sum_noise_scale, "sq_sum_noise_scale": self.sq_sum_noise_scale,
+                "min_survivors": self.min_survivors, "colluders": self.colluders}
+
+    @classmethod
+    def from_manifest(cls, section: dict[str, Any]) -> "DeclaredPlan":
+        """Parse the manifest's section; raises ValueError (or KeyError / TypeError) when malformed."""
+        return cls(float(section["target_epsilon"]), float(section["target_delta"]),
+                   float(section["sum_noise_scale"]), float(section["sq_sum_noise_scale"]),
+                   float(section["min_survivors"]), int(section.get("colluders", 0)))

@@ -23,7 +23,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from pategail.sdk.accounting import (QueryRelease, composed_delta, composed_epsilon, merge_release,  # noqa: F401
-                                     to_dp_event)
+                                     to_dp_event)  # to_dp_event: re-exported for callers of this module
 
 FORMAT = "pategail-privacy-accountant/1"
 
@@ -59,6 +59,12 @@ class PrivacyAccountant:
     def epsilon(self, delta: float | None = None) -> float:
         """Composed ε of everything recorded, at ``delta`` (default: target_delta)."""
         return composed_epsilon(self._releases, self.target_delta if delta is None else delta,
+                                self.value_discretization_interval)
+
+    def epsilon_after(self, sum_scale: float, sq_sum_scale: float | None, count: int) -> float:
+        """Composed ε (at target_delta) if ``count`` more queries at these scales were released."""
+        new = QueryRelease(float(sum_scale), None if sq_sum_scale is None else float(sq_sum_scale), int(count))
+        return composed_epsilon(merge_release(self._releases, new), self.target_delta,
                                 self.value_discretization_interval)
 
     def delta(self, epsilon: float) -> float:

@@ -53,7 +53,8 @@ def test_tampered_aggregate_is_detected(federation, rng, change):
             sums[3] += np.uint64(P61)
         else:
             sums[[0, 1]] = sums[[1, 0]]
-        return AggregateResult(msg.round_id, msg.config_digest, msg.survivors_bitmap, sums, msg.checksum, msg.acks).encode()
+        return AggregateResult(msg.round_id, msg.config_digest, msg.survivors_bitmap, sums, msg.checksum,
+                               msg.acks).encode()
 
     with pytest.raises(TamperDetected):
         _round(federation, rng, adversary)
@@ -65,8 +66,8 @@ def test_forged_checksum_without_key_is_detected(federation, rng):
             msg = AggregateResult.decode(replies[COORDINATOR])
             sums = msg.sums.copy()
             sums[0] += np.uint64(5)
-            return AggregateResult(msg.round_id, msg.config_digest, msg.survivors_bitmap, sums, (msg.checksum + 5) % P61,
-                                   msg.acks).encode()
+            return AggregateResult(msg.round_id, msg.config_digest, msg.survivors_bitmap, sums,
+                                   (msg.checksum + 5) % P61, msg.acks).encode()
 
     with pytest.raises(TamperDetected, match="checksum"):
         _round(federation, rng, adversary)
@@ -87,12 +88,15 @@ def test_bad_messages_are_rejected_without_disturbing_the_round(federation, rng)
             expect_rejected(agg.receive_masked_input, genuine, "duplicate")  # replay within the round
             expect_rejected(agg.receive_masked_input, _strip_signature(genuine), "unsigned")
             msg = MaskedInput.decode(genuine, agg._dir)
-            wrong_signer = MaskedInput(msg.round_id, msg.config_digest, victim, msg.vector).encode(fed_identities[other].sign)
+            wrong_signer = MaskedInput(msg.round_id, msg.config_digest, victim, msg.vector).encode(
+                fed_identities[other].sign)
             expect_rejected(agg.receive_masked_input, wrong_signer, "bad signature")
             dropped = sorted(set(agg.shares) - set(agg.inputs))[0]  # dropped after ShareKeys: not a duplicate
-            short = MaskedInput(msg.round_id, msg.config_digest, dropped, msg.vector[:-2]).encode(fed_identities[dropped].sign)
+            short = MaskedInput(msg.round_id, msg.config_digest, dropped, msg.vector[:-2]).encode(
+                fed_identities[dropped].sign)
             expect_rejected(agg.receive_masked_input, short, "length")
-            old_round = MaskedInput(msg.round_id - 1, msg.config_digest, dropped, msg.vector).encode(fed_identities[dropped].sign)
+            old_round = MaskedInput(msg.round_id - 1, msg.config_digest, dropped, msg.vector).encode(
+                fed_identities[dropped].sign)
             expect_rejected(agg.receive_masked_input, old_round, "round")
             expect_rejected(agg.receive_shares, b"PGSA" + bytes([VERSION, 5]) + b"\xff" * 10, "truncated")
         if phase == "ack":

@@ -30,7 +30,8 @@ def _run(federation, rng, rewrite, dropouts=None):
 
 
 def _with_bitmap(msg, bitmap, acks=None):
-    return AggregateResult(msg.round_id, msg.config_digest, bitmap, msg.sums, msg.checksum, msg.acks if acks is None else acks)
+    return AggregateResult(msg.round_id, msg.config_digest, bitmap, msg.sums, msg.checksum,
+                           msg.acks if acks is None else acks)
 
 
 def test_removing_a_survivor_is_detected(federation, rng):
