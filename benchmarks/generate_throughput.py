@@ -1,7 +1,7 @@
 """Throughput of day generation on one core: days/s and peak memory, old path against incremental decoding.
 
 Usage: .venv/bin/python benchmarks/generate_throughput.py --bundle RUN/bundle [--old-days 1000]
-       (or --data DIR to export an untrained policy with the training days' initial states)
+       (or --data DIR to export an untrained policy with the training days' initial states and place law)
 
 Measured, each on one core (ONNX Runtime with one intra-op thread; the CLI runs under ``taskset -c 0``):
 
@@ -83,10 +83,19 @@ def untrained_bundle(data: Path, out: Path) -> Path:
     from pategail.sdk.epr import DEFAULT_ALPHA, DEFAULT_CANDIDATES
     from pategail.server.policy import Policy, PolicyConfig
 
+    from pategail.sdk.features import infer_home
+    from pategail.sdk.places import place_contribution
+    from pategail.sdk.store import DAYS_CAP
+    from pategail.server.places import place_law_from_noisy_sums
+
     ds = load_dataset(data)
     homes = user_homes(ds.train_days, ds.train_users)
     states = np.column_stack([homes, ds.train_days[:, 0]])
-    env = Environment(ds.cells, DEFAULT_ALPHA, DEFAULT_CANDIDATES, states, np.full(len(states), 1 / len(states)))
+    # the place law as a --no-privacy run releases it, so the explore law costs what a trained bundle's does
+    sums = sum(place_contribution(ds.user_days(u), infer_home(ds.user_days(u)), ds.n_cells, DAYS_CAP)
+               for u in ds.users)
+    env = Environment(ds.cells, DEFAULT_ALPHA, DEFAULT_CANDIDATES, states, np.full(len(states), 1 / len(states)),
+                      places=place_law_from_noisy_sums(sums, ds.n_cells))
     return export_bundle(Policy(PolicyConfig(n_cells=ds.n_cells)), Discriminator(), out, environment=env)
 
 

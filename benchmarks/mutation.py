@@ -110,9 +110,11 @@ timeout_multiplier = 5.0
 """)
 
 
-def stage(names: list[str], tests_ref: str | None) -> None:
+def stage(tests_ref: str | None) -> None:
+    """Stage the tree; every module is mutated (generation takes a minute) so that the seeded draw of each
+    module is the same whichever modules a run then checks."""
     _stage_tree(tests_ref)
-    _write_config([MODULES[n] for n in names])
+    _write_config(list(MODULES.values()))
 
 
 _GENERATE = """
@@ -135,13 +137,17 @@ def mutant_names(name: str) -> list[str]:
     return sorted(json.loads(meta.read_text())["exit_code_by_key"]) if meta.exists() else []
 
 
-def sample(names: list[str], per_module: int | None, seed: int) -> list[str]:
-    """Up to ``per_module`` mutants of each module, drawn with a fixed seed (the same draw before and after)."""
+def sample(names: list[str], per_module: int | None, seed: int, limit: int | None = None) -> list[str]:
+    """Up to ``per_module`` mutants of each module in ``names``, drawn with a fixed seed — always over all
+    MODULES in order, so a module's draw is the same whichever modules a run selects; ``limit`` keeps the
+    first ``limit`` of each module's draw (a smaller random sample nested in the larger one)."""
     rng = random.Random(seed)
     chosen = []
-    for name in names:
+    for name in MODULES:
         every = mutant_names(name)
-        chosen += every if per_module is None or len(every) <= per_module else rng.sample(every, per_module)
+        drawn = every if per_module is None or len(every) <= per_module else rng.sample(every, per_module)
+        if name in names:
+            chosen += drawn[:limit]
     return chosen
 
 
@@ -163,6 +169,23 @@ def run(chosen: list[str], max_children: int) -> int:
                           env=env).returncode
 
 
+ONLY: set[str] | None = None
+"""When set (--same-as), only these mutants are counted: the ones checked in another run."""
+
+
+def _codes(meta: Path) -> dict[str, int | None]:
+    codes = json.loads(meta.read_text())["exit_code_by_key"]
+    return codes if ONLY is None else {k: v for k, v in codes.items() if k in ONLY}
+
+
+def checked(stage: Path) -> set[str]:
+    """Every mutant with a result in the run at ``stage``."""
+    out = set()
+    for meta in (stage / "mutants").rglob("*.py.meta"):
+        out |= {k for k, v in json.loads(meta.read_text())["exit_code_by_key"].items() if v is not None}
+    return out
+
+
 def results(names: list[str]) -> dict[str, Counter]:
     """Per module: Counter of killed / survived / other from mutmut's .meta files."""
     out = {}
@@ -170,7 +193,7 @@ def results(names: list[str]) -> dict[str, Counter]:
         meta = STAGE / "mutants" / (MODULES[name] + ".meta")
         if not meta.exists():
             continue
-        codes = json.loads(meta.read_text())["exit_code_by_key"]
+        codes = _codes(meta)
         c = Counter()
         for key, code in codes.items():
             c["killed" if code in _KILLED else "survived" if code in _SURVIVED else "not run"] += 1
@@ -183,52 +206,83 @@ def survivors(names: list[str]) -> list[str]:
     for name in names:
         meta = STAGE / "mutants" / (MODULES[name] + ".meta")
         if meta.exists():
-            codes = json.loads(meta.read_text())["exit_code_by_key"]
-            found += sorted(k for k, code in codes.items() if code in _SURVIVED)
+            found += sorted(k for k, code in _codes(meta).items() if code in _SURVIVED)
     return found
 
 
+EQUIVALENT = Path(__file__).with_name("mutation_equivalent.tsv")
+"""Survivors judged equivalent (no test could tell them from the original), one per line: name, tab, reason."""
+
+
+def equivalent() -> set[str]:
+    if not EQUIVALENT.exists():
+        return set()
+    return {line.split("\t")[0] for line in EQUIVALENT.read_text().splitlines() if line and not line.startswith("#")}
+
+
 def report(names: list[str]) -> str:
-    rows = ["| module | mutants | killed | survived | score |", "| --- | ---: | ---: | ---: | ---: |"]
+    """Markdown table: per module and group, mutants checked, killed, survived (of them judged equivalent)
+    and the score = killed / (checked - equivalent)."""
+    eq = equivalent()
+    lost = set(survivors(names))
+    rows = ["| module | mutants | killed | survived | of them equivalent | raw score | score |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
     totals: dict[str, Counter] = {}
     for name, c in results(names).items():
-        n = c["killed"] + c["survived"]
-        rows.append(f"| {name} | {n} | {c['killed']} | {c['survived']} | "
-                    f"{100 * c['killed'] / max(n, 1):.0f}% |")
+        c["equivalent"] = sum(1 for m in lost & eq if m.startswith(_module_name(name) + "."))
         totals.setdefault(GROUPS.get(name.split(".")[0], "other"), Counter()).update(c)
-    for group, c in totals.items():
-        n = c["killed"] + c["survived"]
-        rows.append(f"| **{group}** | {n} | {c['killed']} | {c['survived']} | "
-                    f"**{100 * c['killed'] / max(n, 1):.0f}%** |")
+        rows.append(_row(name, c))
+    rows += [_row(f"**{group}**", c) for group, c in totals.items()]
     return "\n".join(rows)
 
 
+def _module_name(name: str) -> str:
+    return MODULES[name][:-3].replace("/", ".")
+
+
+def _row(label: str, c: Counter) -> str:
+    n = c["killed"] + c["survived"]
+    return (f"| {label} | {n} | {c['killed']} | {c['survived']} | {c['equivalent']} | "
+            f"{100 * c['killed'] / max(n, 1):.0f}% | {100 * c['killed'] / max(n - c['equivalent'], 1):.0f}% |")
+
+
 def main(argv: list[str] | None = None) -> int:
-    global STAGE
+    global STAGE, ONLY
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--module", action="append", choices=sorted(MODULES), help="default: all of them")
     ap.add_argument("--tests-ref", help="git ref whose tests/ to run (default: the work tree's)")
     ap.add_argument("--max-children", type=int, default=2, help="parallel mutant runs (default 2)")
     ap.add_argument("--stage", type=Path, default=STAGE, help=f"work folder (default {STAGE.relative_to(ROOT)})")
     ap.add_argument("--sample", type=int, help="at most this many mutants per module (seeded draw)")
+    ap.add_argument("--limit", type=int, help="keep the first LIMIT of each module's draw (nested sub-sample)")
     ap.add_argument("--seed", type=int, default=2026, help="seed of the sample (default 2026)")
     ap.add_argument("--resume", action="store_true", help="go on with the mutants of the last run left unchecked")
+    ap.add_argument("--same-as", type=Path, help="with --report/--survivors: count only the mutants checked in "
+                                                    "the run at this folder (a before/after comparison)")
     ap.add_argument("--report", action="store_true", help="only print the table of the last run")
     ap.add_argument("--survivors", action="store_true", help="only list the surviving mutants of the last run")
+    ap.add_argument("--diff", action="store_true", help="with --survivors: show each one's changed lines")
     args = ap.parse_args(argv)
     STAGE = args.stage.resolve()
+    if args.same_as:
+        ONLY = checked(args.same_as.resolve())
     names = args.module or list(MODULES)
     if args.survivors:
-        print("\n".join(survivors(names)))
+        mutmut = Path(sys.executable).with_name("mutmut")
+        for name in survivors(names):
+            print(f"## {name}")
+            if args.diff:  # mutmut's own rendering of the mutant, its changed lines only
+                shown = subprocess.run([str(mutmut), "show", name], cwd=STAGE, capture_output=True, text=True)
+                print("\n".join(line for line in shown.stdout.splitlines()
+                                if line[:1] in "+-" and line[:3] not in ("+++", "---")))
         return 0
     if not args.report:
         if args.resume:
-            _write_config([MODULES[n] for n in names])
-            chosen = unchecked(sample(names, args.sample, args.seed), names)
+            chosen = unchecked(sample(names, args.sample, args.seed, args.limit), names)
         else:
-            stage(names, args.tests_ref)
+            stage(args.tests_ref)
             generate()
-            chosen = sample(names, args.sample, args.seed)
+            chosen = sample(names, args.sample, args.seed, args.limit)
         rc = run(chosen, args.max_children) if chosen else 0
         if rc != 0:
             print(f"mutmut exited with {rc}", file=sys.stderr)

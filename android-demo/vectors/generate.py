@@ -287,7 +287,8 @@ def message_vectors(request: bytes) -> dict:
 def feature_vectors(days: np.ndarray, cells: np.ndarray, env) -> dict:
     from pategail.sdk.epr import explore_law_contribution
     from pategail.sdk.features import action_mask, infer_home, label_actions, pair_features, state_features
-    from pategail.sdk.store import initial_state_contribution
+    from pategail.sdk.places import place_contribution
+    from pategail.sdk.store import DAYS_CAP, initial_state_contribution
 
     home = infer_home(days)
     homes = np.full(len(days), home, dtype=np.int32)
@@ -307,6 +308,7 @@ def feature_vectors(days: np.ndarray, cells: np.ndarray, env) -> dict:
             initial_state_contribution(days, home, len(cells)).tolist()) if v},
         "explore_law_contribution": explore_law_contribution(days, home, cells, alpha=env.alpha,
                                                              candidates=env.candidates).tolist(),
+        "place_contribution": place_contribution(days, home, len(cells), DAYS_CAP).tolist(),
     }
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from pategail.sdk.features import action_mask, infer_home, label_actions, state_features
-from pategail.sdk.generate import (POLICY_INPUT_CELLS, POLICY_INPUT_FEATURES, POLICY_INPUT_MASK,
+from pategail.sdk.decoding import (POLICY_INPUT_CELLS, POLICY_INPUT_FEATURES, POLICY_INPUT_MASK,
                                    POLICY_OUTPUT_LOG_PROBS, Session)
 
 LOG_PROB_FLOOR = -30.0

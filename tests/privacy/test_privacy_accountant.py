@@ -66,6 +66,9 @@ def test_figures_of_the_design_notes():
     b = 1 / 2.1e-4
     eps = composed_epsilon([QueryRelease(b, b, 4096 * 200)], 1e-5)
     assert eps == pytest.approx(1.0, abs=0.05)
+    direct = pld_privacy_accountant.PLDAccountant(value_discretization_interval=1e-4)
+    direct.compose(dp_event.LaplaceDpEvent(b), 2 * 4096 * 200)    # the notes' 2 values a query, same scale
+    assert eps == pytest.approx(direct.get_epsilon(1e-5), rel=1e-6)
 
 
 def test_save_and_resume(tmp_path):

@@ -169,8 +169,11 @@ def test_negative_binomial_moments():
     assert x.min() >= 0
     assert x.mean() == pytest.approx(r * q / (1 - q), rel=0.02)
     assert x.var() == pytest.approx(r * q / (1 - q) ** 2, rel=0.04)
-    # P(0) = p^r
-    assert np.mean(x == 0) == pytest.approx((1 - q) ** r, abs=0.005)
+    # P(0) = p^r, P(1) = r p^r q, P(2) = r (r + 1) / 2 p^r q²
+    p = 1 - q
+    assert np.mean(x == 0) == pytest.approx(p ** r, abs=0.005)
+    assert np.mean(x == 1) == pytest.approx(r * p ** r * q, abs=0.004)
+    assert np.mean(x == 2) == pytest.approx(r * (r + 1) / 2 * p ** r * q ** 2, abs=0.004)
 
 
 def test_noise_scale_limits():
