@@ -13,6 +13,7 @@ device that keeps no budget never loads it, and the SDK's import stays light.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,14 @@ def composed_epsilon(releases: list[QueryRelease], delta: float, interval: float
     """Smallest ε such that the composition of ``releases`` is (ε, δ)-DP (PLD, pessimistic estimate)."""
     if not releases:
         return 0.0
-    return float(_pld(releases, interval).get_epsilon(delta))
+    return _cached_epsilon(tuple(releases), float(delta), float(interval))
+
+
+@lru_cache(maxsize=64)
+def _cached_epsilon(releases: tuple[QueryRelease, ...], delta: float, interval: float) -> float:
+    # one composition of a run's releases takes ~1 s (more at a fine grid); the coordinator's budget check
+    # and its report, and a device's request check and round check, ask for the same one: compose it once
+    return float(_pld(list(releases), interval).get_epsilon(delta))
 
 
 def composed_delta(releases: list[QueryRelease], epsilon: float, interval: float = 1e-4) -> float:
