@@ -37,6 +37,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from pategail.errors import PategailError
+from pategail.sdk.accounting import QueryRelease
 from pategail.sdk.bundle import (MANIFEST, Bundle, BundleError, TrainingSession, ensure_training_api,
                                  load_bundle, open_generation_session, open_policy_session, open_training_session,
                                  session_options, sha256_file)
@@ -44,7 +45,6 @@ from pategail.sdk.epr import CellGeometry, explore_law_contribution
 from pategail.sdk.features import N_PAIR_FEATURES, action_mask, label_actions, pair_features
 from pategail.sdk.generate import (POLICY_INPUT_CELLS, POLICY_INPUT_FEATURES, POLICY_INPUT_MASK,
                                    POLICY_OUTPUT_LOG_PROBS, GeneratedDays, generate_days, prefix_features)
-from pategail.sdk.accounting import QueryRelease
 from pategail.sdk.messages import (BUDGET, DEFAULT_LIMITS, HASH, INCOMPATIBLE, KIND_INITIAL_STATES_REQUEST,
                                    KIND_NAMES, KIND_POLICY_UPDATE, KIND_ROUND_REQUEST, NON_FINITE, NOT_READY,
                                    Ack, ErrorReply, InitialStatesRequest, MessageError, MessageLimits,
