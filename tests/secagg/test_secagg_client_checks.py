@@ -107,7 +107,8 @@ def test_masked_input_checks_recipient_sender_and_shape(federation):
         run.by_id[d].masked_input(run.agg.share_delivery(e), np.zeros(M))
     delivery = ShareDelivery.decode(run.agg.share_delivery(d))
     with pytest.raises(ProtocolError, match="not a neighbour"):
-        run.by_id[d].masked_input(ShareDelivery(1, run.agg.digest, d, ((d, delivery.shares[0][1]),)).encode(), np.zeros(M))
+        own = ShareDelivery(1, run.agg.digest, d, ((d, delivery.shares[0][1]),)).encode()
+        run.by_id[d].masked_input(own, np.zeros(M))
     swapped = ((delivery.shares[0][0], delivery.shares[1][1]),) + delivery.shares[1:]
     with pytest.raises(MessageRejected):                          # a share sealed for another pair
         run.by_id[d].masked_input(ShareDelivery(1, run.agg.digest, d, swapped).encode(), np.zeros(M))
@@ -131,7 +132,8 @@ def test_consistency_check_refusals(federation):
     with pytest.raises(ProtocolError, match="omits this device"):
         run.by_id[d].consistency_check(without_me)
     with pytest.raises(SecAggAbort, match="n_min=3"):
-        run.by_id[d].consistency_check(SurvivorSet(1, run.agg.digest, to_bitmap(run.ids[:2], cfg_participants)).encode())
+        run.by_id[d].consistency_check(
+            SurvivorSet(1, run.agg.digest, to_bitmap(run.ids[:2], cfg_participants)).encode())
     with pytest.raises(MessageRejected):
         run.by_id[d].consistency_check(SurvivorSet(2, run.agg.digest, to_bitmap(run.ids, cfg_participants)).encode())
     exactly = SurvivorSet(1, run.agg.digest, to_bitmap(run.ids[:3], cfg_participants)).encode()
@@ -151,7 +153,8 @@ def test_unmask_reveals_b_for_survivors_and_s_for_dropouts(federation):
     response = UnmaskShares.decode(run.by_id[d].unmask(run.agg.ack_set(d)), run.coordinator.directory)
     assert {v for v, _ in response.b_shares} == set(run.ids[:3])
     assert {v for v, _ in response.s_shares} == {run.ids[3]}
-    assert run.by_id[d].unmask(run.agg.ack_set(d)) == run.by_id[d].unmask(AckSet(1, run.agg.digest, ()).encode())  # cached
+    cached = run.by_id[d].unmask(AckSet(1, run.agg.digest, ()).encode())
+    assert run.by_id[d].unmask(run.agg.ack_set(d)) == cached
 
 
 def test_unmask_needs_t_confirmations_of_the_same_survivor_set(federation):
