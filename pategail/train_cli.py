@@ -61,7 +61,7 @@ def run_train(args) -> int:
     from pategail.export.bundle import export_bundle
     from pategail.export.discriminator import Discriminator
     from pategail.sdk.bundle import Environment
-    from pategail.server.coordinator import Coordinator
+    from pategail.server.coordinator import Coordinator, run_plan
     from pategail.server.policy import Policy, PolicyConfig
     from pategail.server.privacy.summary import plan_line
 
@@ -104,7 +104,9 @@ def run_train(args) -> int:
             torch.manual_seed(args.seed + 1)
             discriminator = Discriminator()
         export_bundle(policy0, discriminator, initial_bundle,
-                      environment=Environment(dataset.cells, config.alpha, config.candidates))
+                      environment=Environment(dataset.cells, config.alpha, config.candidates),
+                      privacy=run_plan(config, dataset.cells, run / "checkpoint").declare(
+                          config.min_survivors, config.secagg_colluders))
     fleet = EmulatedFleet(dataset, users, run / "devices", initial_bundle, seed=args.seed)
     coordinator = Coordinator(config, fleet, dataset.cells, run, seed=args.seed)
     if args.resume and not coordinator.resume():
@@ -124,12 +126,20 @@ def run_train(args) -> int:
             bar.set_postfix(postfix)
             bar.update(1)
 
-    from pategail.sdk.secagg.errors import SecAggAbort
+    from pategail.errors import IntegrityError
+    from pategail.sdk.secagg.errors import SecAggAbort, TamperDetected
     try:
         coordinator.train(on_round)
     except SecAggAbort as err:
         raise PategailError(f"round {coordinator.round + 1} released nothing ({err}); the run is checkpointed: "
                             "bring the devices back and add --resume") from None
+    except TamperDetected as err:
+        # the aggregator unmasked, so the attempt stays counted (its intent is kept); nothing of it was used
+        which = (f"round {coordinator.round + 1}" if coordinator.initial_states is not None
+                 else "round 0 (initial states)")
+        raise IntegrityError(f"{which}: the secure aggregation failed the integrity check ({err}); its release "
+                             f"counts against the budget; the run is checkpointed after round {coordinator.round}: "
+                             "add --resume to retry") from None
     finally:
         if bar is not None:
             bar.close()

@@ -120,7 +120,7 @@ def test_java_device_in_a_secagg_plus_round_with_noise(fleet):
 
 
 def test_environment_contributions_in_a_round(fleet):
-    """InitialStatesRequest: the Java device pends its initial-state and explore-law contribution, computed by
+    """InitialStatesRequest: the Java device pends its initial-state, explore-law and place contribution, computed by
     the Java core from its days; the released sums equal the Python devices' plus the Python SDK's own
     contribution for the Java device's days (to the fixed-point quantum, since the Java floats may differ in
     the last bits before encoding)."""
@@ -128,8 +128,9 @@ def test_environment_contributions_in_a_round(fleet):
     from pategail.sdk.epr import explore_law_contribution
     from pategail.sdk.features import infer_home
     from pategail.sdk.messages import Ack, InitialStatesRequest, from_bytes
+    from pategail.sdk.places import place_contribution
     from pategail.sdk.secagg.fixedpoint import SCALE, encode
-    from pategail.sdk.contribution import initial_state_contribution
+    from pategail.sdk.contribution import DAYS_CAP, initial_state_contribution
     from pategail.server.secagg.round import SecureRoundConfig, run_secure_round
 
     coordinator, endpoints, java, _, _, python_devices = fleet
@@ -144,7 +145,8 @@ def test_environment_contributions_in_a_round(fleet):
     home = infer_home(days)
     python_view = np.concatenate([initial_state_contribution(days, home, len(env.cells)),
                                   explore_law_contribution(days, home, env.cells, alpha=env.alpha,
-                                                           candidates=env.candidates)])
+                                                           candidates=env.candidates),
+                                  place_contribution(days, home, len(env.cells), DAYS_CAP)])
     assert isinstance(ack, Ack) and ack.n == len(python_view)
     result = run_secure_round(endpoints, None, SecureRoundConfig(round_id=1, n_min=3), np.random.default_rng(2),
                               coordinator=coordinator, num_queries=ack.n)

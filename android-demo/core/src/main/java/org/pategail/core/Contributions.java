@@ -140,4 +140,72 @@ public final class Contributions {
         }
         return out;
     }
+
+    /** Entries of one device's place contribution: relevance (nCells), then the return law (3). */
+    public static int placeLength(int nCells) {
+        return nCells + 3;
+    }
+
+    /**
+     * One device's contribution to the learned place law (the Python SDK's {@code place_contribution}), every
+     * entry in [0, 1], with w = min(1, days / DAYS_CAP): [0, nCells) w times the share of the device's slots
+     * spent in each cell; [nCells] w times the share of its eligible return moves (the place just left is not
+     * home) that went to the place just left; [nCells + 1] w times the mean visits-proportional probability of
+     * the place just left at those moves; [nCells + 2] w when it has such moves, else 0.
+     */
+    public static double[] places(int[][] days, int home, int nCells) {
+        if (home < 0 || home >= nCells) {
+            throw new IllegalArgumentException("home " + home + " is not a cell id (0.." + (nCells - 1) + ")");
+        }
+        double[] out = new double[placeLength(nCells)];
+        if (days.length == 0) {
+            return out;
+        }
+        double w = Math.min(1.0, days.length / (double) DAYS_CAP);
+        long slots = 0;
+        long[] visits = new long[nCells];
+        int moves = 0;
+        double went = 0;
+        double expected = 0;
+        for (int[] day : days) {
+            slots += day.length;
+            for (int c : day) {
+                visits[c]++;
+            }
+            byte[] labels = Features.labelActions(day, home);
+            int left = -1;                                   // the cell of the run before the current one
+            for (int t = 0; t < labels.length; t++) {
+                if (t > 0 && day[t] != day[t - 1]) {
+                    left = day[t - 1];
+                }
+                if (labels[t] != Features.RETURN || left < 0 || left == home) {
+                    continue;
+                }
+                moves++;
+                if (day[t + 1] == left) {
+                    went += 1;
+                }
+                int visitsLeft = 0;
+                int returnable = 0;
+                for (int s = 0; s <= t; s++) {
+                    if (day[s] == left) {
+                        visitsLeft++;
+                    }
+                    if (day[s] != home && day[s] != day[t]) {
+                        returnable++;
+                    }
+                }
+                expected += visitsLeft / (double) returnable;
+            }
+        }
+        for (int c = 0; c < nCells; c++) {
+            out[c] = w * visits[c] / slots;
+        }
+        if (moves > 0) {
+            out[nCells] = w * went / moves;
+            out[nCells + 1] = w * expected / moves;
+            out[nCells + 2] = w;
+        }
+        return out;
+    }
 }

@@ -491,9 +491,11 @@ public final class Device {
         int home = Features.inferHome(days, 12);
         double[] a = Contributions.initialStates(days, home, bundle.cells.length);
         double[] b = Contributions.exploreLaw(days, home, bundle.cells, bundle.alpha, bundle.candidates);
-        double[] out = new double[a.length + b.length];
+        double[] c = Contributions.places(days, home, bundle.cells.length);
+        double[] out = new double[a.length + b.length + c.length];
         System.arraycopy(a, 0, out, 0, a.length);
         System.arraycopy(b, 0, out, a.length, b.length);
+        System.arraycopy(c, 0, out, a.length + b.length, c.length);
         pending = out;
         return new DeviceMessages.Ack(msg.round, "initial_states_request", out.length);
     }

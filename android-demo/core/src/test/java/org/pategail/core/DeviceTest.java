@@ -104,10 +104,16 @@ class DeviceTest {
         JSONObject f = Vectors.load("features.json");
         int nCells = 4210;
         double[] explore = Vectors.doubles(f.getJSONArray("explore_law_contribution"));
-        assertEquals(2 * nCells + 2 + explore.length, ack.n);
+        double[] places = Vectors.doubles(f.getJSONArray("place_contribution"));
+        assertEquals(nCells + 3, places.length);
+        int placeStart = 2 * nCells + 2 + explore.length;
+        assertEquals(placeStart + places.length, ack.n);
         double[] pending = d.pending();
         for (int b = 0; b < explore.length; b++) {
             assertEquals(explore[b], pending[2 * nCells + 2 + b], 1e-9);
+        }
+        for (int i = 0; i < places.length; i++) {
+            assertEquals(places[i], pending[placeStart + i], 1e-12);
         }
         assertEquals(Math.min(1.0, days.length / 100.0), pending[2 * nCells + 1], 0.0);
     }
