@@ -1,8 +1,9 @@
 """The `pategail` command line. Each command lives next to the code it drives and registers itself here.
 
 User mistakes (``pategail.errors.USER_ERRORS``: the command line's :class:`~pategail.errors.PategailError` and
-the SDK's :class:`~pategail.sdk.errors.SdkError`) are printed as one line and exit with status 2; anything
-else is a bug and keeps its traceback.
+the SDK's :class:`~pategail.sdk.errors.SdkError`) are printed as one line and exit with status 2 — 3 when a
+secure aggregation failed its integrity check (``IntegrityError``: resume to retry), 4 when the privacy budget
+would be exceeded (``BudgetExhausted``); anything else is a bug and keeps its traceback.
 """
 from __future__ import annotations
 

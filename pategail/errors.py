@@ -11,7 +11,21 @@ class PategailError(Exception):
     """A mistake in the input (a file, a row, a field, an option): shown as one line, never a traceback."""
 
 
-USER_ERRORS = (PategailError, SdkError)
-"""What ``pategail`` prints as one line (exit 2); anything else is a bug and keeps its traceback."""
+class IntegrityError(PategailError):
+    """A secure aggregation's result failed the coordinator's integrity check (checksum, survivor signatures or
+    plausibility): nothing of it was used. The command exits with status 3; the run can be resumed."""
 
-__all__ = ["DataError", "PategailError", "SdkError", "USER_ERRORS"]
+    exit_status = 3
+
+
+class BudgetExhausted(PategailError):
+    """The next release would take the run's composed ε past its target: it is not started. Exit status 4."""
+
+    exit_status = 4
+
+
+USER_ERRORS = (PategailError, SdkError)
+"""What ``pategail`` prints as one line (exit 2, or the error's ``exit_status``); anything else is a bug and
+keeps its traceback."""
+
+__all__ = ["BudgetExhausted", "DataError", "IntegrityError", "PategailError", "SdkError", "USER_ERRORS"]

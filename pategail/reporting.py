@@ -38,7 +38,8 @@ def write_outputs(coordinator, dataset, run: Path, seed: int = 0) -> dict:
         discriminator = Discriminator()
     env = Environment(dataset.cells, cfg.alpha, cfg.candidates, np.column_stack([homes, firsts]),
                       np.full(len(homes), 1.0 / len(homes)), summary.explore_factors, summary.places)
-    export_bundle(coordinator.averaged_policy(), discriminator, run / "bundle", environment=env)
+    export_bundle(coordinator.averaged_policy(), discriminator, run / "bundle", environment=env,
+                  privacy=coordinator.declared_plan())
 
     n_days = len(dataset.test_days)
     days = coordinator.generate(n_days, np.random.default_rng([seed, 0x5E]))

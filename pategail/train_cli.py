@@ -105,12 +105,14 @@ def run_train(args) -> int:
 def _train(args, config, dataset, users, run: Path, console_level: int, downstream_config) -> int:
     from pategail.emulator import EmulatedFleet
     from pategail.metrics.guard import GUARD_QUANTILE, distinct_cells_threshold
-    from pategail.server.coordinator import Coordinator
+    from pategail.server.coordinator import Coordinator, run_plan
     from pategail.server.privacy.summary import plan_line
 
     initial_bundle = run / "bundle-initial"
     if not (initial_bundle / "manifest.json").is_file():
-        write_initial_bundle(config, dataset, args.seed, initial_bundle)
+        write_initial_bundle(config, dataset, args.seed, initial_bundle,
+                             privacy=run_plan(config, dataset.cells, run / "checkpoint").declare(
+                                 config.min_survivors, config.secagg_colluders))
     fleet = EmulatedFleet(dataset, users, run / "devices", initial_bundle, seed=args.seed)
     coordinator = Coordinator(config, fleet, dataset.cells, run, seed=args.seed)
     if args.resume and not coordinator.resume():
@@ -143,7 +145,8 @@ def _train(args, config, dataset, users, run: Path, console_level: int, downstre
 
     from tqdm.contrib.logging import logging_redirect_tqdm
 
-    from pategail.sdk.secagg.errors import SecAggAbort
+    from pategail.errors import IntegrityError
+    from pategail.sdk.secagg.errors import SecAggAbort, TamperDetected
     try:
         with logging_redirect_tqdm():
             _set_console_level(console_level)     # tqdm's handler replaces the console one, without its level
@@ -151,6 +154,13 @@ def _train(args, config, dataset, users, run: Path, console_level: int, downstre
     except SecAggAbort as err:
         raise PategailError(f"round {coordinator.round + 1} released nothing ({err}); the run is checkpointed: "
                             "bring the devices back and add --resume") from None
+    except TamperDetected as err:
+        # the aggregator unmasked, so the attempt stays counted (its intent is kept); nothing of it was used
+        which = (f"round {coordinator.round + 1}" if coordinator.initial_states is not None
+                 else "round 0 (initial states)")
+        raise IntegrityError(f"{which}: the secure aggregation failed the integrity check ({err}); its release "
+                             f"counts against the budget; the run is checkpointed after round {coordinator.round}: "
+                             "add --resume to retry") from None
     finally:
         if bar is not None:
             bar.close()
@@ -204,8 +214,9 @@ def discriminator_training(config):
     return TrainingConfig(expert_label=1.0 - config.disc_label_smoothing, weight_decay=config.disc_weight_decay)
 
 
-def write_initial_bundle(config, dataset, seed: int, out: Path) -> Path:
-    """The bundle the devices start from: the run's initial policy and a fresh discriminator (both seeded)."""
+def write_initial_bundle(config, dataset, seed: int, out: Path, privacy=None) -> Path:
+    """The bundle the devices start from: the run's initial policy and a fresh discriminator (both seeded);
+    ``privacy``: the privacy plan it declares to the devices (private runs), or None."""
     import torch
 
     from pategail.export.bundle import export_bundle
@@ -219,5 +230,5 @@ def write_initial_bundle(config, dataset, seed: int, out: Path) -> Path:
         torch.manual_seed(seed + 1)
         discriminator = Discriminator()
     return export_bundle(policy0, discriminator, out, training_config=discriminator_training(config),
-                         environment=Environment(dataset.cells, config.alpha, config.candidates))
+                         environment=Environment(dataset.cells, config.alpha, config.candidates), privacy=privacy)
 

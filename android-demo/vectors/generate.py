@@ -94,22 +94,27 @@ def crypto_vectors() -> dict:
     key = lambda i: bytes((i * 37 + j * 11) % 256 for j in range(32))  # noqa: E731 — fixed test keys
     x_a, x_b = X25519PrivateKey.from_private_bytes(key(1)), X25519PrivateKey.from_private_bytes(key(2))
     shared = crypto.agree(x_a, crypto.public_bytes(x_b))
+    digest = key(99)  # stands for a round configuration's SHA-256 digest
     out: dict = {"x25519": [], "hkdf": [], "ed25519": [], "gcm": [], "masks": [], "checksum": [], "shamir": [],
-                 "fixed_point": {}, "graph": [], "survivor_digest": [], "sum_bound": []}
+                 "fixed_point": {}, "graph": [], "survivor_digest": [], "sum_bound": [], "config_digest": hx(digest)}
     for i in range(1, 4):
         a, b = X25519PrivateKey.from_private_bytes(key(i)), X25519PrivateKey.from_private_bytes(key(i + 10))
         out["x25519"].append({"private": hx(key(i)), "public": hx(crypto.public_bytes(a)),
                               "peer_public": hx(crypto.public_bytes(b)),
                               "shared": hx(crypto.agree(a, crypto.public_bytes(b))),
-                              "mask_seed_r9_u5_v3": hx(crypto.mask_seed(a, crypto.public_bytes(b), 9, 5, 3))})
+                              "mask_seed_u5_v3": hx(crypto.mask_seed(a, crypto.public_bytes(b), digest, 5, 3))})
     out["x25519_low_order"] = hx(bytes(32))        # the all-zero point: agreement must be refused
     for purpose, ctx in [(b"mask", (7, 1, 2)), (b"share", (7, 2, 1)), (b"envelope", (3, 100)),
                          (b"checksum-weights", ()), (b"graph", ()), (b"mask", (2**64 - 1, 0, 2**32 - 2))]:
-        out["hkdf"].append({"secret": hx(shared), "purpose": purpose.decode(), "context": [str(c) for c in ctx],
-                            "key": hx(crypto.hkdf(shared, purpose, *ctx))})
-    out["share_key_r4_s10_r11"] = hx(crypto.share_key(shared, 4, 10, 11))
-    out["envelope_key_r4_d10"] = hx(checksum.envelope_key(shared, 4, 10))
-    out["envelope_aad_r4_d10"] = hx(checksum.envelope_aad(4, 10))
+        for salt in (None, digest):
+            out["hkdf"].append({"secret": hx(shared), "purpose": purpose.decode(), "context": [str(c) for c in ctx],
+                                "salt": None if salt is None else hx(salt),
+                                "key": hx(crypto.hkdf(shared, purpose, *ctx, salt=salt))})
+    out["share_key_s10_r11"] = hx(crypto.share_key(shared, digest, 10, 11))
+    out["envelope_key_d10"] = hx(checksum.envelope_key(shared, digest, 10))
+    out["envelope_aad_d10"] = hx(checksum.envelope_aad(digest, 10))
+    out["envelope_secrets"] = {"key": hx(key(45)), "offset": str(2**61 - 2),
+                               "plain": hx(checksum.pack_secrets(key(45), 2**61 - 2))}
     for i, msg in enumerate([b"", b"pategail", bytes(range(256))]):
         sk = Ed25519PrivateKey.from_private_bytes(key(20 + i))
         out["ed25519"].append({"private": hx(key(20 + i)), "public": hx(crypto.public_bytes(sk)), "data": hx(msg),
@@ -129,8 +134,10 @@ def crypto_vectors() -> dict:
         w = checksum.weights(ck, n)
         values = rng.integers(-(2**62), 2**62, n, dtype=np.int64)
         values[:2] = [2**63 - 1, -(2**63)][: min(2, n)] if n >= 2 else values[:1]
-        out["checksum"].append({"key": hx(ck), "weights": [str(x) for x in w],
-                                "values": [str(int(v)) for v in values], "checksum": str(checksum.checksum(values, w))})
+        offset = int(rng.integers(0, 2**61 - 1))
+        out["checksum"].append({"key": hx(ck), "weights": [str(x) for x in w], "offset": str(offset),
+                                "values": [str(int(v)) for v in values],
+                                "checksum": str(checksum.checksum(values, w, offset))})
     acc = prg.expand_mask(key(60), 5)
     before = [str(int(v)) for v in acc.tolist()]
     prg.add_mask(acc, prg.expand_mask(key(61), 5), +1)
@@ -152,8 +159,9 @@ def crypto_vectors() -> dict:
         out["graph"].append({"participants": list(participants), "round_seed": hx(seed), "degree": degree,
                              "neighbours": {str(d): sorted(g.neighbours(d)) for d in participants},
                              "default_threshold": default_threshold(len(participants) if degree in (0,) else degree + 1)})
-    for rid, bitmap in [(1, b"\xe0"), (2**40 + 3, b"\xff\x80")]:
-        out["survivor_digest"].append({"round_id": str(rid), "bitmap": hx(bitmap), "digest": hx(survivor_digest(rid, bitmap))})
+    for cfg_digest, bitmap in [(digest, b"\xe0"), (key(98), b"\xff\x80")]:
+        out["survivor_digest"].append({"config_digest": hx(cfg_digest), "bitmap": hx(bitmap),
+                                       "digest": hx(survivor_digest(cfg_digest, bitmap))})
     for n, q, n_min in [(100, 2.0**24, 50), (100_000, 2.0**50, 1), (10, 0.0, 5), (1000, 12345.5, 700)]:
         out["sum_bound"].append({"n": n, "scale_quanta": q, "n_min": n_min, "bound": fixedpoint.sum_bound(n, q, n_min)})
     return out
@@ -183,29 +191,33 @@ def message_vectors(request: bytes) -> dict:
                              for d, k in directory.devices.items()}}
     cfg = RoundConfig(round_id=12, participants=(3, 5, 8), num_queries=94, n_min=2, threshold=2, degree=0,
                       sum_noise_scale=0.25, sq_sum_noise_scale=0.5, round_seed=key(90), envelope_public=key(91),
-                      aggregator=0xFFFFFFFF)
+                      colluders=1, aggregator=0xFFFFFFFF)
+    d = cfg.digest
     out["round_config"] = {"frame": hx(cfg.to_signed_bytes(coordinator.sign)), "round_id": 12,
                            "participants": [3, 5, 8], "num_queries": 94, "n_min": 2, "threshold": 2, "degree": 0,
                            "sum_noise_scale": 0.25, "sq_sum_noise_scale": 0.5, "round_seed": hx(key(90)),
-                           "envelope_public": hx(key(91)), "aggregator": 0xFFFFFFFF}
+                           "envelope_public": hx(key(91)), "colluders": 1, "aggregator": 0xFFFFFFFF,
+                           "digest": hx(d)}
     out["round_config_refused"] = {
         "wrong_signer": hx(cfg.to_signed_bytes(devices[3][0].sign)),
         "unsigned": hx(cfg.to_signed_bytes(None)),
     }
     vec = np.array([0, 1, 2**64 - 1, 2**63, 12345678901234567890, 2**61 - 2], dtype=np.uint64)
-    adv = sm.AdvertiseKeys(12, 3, key(92), key(93))
+    adv = sm.AdvertiseKeys(12, d, 3, key(92), key(93))
+    ack8 = sm.SurvivorAck(12, d, 8, key(98)).encode(sign[8])
     secagg = {
         "envelope": sm.ChecksumEnvelope(12, 5, key(94) + key(95)).encode(),
         "advertise": adv.encode(sign[3]),
-        "key_broadcast": sm.KeyBroadcast(12, (adv.encode(sign[3]), sm.AdvertiseKeys(12, 8, key(96), key(97)).encode(sign[8]))).encode(),
-        "share_keys": sm.ShareKeys(12, 5, ((3, key(1) + key(2)), (8, b"\x01" * 94))).encode(sign[5]),
-        "share_delivery": sm.ShareDelivery(12, 5, ((3, b"abc"), (8, b""))).encode(),
-        "masked_input": sm.MaskedInput(12, 8, vec).encode(sign[8]),
-        "survivors": sm.SurvivorSet(12, sm.to_bitmap({3, 8}, (3, 5, 8))).encode(),
-        "ack": sm.SurvivorAck(12, 3, key(98)).encode(sign[3]),
-        "ack_set": sm.AckSet(12, (sm.SurvivorAck(12, 8, key(98)).encode(sign[8]),)).encode(),
-        "unmask": sm.UnmaskShares(12, 5, ((3, b"\x02" * 33),), ((8, b"\x03" * 33),)).encode(sign[5]),
-        "aggregate": sm.AggregateResult(12, b"\xa0", vec[:4], 2**61 - 5).encode(),
+        "key_broadcast": sm.KeyBroadcast(12, d, (adv.encode(sign[3]),
+                                                 sm.AdvertiseKeys(12, d, 8, key(96), key(97)).encode(sign[8]))).encode(),
+        "share_keys": sm.ShareKeys(12, d, 5, ((3, key(1) + key(2)), (8, b"\x01" * 94))).encode(sign[5]),
+        "share_delivery": sm.ShareDelivery(12, d, 5, ((3, b"abc"), (8, b""))).encode(),
+        "masked_input": sm.MaskedInput(12, d, 8, vec).encode(sign[8]),
+        "survivors": sm.SurvivorSet(12, d, sm.to_bitmap({3, 8}, (3, 5, 8))).encode(),
+        "ack": sm.SurvivorAck(12, d, 3, key(98)).encode(sign[3]),
+        "ack_set": sm.AckSet(12, d, (ack8,)).encode(),
+        "unmask": sm.UnmaskShares(12, d, 5, ((3, b"\x02" * 33),), ((8, b"\x03" * 33),)).encode(sign[5]),
+        "aggregate": sm.AggregateResult(12, d, b"\xa0", vec[:4], 2**61 - 5, (ack8,)).encode(),
     }
     out["secagg"] = {k: hx(v) for k, v in secagg.items()}
     out["masked_input_vector"] = [str(int(v)) for v in vec]
@@ -213,11 +225,11 @@ def message_vectors(request: bytes) -> dict:
     bad_sig[-1] ^= 1
     out["secagg_refused"] = {
         "advertise_bad_signature": hx(bytes(bad_sig)),
-        "advertise_unsigned": hx(sm.AdvertiseKeys(12, 3, key(92), key(93)).encode(None)),
-        "advertise_same_keys": hx(sm.AdvertiseKeys(12, 3, key(92), key(92)).encode(sign[3])),
-        "advertise_unknown_device": hx(sm.AdvertiseKeys(12, 4, key(92), key(93)).encode(sign[3])),
-        "unmask_both_secrets": hx(sm.UnmaskShares(12, 5, ((3, b"\x02" * 33),), ((3, b"\x03" * 33),)).encode(sign[5])),
-        "share_keys_duplicate": hx(sm.ShareKeys(12, 5, ((3, b"a"), (3, b"b"))).encode(sign[5])),
+        "advertise_unsigned": hx(sm.AdvertiseKeys(12, d, 3, key(92), key(93)).encode(None)),
+        "advertise_same_keys": hx(sm.AdvertiseKeys(12, d, 3, key(92), key(92)).encode(sign[3])),
+        "advertise_unknown_device": hx(sm.AdvertiseKeys(12, d, 4, key(92), key(93)).encode(sign[3])),
+        "unmask_both_secrets": hx(sm.UnmaskShares(12, d, 5, ((3, b"\x02" * 33),), ((3, b"\x03" * 33),)).encode(sign[5])),
+        "share_keys_duplicate": hx(sm.ShareKeys(12, d, 5, ((3, b"a"), (3, b"b"))).encode(sign[5])),
         "survivors_trailing": hx(secagg["survivors"][:-1] + b"\x00" + b"\x00"),
     }
     # device protocol: every type, then malformed frames with the ErrorReply code the device must give

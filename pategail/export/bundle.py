@@ -45,6 +45,7 @@ from pategail.sdk.bundle import (FORMAT, FORMAT_VERSION, MANIFEST, BundleError, 
                                  parse_version, sha256_file)
 from pategail.sdk.files import replacing_directory
 from pategail.sdk.features import ACTIONS, N_PAIR_FEATURES, STATE_FEATURES
+from pategail.sdk.secagg.policy import DeclaredPlan
 from pategail.server.policy import MASKED_LOGIT, Policy
 
 log = logging.getLogger(__name__)
@@ -156,13 +157,15 @@ def build_manifest(root: Path, policy: Policy, discriminator: Discriminator, pat
 
 
 def export_bundle(policy: Policy, discriminator: Discriminator, out_dir: str | os.PathLike, *,
-                  training_config: TrainingConfig = TrainingConfig(), environment: Environment | None = None) -> Path:
+                  training_config: TrainingConfig = TrainingConfig(), environment: Environment | None = None,
+                  privacy: DeclaredPlan | None = None) -> Path:
     """Write the bundle of ``policy`` and ``discriminator`` to ``out_dir`` and return its path.
 
     A bundle already there is replaced; any other non-empty directory is refused (BundleError). The files are
     written to a sibling directory first and swapped in, so a reader never sees half a bundle. The training
     loop calls this every round. ``environment`` (the cell table, EPR parameters, initial states) is what
-    devices need to run the models; without it the bundle holds the models only.
+    devices need to run the models; without it the bundle holds the models only. ``privacy`` is the run's
+    declared privacy plan: devices refuse rounds below it and keep their own budget by it.
     """
     if environment is not None and len(environment.cells) != policy.config.n_cells:
         raise BundleError(f"the cell table has {len(environment.cells)} cells, the policy {policy.config.n_cells}")
@@ -176,6 +179,8 @@ def export_bundle(policy: Policy, discriminator: Discriminator, out_dir: str | o
         paths = build_discriminator_artifacts(discriminator, tmp, training_config)
         section = environment.write(tmp) if environment is not None else None
         manifest = build_manifest(tmp, policy, discriminator, paths, training_config, section)
+        if privacy is not None:
+            manifest["privacy"] = privacy.to_manifest()
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
         load_bundle(tmp)              # the device-side checks (hashes, IR <= 10, opset <= 21) before publishing
     log.info("bundle written to %s (%d files, %.1f KB)", out_dir, len(manifest["files"]),

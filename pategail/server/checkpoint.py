@@ -5,7 +5,8 @@
 - ``releases/intent-NNNNN-AA.json``: written before secure aggregation attempt AA of round NNNNN starts —
   from then on a release may exist (the aggregator unmasks before the coordinator has the result), so the
   privacy accountant, rebuilt from these files on resume, counts it whether or not the result arrived. An
-  attempt that aborts below n_min (nothing released) removes its intent.
+  attempt that aborts below n_min (nothing released) renames its intent to ``aborted-NNNNN-AA.json``: not
+  counted, but kept, so attempt numbers — part of the round ids devices see — are never used twice.
 - ``releases/round-NNNNN.npz``: each released noisy aggregate and its noise scales, written (atomically) the
   moment it arrives, before it is used: a round interrupted after its release re-uses that release instead
   of asking the devices again (which would be a second, separately counted release).
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,14 +83,20 @@ def read_journal(directory: Path) -> dict[int, Release]:
 
 def journal_intent(directory: Path, round_: int, sum_scale: float, sq_sum_scale: float, count: int) -> Path:
     """Record that a secure aggregation of ``count`` values is about to run; returns the intent's path.
-    Attempts of one round are numbered 0, 1, ... (the number is part of the round id devices see)."""
+    Attempts of one round are numbered 0, 1, ... over intents and aborted attempts alike (the number is part
+    of the round id devices see, so it is never reused, also after an abort)."""
     root = directory / RELEASES
     root.mkdir(parents=True, exist_ok=True)
-    attempt = len(list(root.glob(f"intent-{round_:05d}-*.json")))
+    attempt = sum(len(list(root.glob(f"{state}-{round_:05d}-*.json"))) for state in ("intent", "aborted"))
     path = root / f"intent-{round_:05d}-{attempt:02d}.json"
     write_atomic(path, json.dumps({"round": round_, "attempt": attempt, "sum_scale": sum_scale,
                                    "sq_sum_scale": sq_sum_scale, "count": count}).encode())
     return path
+
+
+def abort_intent(path: Path) -> None:
+    """The attempt of ``path`` released nothing (aborted below n_min): stop counting it, keep its number."""
+    os.replace(path, path.with_name(path.name.replace("intent-", "aborted-", 1)))
 
 
 def read_intents(directory: Path) -> list[dict]:

@@ -57,11 +57,20 @@ class TrainConfig:
     Table 1 setting). The per-query ε is chosen so that the composition meets it."""
     target_delta: float = 1e-5
     """δ of the total guarantee."""
+    retry_rounds: int = 1
+    """Rounds' worth of releases the privacy plan keeps in reserve: a release that started but was not used
+    (a crash after its secure aggregation began, a detected tampering) is counted and asked for again. The
+    noise is calibrated for the planned releases plus this reserve; a release that would take the composed ε
+    past the target is never started (the run stops with a message instead)."""
     min_survivors: float = 0.8
     """n_min as a share of the devices asked: fewer survivors and the round releases nothing (noise shares
     are sized for n_min, so the released sums carry at least the intended noise)."""
     secagg_degree: int = 0
     """SecAgg+ neighbours per device (even); 0 = all pairs, the default up to a few hundred devices."""
+    secagg_colluders: int = 0
+    """t: devices that may collude with the coordinator (reveal their noise shares to it). Noise shares are
+    sized for n_min − t, so the honest survivors alone add the full noise; 0 trusts every device with its
+    share (7 colluders of 67 would then cut the noise std to √(60/67) = 0.946 of the target)."""
     aggregator: str = "coordinator"
     """Who sums the masked uploads: "coordinator" or "device" (one drawn at random each round)."""
     alpha: float = DEFAULT_ALPHA
@@ -104,6 +113,10 @@ class TrainConfig:
             raise PategailError(f"aggregator must be 'coordinator' or 'device', got {self.aggregator!r}")
         if self.secagg_degree < 0 or self.secagg_degree % 2:
             raise PategailError("secagg_degree must be 0 or a positive even number")
+        if self.retry_rounds < 0:
+            raise PategailError(f"retry_rounds must be >= 0, got {self.retry_rounds}")
+        if self.secagg_colluders < 0:
+            raise PategailError(f"secagg_colluders must be >= 0, got {self.secagg_colluders}")
 
     @property
     def private(self) -> bool:

@@ -26,6 +26,7 @@ from pategail.sdk.contribution import EnvironmentLayout, reward_count
 from pategail.sdk.epr import CellGeometry, n_rank_bins
 from pategail.sdk.features import STAY
 from pategail.sdk.messages import InitialStatesRequest, PolicyUpdate, RoundRequest, to_bytes
+from pategail.sdk.secagg.policy import DeclaredPlan
 from pategail.server.averaging import TailAverage
 from pategail.server.checkpoint import load_checkpoint, save_checkpoint
 from pategail.server.config import TrainConfig
@@ -41,6 +42,31 @@ from pategail.server.run_state import RoundStats, RunState, RunSummary
 from pategail.server.sampling import sample_rollout
 
 log = logging.getLogger(__name__)
+
+
+def environment_length(cells: np.ndarray, geometry: CellGeometry) -> int:
+    """Values of the environment release: initial states, explore law and the place law's n_cells + 3."""
+    return EnvironmentLayout(len(cells), n_rank_bins(geometry.candidates), place_law=True).length
+
+
+def planned_queries(config: TrainConfig, cells: np.ndarray, geometry: CellGeometry) -> int:
+    """Every query an uninterrupted run releases: the environment vector, then 47 per generated day of every
+    round."""
+    return environment_length(cells, geometry) + config.rounds * reward_count(config.days_per_round)
+
+
+def reserve_queries(config: TrainConfig) -> int:
+    """The retry reserve: ``retry_rounds`` rounds' worth of queries."""
+    return config.retry_rounds * reward_count(config.days_per_round)
+
+
+def run_plan(config: TrainConfig, cells: np.ndarray, ckpt_dir: Path,
+             geometry: CellGeometry | None = None) -> PrivacyPlan:
+    """The run's privacy plan: made once, the first time it is asked for (before the initial bundle that
+    declares it), and read back from ``ckpt_dir`` by every later caller — the coordinator included."""
+    geometry = geometry or CellGeometry.build(np.asarray(cells, dtype=np.float64), candidates=config.candidates)
+    return load_or_make_plan(ckpt_dir, config.target_epsilon, config.target_delta, config.kappa,
+                             planned_queries(config, cells, geometry), reserve_queries(config))
 
 
 class Coordinator:
@@ -66,8 +92,7 @@ class Coordinator:
         self.average = TailAverage(first_round=config.rounds - config.average_rounds)
         self.state = RunState()
         self.releases = SecureReleases(config, fleet, self.ckpt_dir, seed)
-        self.plan: PrivacyPlan = load_or_make_plan(self.ckpt_dir, config.target_epsilon, config.target_delta,
-                                                   config.kappa, self.planned_queries())
+        self.plan: PrivacyPlan = run_plan(config, self.cells, self.ckpt_dir, self.geometry)
         """The run's privacy, fixed when the run was created (kept in the checkpoint directory)."""
 
     @property
@@ -98,10 +123,19 @@ class Coordinator:
     def planned_queries(self) -> int:
         """Every query the run releases: the environment vector (initial states, explore law and the place
         law's n_cells + 3 entries), then 47 per generated day of every round."""
-        return self._environment_length() + self.config.rounds * reward_count(self.config.days_per_round)
+        return planned_queries(self.config, self.cells, self.geometry)
 
     def _environment_length(self) -> int:
-        return EnvironmentLayout(len(self.cells), n_rank_bins(self.geometry.candidates), place_law=True).length
+        return environment_length(self.cells, self.geometry)
+
+    def declared_plan(self) -> DeclaredPlan | None:
+        """The privacy plan the run's bundles declare to devices (None without privacy)."""
+        return self.plan.declare(self.config.min_survivors, self.config.secagg_colluders)
+
+    def _check_budget(self, round_: int, length: int) -> None:
+        """No release past the target is started (BudgetExhausted, exit status 4): checked before the devices
+        are asked for round ``round_``."""
+        self.releases.check_budget(round_, length, self.plan.noise_scales, self.config.retry_rounds)
 
     # -- checkpoint ---------------------------------------------------------------------------------------
     def resume(self) -> bool:
@@ -138,6 +172,7 @@ class Coordinator:
     def learn_initial_states(self) -> None:
         participants = []
         if 0 not in self.releases.journal():               # else the journalled release is re-used
+            self._check_budget(0, self._environment_length())
             participants, _, _ = self.releases.broadcast(to_bytes(InitialStatesRequest(0)),
                                                          self._environment_length())
         release, _, _ = self.releases.release(0, "initial_states", participants, self._environment_length(),
@@ -161,6 +196,7 @@ class Coordinator:
         else:
             request = RoundRequest(round_, cfg.disc_steps, cfg.disc_batch_size, rollout.cells.astype(np.int32),
                                    homes, rollout.actions.astype(np.int8))
+            self._check_budget(round_, request.n_queries)
             participants, down, up = self.releases.broadcast(to_bytes(request), request.n_queries)
             release, d2, u2 = self.releases.release(round_, "rewards", participants, request.n_queries,
                                                     self.plan.noise_scales)

@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 
 from pategail.sdk.messages import Ack, ErrorReply, from_bytes
-from pategail.server.checkpoint import Release, journal_intent, journal_release, read_intents, read_journal
+from pategail.server.checkpoint import (Release, abort_intent, journal_intent, journal_release, read_intents,
+                                       read_journal)
 from pategail.server.config import TrainConfig
 from pategail.server.fleet import Fleet
 from pategail.server.privacy.accountant import PrivacyAccountant
@@ -50,6 +51,22 @@ class SecureReleases:
         for intent in read_intents(self.ckpt_dir):
             if intent["sum_scale"] > 0:
                 self.accountant.record(intent["sum_scale"], intent["sq_sum_scale"], intent["count"])
+
+    def check_budget(self, round_: int, length: int, noise_scales: tuple[float, float], reserve_rounds: int) -> None:
+        """The promise of --epsilon: a release of ``length`` queries that would take the composed ε past the
+        target is never started — checked before the devices are even asked, so nothing of the round happens.
+        Raises BudgetExhausted (exit status 4)."""
+        sum_scale, sq_scale = noise_scales
+        if sum_scale <= 0:
+            return
+        after = self.accountant.epsilon_after(sum_scale, sq_scale, length)
+        if after > self.config.target_epsilon:
+            from pategail.errors import BudgetExhausted
+            raise BudgetExhausted(
+                f"round {round_}: its release would take the run to ε = {after:.4g}, past the target "
+                f"{self.config.target_epsilon:g} (δ = {self.config.target_delta:g}); retried releases have used "
+                f"the reserve of {reserve_rounds} round(s) — nothing more is released (a larger retry_rounds "
+                "reserves more for a new run)")
 
     def broadcast(self, message: bytes, length: int | None = None) -> tuple[list[int], int, int]:
         """Send to every device; return those that acknowledged (with a pending vector of ``length`` values,
@@ -86,9 +103,13 @@ class SecureReleases:
         if len(participants) - aggregator_sits_out < n_min:
             raise SecAggAbort(f"only {len(participants)} of {n_devices} devices took part in "
                               f"round {round_}; at least {n_min} must")
+        if self.config.secagg_colluders >= n_min:
+            from pategail.errors import PategailError
+            raise PategailError(f"secagg_colluders={self.config.secagg_colluders} must be below n_min={n_min} "
+                                f"(min_survivors of {n_devices} devices)")
         config = SecureRoundConfig(round_id=round_ << 16, n_min=n_min, sum_noise_scale=sum_scale,
                                    sq_sum_noise_scale=sq_scale, degree=self.config.secagg_degree,
-                                   aggregator=self.config.aggregator)
+                                   aggregator=self.config.aggregator, colluders=self.config.secagg_colluders)
         intent = journal_intent(self.ckpt_dir, round_, sum_scale, sq_scale, length)   # counted from here on
         attempt = int(intent.stem.rsplit("-", 1)[1])
         config = replace(config, round_id=(round_ << 16) | attempt)
@@ -101,7 +122,7 @@ class SecureReleases:
         try:
             result = run_secure_round(endpoints, None, config, rng, coordinator=self.secagg, num_queries=length)
         except SecAggAbort:                        # below n_min: the protocol released nothing
-            intent.unlink()
+            abort_intent(intent)                   # not counted; its attempt number is never used again
             self.rebuild_accountant()
             raise
         release = Release(round_, kind, result.sum, result.sq_sum, result.n_survivors, sum_scale, sq_scale)

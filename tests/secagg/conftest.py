@@ -29,13 +29,15 @@ class RecordingNoise:
 
 @pytest.fixture
 def federation():
-    """make(n) -> (coordinator, clients, recorder) for devices with ids 100..100+n-1."""
-    def make(n: int):
+    """make(n) -> (coordinator, clients, recorder) for devices with ids 100..100+n-1 (``policy``: the devices'
+    floors on a signed configuration, default DevicePolicy())."""
+    def make(n: int, policy=None):
         coordinator, recorder = SecAggCoordinator(), RecordingNoise()
         identities = {d: DeviceIdentity.generate() for d in range(100, 100 + n)}
         for d, ident in identities.items():
             coordinator.enroll(d, DevicePublicKeys(ident.signing_public, ident.envelope_public))
-        clients = [SecAggClient(d, ident, coordinator.directory, noise_sampler=recorder.for_device(d))
+        clients = [SecAggClient(d, ident, coordinator.directory, noise_sampler=recorder.for_device(d),
+                                policy=policy)
                    for d, ident in identities.items()]
         recorder.identities = identities
         return coordinator, clients, recorder

@@ -9,7 +9,7 @@ from pategail.sdk.secagg import COORDINATOR, MessageRejected, RefusedUnmask, Sec
 from pategail.sdk.secagg.fixedpoint import SCALE, encode
 from pategail.sdk.secagg.messages import (AggregateResult, MaskedInput, SurvivorSet, UnmaskShares, to_bitmap)
 from pategail.sdk.secagg.prg import P61
-from pategail.sdk.secagg.wire import frame
+from pategail.sdk.secagg.wire import VERSION, frame
 from pategail.server.secagg.round import Dropouts, SecureRoundConfig, run_secure_round
 
 M = 16
@@ -53,7 +53,8 @@ def test_tampered_aggregate_is_detected(federation, rng, change):
             sums[3] += np.uint64(P61)
         else:
             sums[[0, 1]] = sums[[1, 0]]
-        return AggregateResult(msg.round_id, msg.survivors_bitmap, sums, msg.checksum).encode()
+        return AggregateResult(msg.round_id, msg.config_digest, msg.survivors_bitmap, sums, msg.checksum,
+                               msg.acks).encode()
 
     with pytest.raises(TamperDetected):
         _round(federation, rng, adversary)
@@ -65,7 +66,8 @@ def test_forged_checksum_without_key_is_detected(federation, rng):
             msg = AggregateResult.decode(replies[COORDINATOR])
             sums = msg.sums.copy()
             sums[0] += np.uint64(5)
-            return AggregateResult(msg.round_id, msg.survivors_bitmap, sums, (msg.checksum + 5) % P61).encode()
+            return AggregateResult(msg.round_id, msg.config_digest, msg.survivors_bitmap, sums,
+                                   (msg.checksum + 5) % P61, msg.acks).encode()
 
     with pytest.raises(TamperDetected, match="checksum"):
         _round(federation, rng, adversary)
@@ -86,14 +88,17 @@ def test_bad_messages_are_rejected_without_disturbing_the_round(federation, rng)
             expect_rejected(agg.receive_masked_input, genuine, "duplicate")  # replay within the round
             expect_rejected(agg.receive_masked_input, _strip_signature(genuine), "unsigned")
             msg = MaskedInput.decode(genuine, agg._dir)
-            wrong_signer = MaskedInput(msg.round_id, victim, msg.vector).encode(fed_identities[other].sign)
+            wrong_signer = MaskedInput(msg.round_id, msg.config_digest, victim, msg.vector).encode(
+                fed_identities[other].sign)
             expect_rejected(agg.receive_masked_input, wrong_signer, "bad signature")
             dropped = sorted(set(agg.shares) - set(agg.inputs))[0]  # dropped after ShareKeys: not a duplicate
-            short = MaskedInput(msg.round_id, dropped, msg.vector[:-2]).encode(fed_identities[dropped].sign)
+            short = MaskedInput(msg.round_id, msg.config_digest, dropped, msg.vector[:-2]).encode(
+                fed_identities[dropped].sign)
             expect_rejected(agg.receive_masked_input, short, "length")
-            old_round = MaskedInput(msg.round_id - 1, dropped, msg.vector).encode(fed_identities[dropped].sign)
+            old_round = MaskedInput(msg.round_id - 1, msg.config_digest, dropped, msg.vector).encode(
+                fed_identities[dropped].sign)
             expect_rejected(agg.receive_masked_input, old_round, "round")
-            expect_rejected(agg.receive_shares, b"PGSA" + b"\x01\x05" + b"\xff" * 10, "truncated")
+            expect_rejected(agg.receive_shares, b"PGSA" + bytes([VERSION, 5]) + b"\xff" * 10, "truncated")
         if phase == "ack":
             expect_rejected(agg.receive_masked_input, stash["input"], "phase")  # late replay
 
@@ -140,7 +145,7 @@ def test_device_refuses_a_second_survivor_set(federation, rng):
             fewer = to_bitmap(set(agg.inputs) - {cfg.participants[0]}, cfg.participants)
             client = clients_by_id[cfg.participants[1]]
             with pytest.raises(RefusedUnmask):
-                client.consistency_check(SurvivorSet(cfg.round_id, fewer).encode())
+                client.consistency_check(SurvivorSet(cfg.round_id, cfg.digest, fewer).encode())
             refused.append(True)
 
     refused = []
@@ -156,7 +161,7 @@ def test_unmask_message_with_both_secrets_is_rejected(federation):
     coordinator, clients, recorder = federation(2)
     share = bytes(33)
     ident = recorder.identities[100]
-    both = UnmaskShares(1, 100, ((101, share),), ((101, share),)).encode(ident.sign)
+    both = UnmaskShares(1, bytes(32), 100, ((101, share),), ((101, share),)).encode(ident.sign)
     with pytest.raises(MessageRejected, match="both secrets"):
         UnmaskShares.decode(both, coordinator.directory)
 
@@ -168,7 +173,7 @@ def test_device_refuses_to_unmask_below_n_min(federation, rng):
             cfg = agg.config
             few = to_bitmap(cfg.participants[:3], cfg.participants)
             with pytest.raises(SecAggAbort, match="n_min"):
-                clients[0].consistency_check(SurvivorSet(cfg.round_id, few).encode())
+                clients[0].consistency_check(SurvivorSet(cfg.round_id, cfg.digest, few).encode())
             refused.append(True)
 
     refused = []

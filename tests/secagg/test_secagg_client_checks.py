@@ -73,10 +73,10 @@ def test_another_devices_envelope_is_refused_before_decryption(federation):
 def test_steps_out_of_order_are_protocol_errors(federation):
     run = Manual(federation)
     with pytest.raises(ProtocolError, match="expected phase ADVERTISED"):
-        run.clients[0].share_keys(RelayedFrames(KIND_KEY_BROADCAST, 1, ()).encode())
+        run.clients[0].share_keys(RelayedFrames(KIND_KEY_BROADCAST, 1, run.agg.digest, ()).encode())
     run.advertise()
     with pytest.raises(ProtocolError, match="expected phase SHARED"):
-        run.clients[0].masked_input(ShareDelivery(1, run.ids[0], ()).encode(), np.zeros(M))
+        run.clients[0].masked_input(ShareDelivery(1, run.agg.digest, run.ids[0], ()).encode(), np.zeros(M))
 
 
 def test_share_keys_checks_round_and_threshold(federation):
@@ -85,19 +85,21 @@ def test_share_keys_checks_round_and_threshold(federation):
     d = run.ids[0]
     broadcast = RelayedFrames.decode(run.agg.key_broadcast(d), KIND_KEY_BROADCAST)
     with pytest.raises(MessageRejected, match="round 9"):
-        run.by_id[d].share_keys(RelayedFrames(KIND_KEY_BROADCAST, 9, broadcast.frames).encode())
+        run.by_id[d].share_keys(RelayedFrames(KIND_KEY_BROADCAST, 9, run.agg.digest, broadcast.frames).encode())
     # one neighbour's keys only: 1 + 1 < t = 3
     with pytest.raises(SecAggAbort, match="threshold is 3"):
-        run.by_id[d].share_keys(RelayedFrames(KIND_KEY_BROADCAST, 1, broadcast.frames[:1]).encode())
+        run.by_id[d].share_keys(RelayedFrames(KIND_KEY_BROADCAST, 1, run.agg.digest, broadcast.frames[:1]).encode())
     # the same neighbour twice
     with pytest.raises(ProtocolError, match="repeated"):
-        run.by_id[d].share_keys(RelayedFrames(KIND_KEY_BROADCAST, 1, broadcast.frames[:1] * 2).encode())
+        run.by_id[d].share_keys(RelayedFrames(KIND_KEY_BROADCAST, 1, run.agg.digest, broadcast.frames[:1] * 2).encode())
     # its own advert is not a neighbour's
     own = run.agg.adverts[d][1]
     with pytest.raises(ProtocolError, match="unexpected"):
-        run.by_id[d].share_keys(RelayedFrames(KIND_KEY_BROADCAST, 1, (own,) + broadcast.frames[1:]).encode())
+        run.by_id[d].share_keys(
+            RelayedFrames(KIND_KEY_BROADCAST, 1, run.agg.digest, (own,) + broadcast.frames[1:]).encode()
+        )
     # exactly t - 1 neighbours plus itself is enough
-    assert run.by_id[d].share_keys(RelayedFrames(KIND_KEY_BROADCAST, 1, broadcast.frames[:2]).encode())
+    assert run.by_id[d].share_keys(RelayedFrames(KIND_KEY_BROADCAST, 1, run.agg.digest, broadcast.frames[:2]).encode())
 
 
 def test_masked_input_checks_recipient_sender_and_shape(federation):
@@ -109,10 +111,11 @@ def test_masked_input_checks_recipient_sender_and_shape(federation):
         run.by_id[d].masked_input(run.agg.share_delivery(e), np.zeros(M))
     delivery = ShareDelivery.decode(run.agg.share_delivery(d))
     with pytest.raises(ProtocolError, match="not a neighbour"):
-        run.by_id[d].masked_input(ShareDelivery(1, d, ((d, delivery.shares[0][1]),)).encode(), np.zeros(M))
+        own = ShareDelivery(1, run.agg.digest, d, ((d, delivery.shares[0][1]),)).encode()
+        run.by_id[d].masked_input(own, np.zeros(M))
     swapped = ((delivery.shares[0][0], delivery.shares[1][1]),) + delivery.shares[1:]
     with pytest.raises(MessageRejected):                          # a share sealed for another pair
-        run.by_id[d].masked_input(ShareDelivery(1, d, swapped).encode(), np.zeros(M))
+        run.by_id[d].masked_input(ShareDelivery(1, run.agg.digest, d, swapped).encode(), np.zeros(M))
     with pytest.raises(ValueError, match="shape"):
         run.by_id[d].masked_input(run.agg.share_delivery(d), np.zeros(M + 1))
     with pytest.raises(ValueError, match="finite"):
@@ -129,14 +132,15 @@ def test_consistency_check_refusals(federation):
     run.mask()
     d = run.ids[0]
     cfg_participants = tuple(run.ids)
-    without_me = SurvivorSet(1, to_bitmap(run.ids[1:], cfg_participants)).encode()
+    without_me = SurvivorSet(1, run.agg.digest, to_bitmap(run.ids[1:], cfg_participants)).encode()
     with pytest.raises(ProtocolError, match="omits this device"):
         run.by_id[d].consistency_check(without_me)
     with pytest.raises(SecAggAbort, match="n_min=3"):
-        run.by_id[d].consistency_check(SurvivorSet(1, to_bitmap(run.ids[:2], cfg_participants)).encode())
+        run.by_id[d].consistency_check(
+            SurvivorSet(1, run.agg.digest, to_bitmap(run.ids[:2], cfg_participants)).encode())
     with pytest.raises(MessageRejected):
-        run.by_id[d].consistency_check(SurvivorSet(2, to_bitmap(run.ids, cfg_participants)).encode())
-    exactly = SurvivorSet(1, to_bitmap(run.ids[:3], cfg_participants)).encode()
+        run.by_id[d].consistency_check(SurvivorSet(2, run.agg.digest, to_bitmap(run.ids, cfg_participants)).encode())
+    exactly = SurvivorSet(1, run.agg.digest, to_bitmap(run.ids[:3], cfg_participants)).encode()
     ack = run.by_id[d].consistency_check(exactly)                 # n_min survivors: accepted
     assert run.by_id[d].consistency_check(exactly) == ack         # asked again: the same signed answer
     with pytest.raises(RefusedUnmask):
@@ -153,7 +157,8 @@ def test_unmask_reveals_b_for_survivors_and_s_for_dropouts(federation):
     response = UnmaskShares.decode(run.by_id[d].unmask(run.agg.ack_set(d)), run.coordinator.directory)
     assert {v for v, _ in response.b_shares} == set(run.ids[:3])
     assert {v for v, _ in response.s_shares} == {run.ids[3]}
-    assert run.by_id[d].unmask(run.agg.ack_set(d)) == run.by_id[d].unmask(RelayedFrames(KIND_ACK_SET, 1, ()).encode())  # cached
+    cached = run.by_id[d].unmask(RelayedFrames(KIND_ACK_SET, 1, run.agg.digest, ()).encode())
+    assert run.by_id[d].unmask(run.agg.ack_set(d)) == cached
 
 
 def test_unmask_needs_t_confirmations_of_the_same_survivor_set(federation):
@@ -169,10 +174,10 @@ def test_unmask_needs_t_confirmations_of_the_same_survivor_set(federation):
     assert run.by_id[d].phase is Phase.ACKED
     # another device's acknowledgement of a different set does not count
     other = run.by_id[run.ids[2]]
-    odd = other.consistency_check(SurvivorSet(1, to_bitmap(run.ids[1:], tuple(run.ids))).encode())
+    odd = other.consistency_check(SurvivorSet(1, run.agg.digest, to_bitmap(run.ids[1:], tuple(run.ids))).encode())
     genuine = RelayedFrames.decode(run.agg.ack_set(d), KIND_ACK_SET).frames
     with pytest.raises(ProtocolError, match="different survivor set"):
-        run.by_id[d].unmask(RelayedFrames(KIND_ACK_SET, 1, genuine + (odd,)).encode())
+        run.by_id[d].unmask(RelayedFrames(KIND_ACK_SET, 1, run.agg.digest, genuine + (odd,)).encode())
 
 
 # -- the aggregator's own checks ---------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from pategail.sdk.secagg import crypto, shamir
-from pategail.sdk.secagg.checksum import checksum, envelope_aad, envelope_key, weights
+from pategail.sdk.secagg.checksum import checksum, envelope_aad, envelope_key, unpack_secrets, weights
 from pategail.sdk.secagg.errors import TamperDetected
 from pategail.sdk.secagg.fixedpoint import SAFE_ABS_SUM, SCALE, clip_unit, decode, encode, from_ring, sum_bound, to_ring
 from pategail.sdk.secagg.noise import csprng_uniform, discrete_laplace_share, negative_binomial
@@ -195,11 +195,13 @@ def test_csprng_uniforms_fill_the_open_unit_interval():
 
 
 # -- checksum -----------------------------------------------------------------------------------------------
-def test_checksum_is_the_weighted_sum_mod_p61():
+def test_checksum_is_the_weighted_sum_plus_the_offset_mod_p61():
     w = [3, P61 - 1, 10]
-    assert checksum(np.array([1, 2, -4]), w) == (3 + 2 * (P61 - 1) - 40) % P61
-    assert checksum(np.array([0, 0, 0]), w) == 0
-    assert checksum(np.array([2**62, 0, 0]), w) == 3 * 2**62 % P61
+    assert checksum(np.array([1, 2, -4]), w, 0) == (3 + 2 * (P61 - 1) - 40) % P61
+    assert checksum(np.array([0, 0, 0]), w, 0) == 0
+    assert checksum(np.array([0, 0, 0]), w, P61 - 1) == P61 - 1
+    assert checksum(np.array([1, 2, -4]), w, 7) == (3 + 2 * (P61 - 1) - 40 + 7) % P61
+    assert checksum(np.array([2**62, 0, 0]), w, 0) == 3 * 2**62 % P61
 
 
 def test_checksum_weights_depend_on_the_key_and_are_in_the_field():
@@ -209,11 +211,12 @@ def test_checksum_weights_depend_on_the_key_and_are_in_the_field():
     assert weights(b"\x01" * 32, 10) == a[:10]                 # a prefix: one expansion per key
 
 
-def test_envelope_is_bound_to_round_and_device():
-    assert envelope_aad(1, 2) != envelope_aad(2, 1) and envelope_aad(1, 2) != envelope_aad(1, 3)
+def test_envelope_is_bound_to_configuration_and_device():
+    d1, d2 = b"\x01" * 32, b"\x02" * 32                        # two round configurations' digests
+    assert envelope_aad(d1, 2) != envelope_aad(d2, 2) and envelope_aad(d1, 2) != envelope_aad(d1, 3)
     s = b"\x07" * 32
-    keys = {envelope_key(s, r, d) for r in (1, 2) for d in (1, 2)}
-    assert len(keys) == 4 and envelope_key(s, 1, 1) != envelope_key(b"\x08" * 32, 1, 1)
+    keys = {envelope_key(s, d, dev) for d in (d1, d2) for dev in (1, 2)}
+    assert len(keys) == 4 and envelope_key(s, d1, 1) != envelope_key(b"\x08" * 32, d1, 1)
 
 
 def test_sealed_envelope_opens_only_for_its_device_with_the_key():
@@ -222,31 +225,35 @@ def test_sealed_envelope_opens_only_for_its_device_with_the_key():
     from pategail.sdk.secagg.messages import ChecksumEnvelope
 
     eph, dev, other = (X25519PrivateKey.generate() for _ in range(3))
-    sealed = ChecksumEnvelope.decode(seal_envelope(eph, crypto.public_bytes(dev), 4, 9, b"K" * 32))
+    digest = b"\x05" * 32
+    sealed = ChecksumEnvelope.decode(seal_envelope(eph, crypto.public_bytes(dev), 4, digest, 9, b"K" * 32, 11))
     assert (sealed.round_id, sealed.device) == (4, 9)
     shared = crypto.agree(dev, crypto.public_bytes(eph))
-    assert crypto.open_sealed(envelope_key(shared, 4, 9), sealed.sealed, envelope_aad(4, 9)) == b"K" * 32
+    plain = crypto.open_sealed(envelope_key(shared, digest, 9), sealed.sealed, envelope_aad(digest, 9))
+    assert unpack_secrets(plain) == (b"K" * 32, 11)
     with pytest.raises(Exception):
-        crypto.open_sealed(envelope_key(crypto.agree(other, crypto.public_bytes(eph)), 4, 9), sealed.sealed,
-                           envelope_aad(4, 9))
+        crypto.open_sealed(envelope_key(crypto.agree(other, crypto.public_bytes(eph)), digest, 9), sealed.sealed,
+                           envelope_aad(digest, 9))
 
 
 def test_verify_aggregate_checks_range_and_checksum():
-    key = b"k" * 32
+    key, offsets = b"k" * 32, 12345
     sums = np.array([5, -3, SAFE_ABS_SUM - 1], dtype=np.int64)
-    c = checksum(sums, weights(key, 3))
-    np.testing.assert_array_equal(verify_aggregate(to_ring(sums), c, key), sums)
+    c = checksum(sums, weights(key, 3), offsets)
+    np.testing.assert_array_equal(verify_aggregate(to_ring(sums), c, key, offsets, 1), sums)
     with pytest.raises(TamperDetected):
-        verify_aggregate(to_ring(sums), (c + 1) % P61, key)
+        verify_aggregate(to_ring(sums), (c + 1) % P61, key, offsets, 1)
     with pytest.raises(TamperDetected):
-        verify_aggregate(to_ring(sums), c, b"j" * 32)
+        verify_aggregate(to_ring(sums), c, b"j" * 32, offsets, 1)
+    with pytest.raises(TamperDetected):                         # another survivor set: other offsets
+        verify_aggregate(to_ring(sums), c, key, offsets + 1, 1)
     changed = sums.copy()
     changed[0] += 1
     with pytest.raises(TamperDetected):
-        verify_aggregate(to_ring(changed), c, key)
+        verify_aggregate(to_ring(changed), c, key, offsets, 1)
     for edge in (SAFE_ABS_SUM, -SAFE_ABS_SUM, -2**63, 2**63 - 1):
         big = np.array([edge], dtype=np.int64)
         with pytest.raises(TamperDetected, match="range"):
-            verify_aggregate(to_ring(big), checksum(big, weights(key, 1)), key)
+            verify_aggregate(to_ring(big), checksum(big, weights(key, 1), 0), key, 0, 1)
     ok = np.array([-(SAFE_ABS_SUM - 1)], dtype=np.int64)
-    verify_aggregate(to_ring(ok), checksum(ok, weights(key, 1)), key)
+    verify_aggregate(to_ring(ok), checksum(ok, weights(key, 1), 0), key, 0, 1)

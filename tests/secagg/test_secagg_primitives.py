@@ -11,7 +11,7 @@ from pategail.sdk.secagg.fixedpoint import (FRAC_BITS, MAX_DEVICES, MAX_NOISE_SC
 from pategail.sdk.secagg.graph import NeighbourGraph, default_threshold
 from pategail.sdk.secagg.noise import discrete_laplace_share
 from pategail.sdk.secagg.prg import P61, add_mask, expand_mask
-from pategail.sdk.secagg.wire import Reader, Writer, frame, unframe
+from pategail.sdk.secagg.wire import VERSION, Reader, Writer, frame, unframe
 
 
 def test_encoding_clips_to_unit_interval_and_rounds():
@@ -112,7 +112,7 @@ def test_wire_rejects_malformed_frames():
     got, _, sig = unframe(data, 9)
     r = Reader(got)
     assert (r.u64(), r.u32s(), r.blob()) == (5, (1, 2), b"xy") and sig == b""
-    for bad in (data[:-1], data + b"\x00", b"XXXX" + data[4:], data[:4] + b"\x02" + data[5:]):
+    for bad in (data[:-1], data + b"\x00", b"XXXX" + data[4:], data[:4] + bytes([VERSION + 1]) + data[5:]):
         with pytest.raises(MessageRejected):
             unframe(bad, 9)
     with pytest.raises(MessageRejected, match="kind"):

@@ -11,7 +11,7 @@ NOTES = ("lambda: Laplace scale of the noise on the mean reward (sum scale / dev
          "the mean of D^2, from which the variance is computed with the noisy mean (Theorem 3's budget split, 3x "
          "less noise than the paper's lambda_c added to the variance at the same per-query epsilon); "
          "epsilon_total: PLD composition of every release; epsilon_expected: the plan's composition of the "
-         "planned releases")
+         "planned releases and the retry reserve")
 
 
 def privacy_section(plan: PrivacyPlan, accountant: PrivacyAccountant, devices: int, beta: float,
@@ -30,6 +30,7 @@ def privacy_section(plan: PrivacyPlan, accountant: PrivacyAccountant, devices: i
         "beta": beta, "kappa": plan.kappa, "devices": devices, "releases": releases,
         "queries": accountant.num_queries if plan.private else None,
         "planned_queries": plan.planned_queries,
+        "reserve_queries": plan.reserve_queries,
         "plan": plan.to_dict(),
         "notes": NOTES,
     }
@@ -49,7 +50,8 @@ def plan_line(plan: PrivacyPlan, devices: int, beta: float) -> str:
     if not plan.private:
         return f"privacy: {plan.mechanism}: the same protocol, masked sums released without noise"
     b = plan.sum_noise_scale
-    return (f"privacy: total (ε={plan.target_epsilon:g}, δ={plan.target_delta:g}) over {plan.planned_queries} "
-            f"queries (planned releases compose to ε={plan.expected_epsilon:.4g}); per-query ε "
+    return (f"privacy: total (ε={plan.target_epsilon:g}, δ={plan.target_delta:g}) over {plan.budgeted_queries} "
+            f"queries ({plan.planned_queries} planned + {plan.reserve_queries} in reserve for retries; together "
+            f"they compose to ε={plan.expected_epsilon:.4g}); per-query ε "
             f"{plan.per_query_epsilon:.3g}; Laplace scale on each sum {b:.3g} (std {math.sqrt(2) * b / devices:.3g} "
             f"on a mean reward over {devices} devices); κ={plan.kappa:g}, β={beta:g}")

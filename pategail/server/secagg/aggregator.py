@@ -34,6 +34,7 @@ class Aggregator:
 
     def __init__(self, signed_config: bytes, directory: KeyDirectory):
         self.config = RoundConfig.from_signed_bytes(signed_config, directory.coordinator)
+        self.digest = self.config.digest
         self._dir = directory
         self.graph = NeighbourGraph(self.config.participants, self.config.round_seed, self.config.degree)
         self._x = {d: i + 1 for i, d in enumerate(self.config.participants)}
@@ -51,6 +52,8 @@ class Aggregator:
             raise MessageRejected(f"{type(msg).__name__} arrived in phase {self.phase}")
         if msg.round_id != self.config.round_id:
             raise MessageRejected(f"message of round {msg.round_id} in round {self.config.round_id} (replay?)")
+        if msg.config_digest != self.digest:
+            raise MessageRejected(f"message for another configuration of round {msg.round_id} (replay?)")
         if msg.sender not in allowed:
             raise MessageRejected(f"device {msg.sender} may not send {type(msg).__name__} now")
         if msg.sender in seen:
@@ -78,7 +81,7 @@ class Aggregator:
         self._close("advertise", self.adverts, "advertised keys")
 
     def key_broadcast(self, device: int) -> bytes:
-        return RelayedFrames(KIND_KEY_BROADCAST, self.config.round_id,
+        return RelayedFrames(KIND_KEY_BROADCAST, self.config.round_id, self.digest,
                              tuple(self.adverts[v][1] for v in self._live_neighbours(device, self.adverts))).encode()
 
     # -- 1: ShareKeys --------------------------------------------------------------------------------------
@@ -96,7 +99,7 @@ class Aggregator:
         self._close("share", self.shares, "shared their keys")
 
     def share_delivery(self, device: int) -> bytes:
-        return ShareDelivery(self.config.round_id, device, tuple(
+        return ShareDelivery(self.config.round_id, self.digest, device, tuple(
             (v, self.shares[v][device]) for v in self._live_neighbours(device, self.shares))).encode()
 
     # -- 2: MaskedInput ------------------------------------------------------------------------------------
@@ -114,13 +117,13 @@ class Aggregator:
         self._bitmap = to_bitmap(self.inputs, self.config.participants)
 
     def survivor_set(self) -> bytes:
-        return SurvivorSet(self.config.round_id, self._bitmap).encode()
+        return SurvivorSet(self.config.round_id, self.digest, self._bitmap).encode()
 
     # -- 3: ConsistencyCheck -------------------------------------------------------------------------------
     def receive_ack(self, data: bytes) -> None:
         msg = SurvivorAck.decode(data, self._dir)
         self._accept("ack", msg, self.acks, self.inputs)
-        if msg.digest != survivor_digest(self.config.round_id, self._bitmap):
+        if msg.digest != survivor_digest(self.digest, self._bitmap):
             raise MessageRejected(f"device {msg.sender} acknowledged a different survivor set")
         self.acks[msg.sender] = bytes(data)
 
@@ -128,7 +131,7 @@ class Aggregator:
         self.phase = "unmask" if self.phase == "ack" else self.phase
 
     def ack_set(self, device: int) -> bytes:
-        return RelayedFrames(KIND_ACK_SET, self.config.round_id,
+        return RelayedFrames(KIND_ACK_SET, self.config.round_id, self.digest,
                              tuple(self.acks[v] for v in self._live_neighbours(device, self.acks))).encode()
 
     # -- 4: Unmask -----------------------------------------------------------------------------------------
@@ -179,9 +182,10 @@ class Aggregator:
             if crypto.public_bytes(s_key) != self.adverts[v][0].s_public:
                 raise SecAggAbort(f"recovered mask key of device {v} does not match its advertised key")
             for u in self._live_neighbours(v, self.inputs):
-                seed = crypto.mask_seed(s_key, self.adverts[u][0].s_public, rid, v, u)
+                seed = crypto.mask_seed(s_key, self.adverts[u][0].s_public, self.digest, v, u)
                 add_mask(total, expand_mask(seed, m2), -1 if u < v else +1)
         self.phase = "done"
         log.debug("round %d unmasked: %d inputs, %d dropouts", rid, len(self.inputs),
                   len(self.shares) - len(self.inputs))
-        return AggregateResult(rid, self._bitmap, total[:-1].copy(), int(total[-1])).encode()
+        return AggregateResult(rid, self.digest, self._bitmap, total[:-1].copy(), int(total[-1]),
+                               tuple(self.acks[v] for v in sorted(self.acks))).encode()

@@ -25,6 +25,8 @@ class SecureRoundConfig:
     """Shamir threshold; None = a strict majority of a neighbourhood."""
     aggregator: str = "coordinator"
     """"coordinator" or "device" (a device drawn at random each round)."""
+    colluders: int = 0
+    """t: devices that may collude with the coordinator; noise shares are sized for n_min - t."""
 
     def __post_init__(self):
         if self.aggregator not in ("coordinator", "device"):

@@ -6,6 +6,7 @@ round's checksum key. It receives the aggregate (Σ D + noise and Σ D² + noise
 from __future__ import annotations
 
 import os
+import secrets
 from dataclasses import dataclass
 
 import numpy as np
@@ -14,10 +15,12 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from pategail.sdk.secagg import crypto
 from pategail.sdk.secagg.config import COORDINATOR, DevicePublicKeys, KeyDirectory, RoundConfig
-from pategail.sdk.secagg.errors import MessageRejected, SecAggAbort
-from pategail.sdk.secagg.fixedpoint import decode
+from pategail.sdk.secagg.client import survivor_digest
+from pategail.sdk.secagg.errors import ImplausibleAggregate, MessageRejected, SecAggAbort, TamperDetected
+from pategail.sdk.secagg.fixedpoint import SCALE, decode, plausible_range
 from pategail.sdk.secagg.graph import default_threshold
-from pategail.sdk.secagg.messages import AggregateResult, from_bitmap
+from pategail.sdk.secagg.messages import AggregateResult, SurvivorAck, from_bitmap
+from pategail.sdk.secagg.prg import P61
 
 from .checksum import seal_envelope, verify_aggregate
 from .config import SecureRoundConfig
@@ -53,7 +56,7 @@ class SecAggCoordinator:
     def __init__(self, signing_key: Ed25519PrivateKey | None = None):
         self._signing = signing_key or Ed25519PrivateKey.generate()
         self._devices: dict[int, DevicePublicKeys] = {}
-        self._rounds: dict[int, tuple[RoundConfig, bytes]] = {}
+        self._rounds: dict[int, tuple[RoundConfig, bytes, dict[int, int]]] = {}
         self._last_round = -1
 
     @property
@@ -70,7 +73,7 @@ class SecAggCoordinator:
     def new_round(self, config: SecureRoundConfig, participants, num_queries: int,
                   aggregator: int = COORDINATOR) -> RoundStart:
         """Sign the RoundConfig of ``config`` over ``participants`` (``num_queries`` values each, aggregated
-        by ``aggregator``) and seal a fresh checksum key to every participant."""
+        by ``aggregator``) and seal a fresh checksum key and offset to every participant."""
         round_id = config.round_id
         if round_id <= self._last_round:
             raise ValueError(f"round ids must increase ({round_id} <= {self._last_round})")
@@ -82,32 +85,77 @@ class SecAggCoordinator:
         degree = config.degree
         holders = n if degree == 0 or degree >= n - 1 else degree + 1
         threshold = config.threshold if config.threshold is not None else default_threshold(holders)
-        cfg = RoundConfig(round_id, participants, num_queries, config.n_min, threshold, degree,
-                          float(config.sum_noise_scale), float(config.sq_sum_noise_scale), os.urandom(32),
-                          crypto.public_bytes(ephemeral), aggregator)
+        cfg = RoundConfig(round_id=round_id, participants=participants, num_queries=num_queries, n_min=config.n_min,
+                          threshold=threshold, degree=degree, sum_noise_scale=float(config.sum_noise_scale),
+                          sq_sum_noise_scale=float(config.sq_sum_noise_scale), round_seed=os.urandom(32),
+                          envelope_public=crypto.public_bytes(ephemeral), colluders=config.colluders,
+                          aggregator=aggregator)
         key = os.urandom(32)
-        envelopes = {d: seal_envelope(ephemeral, self._devices[d].envelope, round_id, d, key)
-                     for d in participants}
-        self._rounds[round_id] = (cfg, key)
+        offsets = {d: secrets.randbelow(P61) for d in participants}  # k_u: secret from the aggregator
+        envelopes = {d: seal_envelope(ephemeral, self._devices[d].envelope, round_id, cfg.digest, d, key,
+                                      offsets[d]) for d in participants}
+        self._rounds[round_id] = (cfg, key, offsets)
         self._last_round = round_id
         return RoundStart(cfg.to_signed_bytes(self._signing.sign), envelopes)
 
     def verify(self, aggregate: bytes) -> VerifiedAggregate:
         """Check the aggregate's round, survivor count, range and keyed checksum; decode the noisy sums.
 
-        Raises TamperDetected on a checksum/range mismatch, SecAggAbort below n_min, MessageRejected on
+        Raises TamperDetected on a checksum/range mismatch or a survivor set the devices did not sign
+        (fewer than ``threshold`` signatures), SecAggAbort below n_min, MessageRejected on
         malformed bytes or an unknown/finished round (a replayed aggregate).
         """
         msg = AggregateResult.decode(aggregate)
         if msg.round_id not in self._rounds:
             raise MessageRejected(f"aggregate for unknown or already verified round {msg.round_id}")
-        cfg, key = self._rounds.pop(msg.round_id)  # one verification per round: no retrying forgeries
+        cfg, key, offsets = self._rounds.pop(msg.round_id)  # one verification per round: no retrying forgeries
+        if msg.config_digest != cfg.digest:
+            raise TamperDetected(f"round {cfg.round_id}: aggregate for another configuration of this round")
         survivors = from_bitmap(msg.survivors_bitmap, cfg.participants)
         if len(survivors) < cfg.n_min:
             raise SecAggAbort(f"aggregate over {len(survivors)} devices, below n_min={cfg.n_min}")
+        self._check_survivors_signed(cfg, msg, frozenset(survivors))
         if msg.sums.shape != (2 * cfg.num_queries,):
             raise MessageRejected("aggregate of the wrong length")
-        sums = verify_aggregate(msg.sums, msg.checksum, key)
-        values = decode(sums)
+        sums = verify_aggregate(msg.sums, msg.checksum, key, sum(offsets[u] for u in survivors) % P61, cfg.round_id)
         m = cfg.num_queries
+        _check_plausible(cfg, sums, len(survivors))
+        values = decode(sums)
         return VerifiedAggregate(msg.round_id, values[:m], values[m:], survivors)
+
+    def _check_survivors_signed(self, cfg: RoundConfig, msg: AggregateResult, survivors: frozenset[int]) -> None:
+        """The claimed survivor set must be the one the devices signed in the consistency check: every ack
+        carried is a valid signature of a claimed survivor on this bitmap, and at least ``threshold`` distinct
+        survivors signed — the same quorum a device needs before it unmasks, so unless ``threshold`` devices
+        collude with the aggregator, an honest device saw this set. (The affine checksum binds it again.)"""
+        digest = survivor_digest(cfg.digest, msg.survivors_bitmap)
+        directory = self.directory
+        signers: set[int] = set()
+        for raw in msg.acks:
+            try:
+                ack = SurvivorAck.decode(raw, directory)
+            except MessageRejected as err:
+                raise TamperDetected(f"round {cfg.round_id}: a survivor acknowledgement is invalid ({err})") from None
+            if (ack.round_id, ack.config_digest, ack.digest) != (cfg.round_id, cfg.digest, digest) \
+                    or ack.sender not in survivors:
+                raise TamperDetected(f"round {cfg.round_id}: the survivor set is not the one device {ack.sender} "
+                                     "signed")
+            signers.add(ack.sender)
+        if len(signers) < cfg.threshold:
+            raise TamperDetected(f"round {cfg.round_id}: only {len(signers)} survivors signed the survivor set, "
+                                 f"{cfg.threshold} needed")
+
+
+def _check_plausible(cfg: RoundConfig, sums: np.ndarray, n_survivors: int) -> None:
+    """Every released Σ D and Σ D² must lie in [0, n] widened by the noise's bound (false alarm < 2^-40 per
+    round): the checksum cannot see a device that skipped its own clipping (it knows its checksum secrets)."""
+    m = cfg.num_queries
+    for name, part, scale in (("sum", sums[:m], cfg.sum_noise_scale), ("sq_sum", sums[m:], cfg.sq_sum_noise_scale)):
+        lo, hi = plausible_range(n_survivors, scale * SCALE, cfg.noise_divisor, 2 * m)
+        bad = np.flatnonzero((part < lo) | (part > hi))
+        if bad.size:
+            i = int(bad[0])
+            raise ImplausibleAggregate(
+                f"round {cfg.round_id}: released {name}[{i}] = {part[i] / SCALE:.6g} lies outside the plausible "
+                f"[{lo / SCALE:.6g}, {hi / SCALE:.6g}] for {n_survivors} survivors ({bad.size} coordinates): a "
+                "device skipped its clipping or the aggregate was altered; nothing released")

@@ -28,6 +28,7 @@ import numpy as np
 from pategail.sdk.epr import candidate_count, explore_rank_weights
 from pategail.sdk.errors import BundleError
 from pategail.sdk.places import PlaceLaw
+from pategail.sdk.secagg.policy import DeclaredPlan
 
 MANIFEST = "manifest.json"
 FORMAT = "pategail-model-bundle"
@@ -176,6 +177,9 @@ class Bundle:
     policy_step: ModelSpec | None = None
     """The incremental policy model (key/value cache; :mod:`pategail.sdk.decoding`); None in bundles
     written before it existed, which generate from the full prefix."""
+    privacy: DeclaredPlan | None = None
+    """The run's declared privacy plan (manifest "privacy"): the device's floors and its own budget; None
+    for a run without noise or a bundle written before plans were declared."""
 
     @property
     def sha256(self) -> str:
@@ -289,8 +293,14 @@ def load_bundle(path: str | os.PathLike, *, onnxruntime_version: str | None = No
                       *([] if policy_step is None else [policy_step.path])]:
         if spec_path.name not in listed:
             raise BundleError(f"{manifest_path}: {spec_path.name} is used but has no hash in 'files'")
+    privacy = None
+    if "privacy" in manifest:
+        try:
+            privacy = DeclaredPlan.from_manifest(manifest["privacy"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise BundleError(f"{manifest_path}: invalid privacy plan ({type(e).__name__}: {e})") from None
     return Bundle(root=root, manifest=manifest, policy=policy, discriminator=models, checkpoint=checkpoint,
-                  parameters=parameters, environment=environment, policy_step=policy_step)
+                  parameters=parameters, environment=environment, policy_step=policy_step, privacy=privacy)
 
 
 def session_options(threads: int = 1):

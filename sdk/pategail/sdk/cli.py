@@ -79,7 +79,8 @@ def run_generate(args) -> int:
 
 def run(parser: argparse.ArgumentParser, argv: list[str] | None, user_errors: tuple = (SdkError,)) -> int:
     """Parse ``argv``, set up logging (``-q``: warnings only) and run the chosen command. ``user_errors`` are
-    printed as one line with exit status 2; anything else is a bug and keeps its traceback."""
+    printed as one line with exit status 2 (or the error's ``exit_status``: 3 for a failed integrity check, 4 for
+    an exhausted privacy budget); anything else is a bug and keeps its traceback."""
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
@@ -87,7 +88,7 @@ def run(parser: argparse.ArgumentParser, argv: list[str] | None, user_errors: tu
         return int(args.func(args) or 0)
     except user_errors as e:
         print(f"pategail: error: {e}", file=sys.stderr)
-        return 2
+        return getattr(e, "exit_status", 2)
     except KeyboardInterrupt:
         print("pategail: interrupted", file=sys.stderr)
         return 130

@@ -8,14 +8,20 @@ device — and everything in it:
 - ``discriminator.ckpt``     the personal discriminator D_u and its bundle tag (:mod:`pategail.sdk.checkpoint`);
 - ``policy.onnx``, ``policy.json``  the latest policy accepted from the coordinator
   (:mod:`pategail.sdk.policy_update`);
-- ``identity.key``           the secure-aggregation identity (:mod:`pategail.sdk.identity`).
+- ``identity.key``           the secure-aggregation identity (:mod:`pategail.sdk.identity`);
+- ``secagg-rounds.json``     the last secure-aggregation round accepted per coordinator key (replay guard,
+  :mod:`pategail.sdk.secagg.replay`);
+- ``privacy-ledger.json``    the releases the device took part in, against the bundle's declared budget
+  (:mod:`pategail.sdk.budget`).
 
 The coordinator reaches the device only through :meth:`Device.handle` (bytes in, bytes out; see
 :mod:`pategail.sdk.messages`) and, for the secure aggregation that follows, through the endpoint of
 :meth:`Device.secagg_endpoint`, whose masked upload carries the device's pending vector — the clipped scores
 D_u(s, a) of the last RoundRequest (:mod:`pategail.sdk.discriminator_round`), or its environment
 contribution (:mod:`pategail.sdk.contribution`). The caller never supplies (or sees) that vector. A refused
-request changes nothing: checkpoint, pending vector and policy stay as they were.
+request changes nothing: checkpoint, pending vector and policy stay as they were. A device whose bundle
+declares the run's privacy plan refuses a request past its own budget (ErrorReply ``budget``) and a signed
+round configuration below the plan's floors (:class:`~pategail.sdk.secagg.policy.DevicePolicy`).
 
 Torch-free: numpy, onnxruntime (training build) and cryptography only.
 """
@@ -28,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from pategail.sdk import checkpoint, policy_update
+from pategail.sdk.budget import check_request_budget, device_ledger
 from pategail.sdk.bundle import MANIFEST, Bundle, TrainingSession, ensure_training_api, open_generation_session
 from pategail.sdk.checkpoint import CHECKPOINT
 from pategail.sdk.contribution import DAYS_CAP, EnvironmentLayout, initial_state_contribution, reward_vector
@@ -44,10 +51,14 @@ from pategail.sdk.messages import (DEFAULT_LIMITS, KIND_INITIAL_STATES_REQUEST, 
 from pategail.sdk.places import place_contribution
 from pategail.sdk.secagg.client import SecAggClient
 from pategail.sdk.secagg.config import DevicePublicKeys, KeyDirectory
+from pategail.sdk.secagg.policy import DeclaredPlan
+from pategail.sdk.secagg.replay import RoundLog
 from pategail.sdk.secagg_endpoint import PendingVector, SecAggEndpoint
 from pategail.sdk.store import TrajectoryStore
 
 log = logging.getLogger(__name__)
+ROUND_LOG_FILE = "secagg-rounds.json"
+"""Last secure-aggregation round accepted per coordinator key: a restarted app must not reopen old rounds."""
 
 
 class Device:
@@ -77,6 +88,7 @@ class Device:
         self._geometry: CellGeometry | None = None
         self._secagg: SecAggClient | None = None
         self._secagg_directory: KeyDirectory | None = None
+        self._secagg_plan: DeclaredPlan | None = None
         if (self.root / BUNDLE_DIR / MANIFEST).is_file():
             try:
                 self._open(open_installed(self.root))
@@ -222,7 +234,13 @@ class Device:
         self._policy_sha256 = msg.policy_sha256
         return Ack(msg.round, KIND_NAMES[KIND_POLICY_UPDATE], 0)
 
+    def _plan(self) -> DeclaredPlan | None:
+        """The privacy plan the installed bundle declares (None: no bundle, or a run without noise)."""
+        return None if self.bundle is None else self.bundle.privacy
+
     def _on_round_request(self, msg: RoundRequest) -> Ack:
+        self._require_session()
+        check_request_budget(self.root, self._plan(), msg.round, msg.n_queries)
         session = self._session = checkpoint.before_round(self.root, self._require_session(), self.bundle,
                                                           self._bundle_sha256, msg.round, self.device_id)
         positives = self.positive_pairs()
@@ -243,18 +261,25 @@ class Device:
         env = self.bundle.environment
         layout = EnvironmentLayout(self.n_cells, n_rank_bins(candidate_count(self.n_cells, env.candidates)),
                                    place_law=True)
-        self._pending.set(layout.pack(
+        contribution = layout.pack(
             initial_state_contribution(days, self.store.home, self.n_cells),
             explore_law_contribution(days, self.store.home, env.cells, alpha=env.alpha, candidates=env.candidates),
-            place_contribution(days, self.store.home, self.n_cells, DAYS_CAP)))
+            place_contribution(days, self.store.home, self.n_cells, DAYS_CAP))
+        check_request_budget(self.root, self._plan(), msg.round, len(contribution))
+        self._pending.set(contribution)
         return Ack(msg.round, KIND_NAMES[KIND_INITIAL_STATES_REQUEST], len(self._pending))
 
     # -- secure aggregation ----------------------------------------------------------------------------------
     def secagg_endpoint(self, directory: KeyDirectory) -> SecAggEndpoint:
         """The device's side of a secure-aggregation round (``run_secure_round(endpoints, None, ...)``), with
         ``directory`` the public-key directory it was enrolled in. Its masked upload is the pending vector."""
-        # one client per directory: a client keeps its round state (and refuses replayed rounds) across calls
-        if self._secagg is None or self._secagg_directory != directory:
-            self._secagg = SecAggClient(self.device_id, self.identity, directory)
-            self._secagg_directory = directory
+        # one client per directory and plan: a client keeps its round state across calls; replayed rounds are
+        # refused across restarts too (the round log on disk)
+        plan = self._plan()
+        if self._secagg is None or (self._secagg_directory, self._secagg_plan) != (directory, plan):
+            self._secagg = SecAggClient(self.device_id, self.identity, directory,
+                                        round_log=RoundLog(self.root / ROUND_LOG_FILE),
+                                        policy=None if plan is None else plan.policy(),
+                                        ledger=device_ledger(self.root, plan))
+            self._secagg_directory, self._secagg_plan = directory, plan
         return SecAggEndpoint(self.device_id, self._secagg, self._pending)

@@ -3,9 +3,9 @@
 A device object owns one ``SecAggClient``. Each call takes the bytes the aggregator sent and returns the
 bytes to send back; a call that raises leaves the client's state unchanged:
 
-    start_round(signed_config, envelope) -> AdvertiseKeys      (verify config; open checksum key; new keys)
+    start_round(signed_config, envelope) -> AdvertiseKeys      (verify config, policy, budget; open envelope)
     share_keys(key_broadcast)            -> ShareKeys          (t-of-k shares of b_u and s_u, encrypted)
-    masked_input(share_delivery, scores) -> MaskedInput        (clip, encode, add noise share, checksum, mask)
+    masked_input(share_delivery, scores) -> MaskedInput        (clip, noise share, checksum, mask; ledger)
     consistency_check(survivor_set)      -> SurvivorAck        (sign U3 once; abort below n_min)
     unmask(ack_set)                      -> UnmaskShares       (b shares of survivors, s shares of dropouts)
 
@@ -29,15 +29,18 @@ import numpy as np
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from . import crypto, shamir
-from .checksum import checksum, envelope_aad, envelope_key, weights
+from .checksum import checksum, envelope_aad, envelope_key, unpack_secrets, weights
 from .config import KeyDirectory, RoundConfig
 from .errors import MessageRejected, ProtocolError, RefusedUnmask, SecAggAbort
 from .fixedpoint import SCALE, clip_unit, encode, to_ring
 from .graph import NeighbourGraph
+from .ledger import PrivacyLedger
 from .messages import (KIND_ACK_SET, KIND_KEY_BROADCAST, AdvertiseKeys, ChecksumEnvelope, MaskedInput, RelayedFrames,
                        ShareDelivery, ShareKeys, SurvivorAck, SurvivorSet, UnmaskShares, from_bitmap)
 from .noise import discrete_laplace_share
+from .policy import DevicePolicy
 from .prg import add_mask, expand_mask
+from .replay import RoundLog
 
 _SHARE_HEAD = struct.Struct(">QII")
 
@@ -54,8 +57,10 @@ class Phase(enum.Enum):
 @dataclass
 class _Round:
     config: RoundConfig
+    digest: bytes  # RoundConfig.digest: binds every message and key of the round
     neighbours: frozenset[int]
     checksum_key: bytes
+    checksum_offset: int  # k_u of the affine checksum: known to this device and the coordinator only
     c_key: X25519PrivateKey
     s_key: X25519PrivateKey
     b_seed: bytes
@@ -70,22 +75,31 @@ class _Round:
     revealed: dict[int, str] = field(default_factory=dict)
 
 
-def survivor_digest(round_id: int, bitmap: bytes) -> bytes:
-    """What a device signs in the consistency check: SHA-256 over the round id and the U3 bitmap."""
-    return hashlib.sha256(b"pategail-secagg-v1/survivors" + struct.pack(">Q", round_id) + bitmap).digest()
+def survivor_digest(config_digest: bytes, bitmap: bytes) -> bytes:
+    """What a device signs in the consistency check: SHA-256 over the round configuration's digest and the U3
+    bitmap (the coordinator checks the same digest on the aggregate's bitmap)."""
+    return hashlib.sha256(b"pategail-secagg-v2/survivors" + config_digest + bitmap).digest()
 
 
 class SecAggClient:
-    """One device's protocol state machine. ``noise_sampler(scale_quanta, n_min, size) -> int64`` is the
-    source of its noise share (default: the CSPRNG discrete-Laplace share; tests wrap it to record shares)."""
+    """One device's protocol state machine.
+
+    ``noise_sampler(scale_quanta, divisor, size) -> int64`` is the source of its noise share, divisor =
+    n_min - colluders (default: the CSPRNG discrete-Laplace share; tests wrap it to record shares).
+    ``round_log`` keeps the last round accepted per coordinator key; give it a path so it survives restarts.
+    ``policy`` holds the device's floors on a signed configuration (``policy.DevicePolicy``), ``ledger`` its
+    own privacy ledger (``ledger.PrivacyLedger``); both are checked before the device sends anything."""
 
     def __init__(self, device_id: int, identity: crypto.DeviceIdentity, directory: KeyDirectory,
-                 noise_sampler=discrete_laplace_share):
+                 noise_sampler=discrete_laplace_share, round_log: RoundLog | None = None,
+                 policy: DevicePolicy | None = None, ledger: PrivacyLedger | None = None):
         self.device_id = device_id
         self._identity = identity
         self._directory = directory
         self._noise = noise_sampler
-        self._last_round = -1
+        self._round_log = round_log if round_log is not None else RoundLog()
+        self.policy = policy if policy is not None else DevicePolicy()
+        self.ledger = ledger if ledger is not None else PrivacyLedger()
         self._round: _Round | None = None
         self.phase = Phase.IDLE
 
@@ -95,9 +109,12 @@ class SecAggClient:
             raise ProtocolError(f"device {self.device_id}: expected phase {phase.name}, in {self.phase.name}")
         return self._round
 
-    def _check_round(self, round_id: int) -> None:
-        if self._round is None or round_id != self._round.config.round_id:
-            raise MessageRejected(f"message for round {round_id}, not the current one")
+    def _check_round(self, msg) -> None:
+        """``msg`` must belong to the current round and to its signed configuration (not merely its id)."""
+        if self._round is None or msg.round_id != self._round.config.round_id:
+            raise MessageRejected(f"message for round {msg.round_id}, not the current one")
+        if msg.config_digest != self._round.digest:
+            raise MessageRejected(f"message for another configuration of round {msg.round_id} (replay?)")
 
     def _sign(self, data: bytes) -> bytes:
         return self._identity.sign(data)
@@ -109,33 +126,36 @@ class SecAggClient:
     def start_round(self, signed_config: bytes, envelope: bytes) -> bytes:
         """Verify the coordinator-signed config, open the checksum envelope, advertise fresh keys."""
         cfg = RoundConfig.from_signed_bytes(signed_config, self._directory.coordinator)
-        if cfg.round_id <= self._last_round:
-            raise MessageRejected(f"round {cfg.round_id} is not newer than {self._last_round} (replay)")
+        self._round_log.check(self._directory.coordinator, cfg.round_id)
         if self.device_id not in cfg.participants:
             raise ProtocolError(f"device {self.device_id} is not a participant of round {cfg.round_id}")
+        self.policy.check(cfg)  # a signature says who chose the configuration, not that it is safe
+        self.ledger.check(cfg)
         env = ChecksumEnvelope.decode(envelope)
         if (env.round_id, env.device) != (cfg.round_id, self.device_id):
             raise MessageRejected("checksum envelope for another round or device")
+        digest = cfg.digest
         shared = crypto.agree(self._identity.envelope_key, cfg.envelope_public)
-        key = crypto.open_sealed(envelope_key(shared, cfg.round_id, self.device_id), env.sealed,
-                                 envelope_aad(cfg.round_id, self.device_id))
+        key, offset = unpack_secrets(crypto.open_sealed(envelope_key(shared, digest, self.device_id),
+                                                        env.sealed, envelope_aad(digest, self.device_id)))
         graph = NeighbourGraph(cfg.participants, cfg.round_seed, cfg.degree)
-        self._round = _Round(cfg, graph.neighbours(self.device_id), key, X25519PrivateKey.generate(),
-                             X25519PrivateKey.generate(), os.urandom(32))
-        self._last_round, self.phase = cfg.round_id, Phase.ADVERTISED
-        r = self._round
-        return AdvertiseKeys(cfg.round_id, self.device_id, crypto.public_bytes(r.c_key),
-                             crypto.public_bytes(r.s_key)).encode(self._sign)
+        r = _Round(cfg, digest, graph.neighbours(self.device_id), key, offset, X25519PrivateKey.generate(),
+                   X25519PrivateKey.generate(), os.urandom(32))
+        reply = AdvertiseKeys(cfg.round_id, digest, self.device_id, crypto.public_bytes(r.c_key),
+                              crypto.public_bytes(r.s_key)).encode(self._sign)
+        self._round_log.accept(self._directory.coordinator, cfg.round_id)  # on disk before anything is sent
+        self._round, self.phase = r, Phase.ADVERTISED
+        return reply
 
     def share_keys(self, key_broadcast: bytes) -> bytes:
         """Check the neighbours' signed keys; send each an encrypted share of b_u and of s_u's secret key."""
         r = self._expect(Phase.ADVERTISED)
         kb = RelayedFrames.decode(key_broadcast, KIND_KEY_BROADCAST)
-        self._check_round(kb.round_id)
+        self._check_round(kb)
         peers: dict[int, AdvertiseKeys] = {}
         for raw in kb.frames:
             adv = AdvertiseKeys.decode(raw, self._directory)
-            self._check_round(adv.round_id)
+            self._check_round(adv)
             if adv.sender not in r.neighbours or adv.sender in peers:
                 raise ProtocolError(f"unexpected or repeated keys of device {adv.sender}")
             peers[adv.sender] = adv
@@ -153,17 +173,17 @@ class SecAggClient:
                 continue
             head = _SHARE_HEAD.pack(cfg.round_id, self.device_id, v)
             r.c_secrets[v] = crypto.agree(r.c_key, peers[v].c_public)
-            key = crypto.share_key(r.c_secrets[v], cfg.round_id, self.device_id, v)
+            key = crypto.share_key(r.c_secrets[v], r.digest, self.device_id, v)
             shares.append((v, crypto.seal(key, head + shamir.y_to_bytes(by) + shamir.y_to_bytes(sy), head)))
         r.peers, self.phase = peers, Phase.SHARED
-        return ShareKeys(cfg.round_id, self.device_id, tuple(shares)).encode(self._sign)
+        return ShareKeys(cfg.round_id, r.digest, self.device_id, tuple(shares)).encode(self._sign)
 
     def masked_input(self, share_delivery: bytes, scores: np.ndarray) -> bytes:
         """Decrypt the shares held for neighbours; upload y = x + noise + PRG(b_u) ± Σ PRG(s_uv)."""
         r = self._expect(Phase.SHARED)
         cfg = r.config
         sd = ShareDelivery.decode(share_delivery)
-        self._check_round(sd.round_id)
+        self._check_round(sd)
         if sd.recipient != self.device_id:
             raise MessageRejected("share delivery addressed to another device")
         held = {}
@@ -171,7 +191,7 @@ class SecAggClient:
             if v not in r.peers:
                 raise ProtocolError(f"shares from device {v}, which is not a neighbour that advertised keys")
             head = _SHARE_HEAD.pack(cfg.round_id, v, self.device_id)
-            key = crypto.share_key(r.c_secrets[v], cfg.round_id, v, self.device_id)
+            key = crypto.share_key(r.c_secrets[v], r.digest, v, self.device_id)
             plain = crypto.open_sealed(key, blob, head)
             if len(plain) != len(head) + 2 * shamir.SHARE_BYTES or plain[:len(head)] != head:
                 raise MessageRejected(f"malformed share from device {v}")
@@ -182,30 +202,32 @@ class SecAggClient:
         if scores.shape != (m,):
             raise ValueError(f"scores must have shape ({m},), got {scores.shape}")
         x = np.concatenate([encode(scores), encode(scores * scores)])
-        x[:m] += self._noise(cfg.sum_noise_scale * SCALE, cfg.n_min, m)
-        x[m:] += self._noise(cfg.sq_sum_noise_scale * SCALE, cfg.n_min, m)
+        x[:m] += self._noise(cfg.sum_noise_scale * SCALE, cfg.noise_divisor, m)
+        x[m:] += self._noise(cfg.sq_sum_noise_scale * SCALE, cfg.noise_divisor, m)
         y = np.empty(2 * m + 1, dtype=np.uint64)
         y[:-1] = to_ring(x)
-        y[-1] = checksum(x, weights(r.checksum_key, 2 * m))
+        y[-1] = checksum(x, weights(r.checksum_key, 2 * m), r.checksum_offset)
         add_mask(y, expand_mask(r.b_seed, 2 * m), +1)
         for v in r.peers.keys() & held.keys():
-            seed = crypto.mask_seed(r.s_key, r.peers[v].s_public, cfg.round_id, self.device_id, v)
+            seed = crypto.mask_seed(r.s_key, r.peers[v].s_public, r.digest, self.device_id, v)
             add_mask(y, expand_mask(seed, 2 * m), +1 if self.device_id < v else -1)
+        reply = MaskedInput(cfg.round_id, r.digest, self.device_id, y).encode(self._sign)
+        self.ledger.record(cfg)  # from the moment the input leaves, a release containing it may exist
         r.held, self.phase = held, Phase.MASKED
-        return MaskedInput(cfg.round_id, self.device_id, y).encode(self._sign)
+        return reply
 
     def consistency_check(self, survivor_set: bytes) -> bytes:
         """Sign the survivor set U3 — once per round; refuse below n_min or if U3 is inconsistent."""
         if self.phase in (Phase.ACKED, Phase.DONE):
             ss = SurvivorSet.decode(survivor_set)
-            self._check_round(ss.round_id)
+            self._check_round(ss)
             if ss.bitmap != self._round.ack_bitmap:
                 raise RefusedUnmask("already acknowledged a different survivor set in this round")
             return self._round.ack
         r = self._expect(Phase.MASKED)
         cfg = r.config
         ss = SurvivorSet.decode(survivor_set)
-        self._check_round(ss.round_id)
+        self._check_round(ss)
         survivors = frozenset(from_bitmap(ss.bitmap, cfg.participants))
         if self.device_id not in survivors:
             raise ProtocolError("the survivor set omits this device, which sent its masked input")
@@ -215,7 +237,7 @@ class SecAggClient:
             raise SecAggAbort(f"only {len(survivors)} devices survived, below n_min={cfg.n_min}: "
                               "refusing to help unmask")
         r.survivors, r.ack_bitmap = survivors, ss.bitmap
-        r.ack = SurvivorAck(cfg.round_id, self.device_id, survivor_digest(cfg.round_id, ss.bitmap)).encode(
+        r.ack = SurvivorAck(cfg.round_id, r.digest, self.device_id, survivor_digest(r.digest, ss.bitmap)).encode(
             self._sign)
         self.phase = Phase.ACKED
         return r.ack
@@ -227,14 +249,14 @@ class SecAggClient:
         r = self._expect(Phase.ACKED)
         cfg = r.config
         acks = RelayedFrames.decode(ack_set, KIND_ACK_SET)
-        self._check_round(acks.round_id)
-        digest = survivor_digest(cfg.round_id, r.ack_bitmap)
+        self._check_round(acks)
+        digest = survivor_digest(r.digest, r.ack_bitmap)
         confirmed = {self.device_id}
         for raw in acks.frames:
             if len(confirmed) >= cfg.threshold:
                 break  # t valid signatures on our U3 is the condition; checking more only costs time
             ack = SurvivorAck.decode(raw, self._directory)
-            self._check_round(ack.round_id)
+            self._check_round(ack)
             if ack.sender not in r.neighbours or ack.sender not in r.survivors:
                 raise ProtocolError(f"acknowledgement from device {ack.sender}, not a surviving neighbour")
             if ack.digest != digest:
@@ -248,7 +270,7 @@ class SecAggClient:
             alive = v in r.survivors
             self._reveal(v, "b" if alive else "s")
             (b_shares if alive else s_shares).append((v, b_y if alive else s_y))
-        r.response = UnmaskShares(cfg.round_id, self.device_id, tuple(b_shares), tuple(s_shares)).encode(
+        r.response = UnmaskShares(cfg.round_id, r.digest, self.device_id, tuple(b_shares), tuple(s_shares)).encode(
             self._sign)
         r.held, self.phase = {}, Phase.DONE  # the shares are no longer needed
         return r.response

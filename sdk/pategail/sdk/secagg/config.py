@@ -1,12 +1,14 @@
 """The coordinator-signed configuration of one round, and the public-key directory (the PKI).
 
 Everything a device relies on for its privacy is in ``RoundConfig`` and is signed by the coordinator:
-``n_min`` (no device unmasks when fewer survive, and noise shares are sized for it), the noise scales, the
+``n_min`` (no device unmasks when fewer survive, and noise shares are sized for n_min - ``colluders``), the
+noise scales, the
 Shamir threshold, the neighbour degree and the public round seed that fixes the neighbour graph. The
 aggregator relays the signed bytes and cannot change them.
 """
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Mapping
@@ -73,6 +75,10 @@ class RoundConfig:
     """32 public random bytes chosen by the coordinator: fixes the neighbour graph."""
     envelope_public: bytes
     """The coordinator's ephemeral X25519 key of this round, for the checksum-key envelopes."""
+    colluders: int = 0
+    """t: devices that may collude with the coordinator (it learns their noise shares and can subtract
+    them). Noise shares are sized for n_min - t honest survivors, so the noise the others add alone reaches
+    the target; t = 0 trusts every device to keep its share secret."""
     aggregator: int = COORDINATOR
     """Who aggregates: ``COORDINATOR`` or the id of the device chosen for this round."""
     frac_bits: int = FRAC_BITS
@@ -86,6 +92,8 @@ class RoundConfig:
             raise ValueError("the aggregator device cannot also contribute (it would learn the checksum key)")
         if not 1 <= self.n_min <= n:
             raise ValueError(f"n_min={self.n_min} must be in [1, {n}]")
+        if not 0 <= self.colluders < self.n_min:
+            raise ValueError(f"colluders={self.colluders} must be in [0, n_min)")
         if self.degree < 0 or self.degree % 2:
             raise ValueError("degree must be 0 (all pairs) or even")
         if not 1 <= self.threshold <= self.holders:
@@ -100,7 +108,7 @@ class RoundConfig:
             q = scale * SCALE
             if not (q == 0 or 1 <= q <= MAX_NOISE_SCALE_QUANTA):
                 raise ValueError(f"noise scale {scale} outside [2^-{FRAC_BITS}, 2^{50 - FRAC_BITS}] or 0")
-            if sum_bound(n, q, self.n_min) >= SAFE_ABS_SUM:
+            if sum_bound(n, q, self.noise_divisor) >= SAFE_ABS_SUM:
                 raise ValueError("sums could wrap around Z_2^64 with these parameters")
 
     @property
@@ -110,6 +118,11 @@ class RoundConfig:
         return n if self.degree == 0 or self.degree >= n - 1 else self.degree + 1
 
     @property
+    def noise_divisor(self) -> int:
+        """How many devices' noise shares add up to the target noise: n_min - colluders."""
+        return self.n_min - self.colluders
+
+    @property
     def vector_length(self) -> int:
         """Words of a masked upload: 2M data slots (Σ D then Σ D²) and one checksum slot."""
         return 2 * self.num_queries + 1
@@ -117,7 +130,13 @@ class RoundConfig:
     def body(self) -> bytes:
         w = Writer().u64(self.round_id).u32s(self.participants).u32(self.num_queries).u32(self.n_min)
         w.u32(self.threshold).u32(self.degree).f64(self.sum_noise_scale).f64(self.sq_sum_noise_scale)
-        return w.raw(self.round_seed).raw(self.envelope_public).u32(self.aggregator).u8(self.frac_bits).bytes()
+        w.raw(self.round_seed).raw(self.envelope_public).u32(self.colluders).u32(self.aggregator)
+        return w.u8(self.frac_bits).bytes()
+
+    @property
+    def digest(self) -> bytes:
+        """SHA-256 of the configuration (its signed body): every message and key of the round is bound to it."""
+        return hashlib.sha256(b"pategail-secagg/round-config" + self.body()).digest()
 
     def to_signed_bytes(self, sign) -> bytes:
         """The signed frame; ``sign`` is the coordinator's Ed25519 signing function."""
@@ -132,7 +151,8 @@ class RoundConfig:
         r = Reader(body)
         fields = dict(round_id=r.u64(), participants=r.u32s(), num_queries=r.u32(), n_min=r.u32(),
                       threshold=r.u32(), degree=r.u32(), sum_noise_scale=r.f64(), sq_sum_noise_scale=r.f64(),
-                      round_seed=r.raw(32), envelope_public=r.raw(32), aggregator=r.u32(), frac_bits=r.u8())
+                      round_seed=r.raw(32), envelope_public=r.raw(32), colluders=r.u32(), aggregator=r.u32(),
+                      frac_bits=r.u8())
         r.done()
         try:
             return cls(**fields)

@@ -40,10 +40,11 @@ def private_bytes(key: X25519PrivateKey) -> bytes:
                              serialization.NoEncryption())
 
 
-def hkdf(secret: bytes, purpose: bytes, *context: int) -> bytes:
-    """A 32-byte key for ``purpose`` bound to integer ``context`` (round id, device ids), from a DH secret."""
+def hkdf(secret: bytes, purpose: bytes, *context: int, salt: bytes | None = None) -> bytes:
+    """A 32-byte key for ``purpose`` bound to integer ``context`` (device ids), from a DH secret; ``salt`` is
+    the round configuration's digest where the key belongs to one round."""
     info = _LABEL + purpose + b"".join(struct.pack(">Q", c) for c in context)
-    return HKDF(algorithm=hashes.SHA256(), length=KEY_BYTES, salt=None, info=info).derive(secret)
+    return HKDF(algorithm=hashes.SHA256(), length=KEY_BYTES, salt=salt, info=info).derive(secret)
 
 
 def agree(private: X25519PrivateKey, peer_public: bytes) -> bytes:
@@ -54,15 +55,16 @@ def agree(private: X25519PrivateKey, peer_public: bytes) -> bytes:
         raise MessageRejected(f"bad X25519 public key: {err}") from None
 
 
-def mask_seed(private: X25519PrivateKey, peer_public: bytes, round_id: int, u: int, v: int) -> bytes:
-    """The pairwise mask seed s_uv = s_vu (both ends derive it; ids in increasing order)."""
-    return hkdf(agree(private, peer_public), b"mask", round_id, min(u, v), max(u, v))
+def mask_seed(private: X25519PrivateKey, peer_public: bytes, config_digest: bytes, u: int, v: int) -> bytes:
+    """The pairwise mask seed s_uv = s_vu of the round with configuration digest ``config_digest`` (both ends
+    derive it; ids in increasing order)."""
+    return hkdf(agree(private, peer_public), b"mask", min(u, v), max(u, v), salt=config_digest)
 
 
-def share_key(shared_secret: bytes, round_id: int, sender: int, recipient: int) -> bytes:
+def share_key(shared_secret: bytes, config_digest: bytes, sender: int, recipient: int) -> bytes:
     """The AES-GCM key for shares sent from ``sender`` to ``recipient`` (one key per direction), from the
     X25519 secret of their c-keys (computed once, used for both directions)."""
-    return hkdf(shared_secret, b"share", round_id, sender, recipient)
+    return hkdf(shared_secret, b"share", sender, recipient, salt=config_digest)
 
 
 def seal(key: bytes, plaintext: bytes, aad: bytes) -> bytes:

@@ -30,3 +30,18 @@ class RefusedUnmask(ProtocolError):
 
 class TamperDetected(SecAggError):
     """The coordinator's keyed checksum (or range check) does not match the aggregate it received."""
+
+
+class ImplausibleAggregate(TamperDetected):
+    """A released sum lies outside what clipped inputs plus the round's noise can produce (probability of a
+    false alarm < 2^-40 per round): a device skipped its clipping, or the aggregate was altered."""
+
+
+class RoundRefused(SecAggError):
+    """A device refused a round before sending anything: its configuration is below the device's floors
+    (``code`` "policy") or would take the device past its own privacy budget (``code`` "budget"). The
+    device's state is unchanged."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code

@@ -58,20 +58,35 @@ def decode(sums: np.ndarray) -> np.ndarray:
     return np.asarray(sums, dtype=np.int64).astype(np.float64) / SCALE
 
 
-def sum_bound(n_devices: int, noise_scale_quanta: float, n_min: int, tail_log2: float = 64.0) -> float:
-    """An upper bound B on |Σ_u (x_u + noise_u)| over n devices, failing with probability < 2^-tail_log2.
+def noise_bound(n_devices: int, noise_scale_quanta: float, noise_divisor: int, tail_log2: float = 64.0) -> float:
+    """A bound T on |Σ_u noise_u| over n devices' shares, exceeded with probability < 2^-tail_log2.
 
-    Data: n * 2^FRAC_BITS. Noise: each device adds NB(1/n_min, p) - NB(1/n_min, p), p = 1 - e^(-a),
-    a = 1/scale, so the positive parts sum to G ~ NB(n/n_min, p). Chernoff at θ = a/2:
-    P(G >= t) <= E[e^(θG)] e^(-θt) = (p / (1 - e^(-a/2)))^(n/n_min) e^(-a t/2); the same bound for the
+    Each device adds NB(1/d, p) - NB(1/d, p), p = 1 - e^(-a), a = 1/scale, d = ``noise_divisor`` (n_min, or
+    n_min - t with t colluders), so the positive parts sum to G ~ NB(n/d, p). Chernoff at θ = a/2:
+    P(G >= t) <= E[e^(θG)] e^(-θt) = (p / (1 - e^(-a/2)))^(n/d) e^(-a t/2); the same bound for the
     negative part gives the factor 2 (the extra bit in ``tail_log2 + 1``).
     """
-    data = n_devices * SCALE
     if noise_scale_quanta <= 0:
-        return float(data)
+        return 0.0
     a = 1.0 / noise_scale_quanta
-    r = n_devices / n_min
-    log_mgf = r * (math.log(-math.expm1(-a)) - math.log(-math.expm1(-a / 2)))
+    log_mgf = n_devices / noise_divisor * (math.log(-math.expm1(-a)) - math.log(-math.expm1(-a / 2)))
     # P(G >= t) <= exp(log_mgf - a t / 2) <= 2^-(tail_log2 + 1)  =>  t = 2 (log_mgf + (tail+1) ln 2) / a
-    t = 2.0 * (log_mgf + (tail_log2 + 1) * math.log(2)) / a
-    return float(data + t)
+    return float(2.0 * (log_mgf + (tail_log2 + 1) * math.log(2)) / a)
+
+
+def sum_bound(n_devices: int, noise_scale_quanta: float, noise_divisor: int, tail_log2: float = 64.0) -> float:
+    """An upper bound B on |Σ_u (x_u + noise_u)| over n devices, failing with probability < 2^-tail_log2:
+    the data, n * 2^FRAC_BITS, plus ``noise_bound``."""
+    return float(n_devices * SCALE + noise_bound(n_devices, noise_scale_quanta, noise_divisor, tail_log2))
+
+
+def plausible_range(n_survivors: int, noise_scale_quanta: float, noise_divisor: int, n_coordinates: int,
+                    failure_log2: float = 40.0) -> tuple[float, float]:
+    """[lo, hi] in quanta that every honest released sum of clipped values in [0, 1] (Σ D, or Σ D²) lies in,
+    except with probability < 2^-failure_log2 over the whole release of ``n_coordinates`` sums (union bound).
+
+    Honest data lie in [0, n * 2^FRAC_BITS]; the noise widens both ends by ``noise_bound``. A device that skips
+    its clipping can still hide up to ~that bound per coordinate — no more than the noise already does.
+    """
+    t = noise_bound(n_survivors, noise_scale_quanta, noise_divisor, failure_log2 + math.log2(max(1, n_coordinates)))
+    return -t, n_survivors * SCALE + t

@@ -1,6 +1,9 @@
 """Typed, versioned protocol messages (frozen dataclasses) and their validated byte forms.
 
-Device -> aggregator messages carry (round_id, sender) first and are Ed25519-signed by the sender's identity
+Every message carries (round_id, config_digest) first — the digest is SHA-256 of the coordinator-signed
+round configuration (``RoundConfig.digest``), so a message of one configuration is never taken for a message
+of another that happens to share its round id (a coordinator restarted, an aborted attempt).
+Device -> aggregator messages then carry the sender and are Ed25519-signed by the sender's identity
 key; ``decode`` checks the frame, the signature against the directory, and field shapes, and raises
 MessageRejected on anything wrong. Aggregator -> device messages are unsigned: their contents are either
 signed by someone else (forwarded device messages), authenticated by AES-GCM (shares, envelopes), or checked
@@ -25,15 +28,29 @@ from .wire import Reader, Writer, frame, unframe
  KIND_SURVIVORS, KIND_ACK, KIND_ACK_SET, KIND_UNMASK, KIND_AGGREGATE) = range(2, 13)
 
 
-def _open_signed(data: bytes, kind: int, directory: KeyDirectory) -> tuple[Reader, int, int]:
+DIGEST_BYTES = 32
+
+
+def _open_signed(data: bytes, kind: int, directory: KeyDirectory) -> tuple[Reader, int, bytes, int]:
     body, signed, sig = unframe(data, kind)
     r = Reader(body)
-    round_id, sender = r.u64(), r.u32()
+    round_id, digest, sender = r.u64(), r.raw(DIGEST_BYTES), r.u32()
     if not sig:
         raise MessageRejected("unsigned message")
     if not crypto.verify(directory.signing_key(sender), sig, signed):
         raise MessageRejected(f"bad signature on a message from device {sender}")
-    return r, round_id, sender
+    return r, round_id, digest, sender
+
+
+def _head(round_id: int, config_digest: bytes) -> Writer:
+    if len(config_digest) != DIGEST_BYTES:
+        raise ValueError("config_digest is the 32-byte SHA-256 of the signed round configuration")
+    return Writer().u64(round_id).raw(config_digest)
+
+
+def _read_head(data: bytes, kind: int) -> tuple[Reader, int, bytes]:
+    r = Reader(unframe(data, kind)[0])
+    return r, r.u64(), r.raw(DIGEST_BYTES)
 
 
 def _pairs(r: Reader, size: int | None) -> tuple[tuple[int, bytes], ...]:
@@ -96,6 +113,7 @@ class AdvertiseKeys:
     """Device -> aggregator (signed): the device's two X25519 public keys of this round."""
 
     round_id: int
+    config_digest: bytes
     sender: int
     c_public: bytes
     """Key agreement for encrypting shares."""
@@ -103,13 +121,13 @@ class AdvertiseKeys:
     """Key agreement for pairwise mask seeds."""
 
     def encode(self, sign) -> bytes:
-        body = Writer().u64(self.round_id).u32(self.sender).raw(self.c_public).raw(self.s_public).bytes()
-        return frame(KIND_ADVERTISE, body, sign)
+        body = _head(self.round_id, self.config_digest).u32(self.sender).raw(self.c_public).raw(self.s_public)
+        return frame(KIND_ADVERTISE, body.bytes(), sign)
 
     @classmethod
     def decode(cls, data: bytes, directory: KeyDirectory) -> "AdvertiseKeys":
-        r, round_id, sender = _open_signed(data, KIND_ADVERTISE, directory)
-        out = cls(round_id, sender, r.raw(32), r.raw(32))
+        r, round_id, digest, sender = _open_signed(data, KIND_ADVERTISE, directory)
+        out = cls(round_id, digest, sender, r.raw(32), r.raw(32))
         r.done()
         if out.c_public == out.s_public:
             raise MessageRejected("the two advertised keys must differ")
@@ -124,6 +142,7 @@ class RelayedFrames:
 
     kind: int
     round_id: int
+    config_digest: bytes
     frames: tuple[bytes, ...]
 
     def __post_init__(self):
@@ -131,16 +150,15 @@ class RelayedFrames:
             raise ValueError(f"not a relayed-frames kind: {self.kind}")
 
     def encode(self) -> bytes:
-        w = Writer().u64(self.round_id).u32(len(self.frames))
+        w = _head(self.round_id, self.config_digest).u32(len(self.frames))
         for f in self.frames:
             w.blob(f)
         return frame(self.kind, w.bytes())
 
     @classmethod
     def decode(cls, data: bytes, kind: int) -> "RelayedFrames":
-        r = Reader(unframe(data, kind)[0])
-        round_id = r.u64()
-        out = cls(kind, round_id, tuple(r.blob(1024) for _ in range(r.u32())))
+        r, round_id, digest = _read_head(data, kind)
+        out = cls(kind, round_id, digest, tuple(r.blob(1024) for _ in range(r.u32())))
         r.done()
         return out
 
@@ -150,18 +168,19 @@ class ShareKeys:
     """Device -> aggregator (signed): one AES-GCM ciphertext of (b_u share, s_u share) per neighbour."""
 
     round_id: int
+    config_digest: bytes
     sender: int
     shares: tuple[tuple[int, bytes], ...]
     """(recipient, nonce || ciphertext) pairs."""
 
     def encode(self, sign) -> bytes:
-        w = Writer().u64(self.round_id).u32(self.sender)
+        w = _head(self.round_id, self.config_digest).u32(self.sender)
         return frame(KIND_SHARE_KEYS, _write_pairs(w, self.shares, sized=False).bytes(), sign)
 
     @classmethod
     def decode(cls, data: bytes, directory: KeyDirectory) -> "ShareKeys":
-        r, round_id, sender = _open_signed(data, KIND_SHARE_KEYS, directory)
-        out = cls(round_id, sender, _pairs(r, None))
+        r, round_id, digest, sender = _open_signed(data, KIND_SHARE_KEYS, directory)
+        out = cls(round_id, digest, sender, _pairs(r, None))
         r.done()
         return out
 
@@ -171,17 +190,18 @@ class ShareDelivery:
     """Aggregator -> device: the ciphertexts addressed to ``recipient``, by sender (defines U2 ∩ N(u))."""
 
     round_id: int
+    config_digest: bytes
     recipient: int
     shares: tuple[tuple[int, bytes], ...]
 
     def encode(self) -> bytes:
-        w = Writer().u64(self.round_id).u32(self.recipient)
+        w = _head(self.round_id, self.config_digest).u32(self.recipient)
         return frame(KIND_SHARE_DELIVERY, _write_pairs(w, self.shares, sized=False).bytes())
 
     @classmethod
     def decode(cls, data: bytes) -> "ShareDelivery":
-        r = Reader(unframe(data, KIND_SHARE_DELIVERY)[0])
-        out = cls(r.u64(), r.u32(), _pairs(r, None))
+        r, round_id, digest = _read_head(data, KIND_SHARE_DELIVERY)
+        out = cls(round_id, digest, r.u32(), _pairs(r, None))
         r.done()
         return out
 
@@ -191,17 +211,18 @@ class MaskedInput:
     """Device -> aggregator (signed): y_u, uint64 of length 2M + 1 (last word in Z_P61)."""
 
     round_id: int
+    config_digest: bytes
     sender: int
     vector: np.ndarray
 
     def encode(self, sign) -> bytes:
-        return frame(KIND_MASKED_INPUT, Writer().u64(self.round_id).u32(self.sender).words(self.vector).bytes(),
-                     sign)
+        body = _head(self.round_id, self.config_digest).u32(self.sender).words(self.vector)
+        return frame(KIND_MASKED_INPUT, body.bytes(), sign)
 
     @classmethod
     def decode(cls, data: bytes, directory: KeyDirectory) -> "MaskedInput":
-        r, round_id, sender = _open_signed(data, KIND_MASKED_INPUT, directory)
-        out = cls(round_id, sender, r.words())
+        r, round_id, digest, sender = _open_signed(data, KIND_MASKED_INPUT, directory)
+        out = cls(round_id, digest, sender, r.words())
         r.done()
         return out
 
@@ -211,15 +232,16 @@ class SurvivorSet:
     """Aggregator -> device: U3, the devices whose masked input is in the sum, as a bitmap."""
 
     round_id: int
+    config_digest: bytes
     bitmap: bytes
 
     def encode(self) -> bytes:
-        return frame(KIND_SURVIVORS, Writer().u64(self.round_id).blob(self.bitmap).bytes())
+        return frame(KIND_SURVIVORS, _head(self.round_id, self.config_digest).blob(self.bitmap).bytes())
 
     @classmethod
     def decode(cls, data: bytes) -> "SurvivorSet":
-        r = Reader(unframe(data, KIND_SURVIVORS)[0])
-        out = cls(r.u64(), r.blob(1 << 14))
+        r, round_id, digest = _read_head(data, KIND_SURVIVORS)
+        out = cls(round_id, digest, r.blob(1 << 14))
         r.done()
         return out
 
@@ -229,16 +251,19 @@ class SurvivorAck:
     """Device -> aggregator (signed), forwarded to neighbours: "I saw this survivor set" (SHA-256 of U3)."""
 
     round_id: int
+    config_digest: bytes
     sender: int
     digest: bytes
+    """``survivor_digest`` of the survivor bitmap the device saw."""
 
     def encode(self, sign) -> bytes:
-        return frame(KIND_ACK, Writer().u64(self.round_id).u32(self.sender).raw(self.digest).bytes(), sign)
+        body = _head(self.round_id, self.config_digest).u32(self.sender).raw(self.digest)
+        return frame(KIND_ACK, body.bytes(), sign)
 
     @classmethod
     def decode(cls, data: bytes, directory: KeyDirectory) -> "SurvivorAck":
-        r, round_id, sender = _open_signed(data, KIND_ACK, directory)
-        out = cls(round_id, sender, r.raw(32))
+        r, round_id, digest, sender = _open_signed(data, KIND_ACK, directory)
+        out = cls(round_id, digest, sender, r.raw(32))
         r.done()
         return out
 
@@ -248,18 +273,19 @@ class UnmaskShares:
     """Device -> aggregator (signed): shares of b_v for surviving neighbours, of s_v for dropped ones."""
 
     round_id: int
+    config_digest: bytes
     sender: int
     b_shares: tuple[tuple[int, bytes], ...]
     s_shares: tuple[tuple[int, bytes], ...]
 
     def encode(self, sign) -> bytes:
-        w = _write_pairs(Writer().u64(self.round_id).u32(self.sender), self.b_shares, sized=True)
+        w = _write_pairs(_head(self.round_id, self.config_digest).u32(self.sender), self.b_shares, sized=True)
         return frame(KIND_UNMASK, _write_pairs(w, self.s_shares, sized=True).bytes(), sign)
 
     @classmethod
     def decode(cls, data: bytes, directory: KeyDirectory) -> "UnmaskShares":
-        r, round_id, sender = _open_signed(data, KIND_UNMASK, directory)
-        out = cls(round_id, sender, _pairs(r, SHARE_BYTES), _pairs(r, SHARE_BYTES))
+        r, round_id, digest, sender = _open_signed(data, KIND_UNMASK, directory)
+        out = cls(round_id, digest, sender, _pairs(r, SHARE_BYTES), _pairs(r, SHARE_BYTES))
         r.done()
         if {v for v, _ in out.b_shares} & {v for v, _ in out.s_shares}:
             raise MessageRejected("both secrets of one device revealed")
@@ -268,20 +294,31 @@ class UnmaskShares:
 
 @dataclass(frozen=True, eq=False)
 class AggregateResult:
-    """Aggregator -> coordinator: Σ x_u over U3 in Z_2^64 (2M words) and the checksum sum in Z_P61."""
+    """Aggregator -> coordinator: Σ x_u over U3 in Z_2^64 (2M words), the checksum sum in Z_P61, and the
+    signed SurvivorAck frames (U4) that bind the survivor bitmap to what the devices saw."""
 
     round_id: int
+    config_digest: bytes
     survivors_bitmap: bytes
     sums: np.ndarray
     checksum: int
+    acks: tuple[bytes, ...] = ()
 
     def encode(self) -> bytes:
-        w = Writer().u64(self.round_id).blob(self.survivors_bitmap).words(self.sums).u64(self.checksum)
+        w = _head(self.round_id, self.config_digest).blob(self.survivors_bitmap).words(self.sums)
+        w.u64(self.checksum)
+        w.u32(len(self.acks))
+        for a in self.acks:
+            w.blob(a)
         return frame(KIND_AGGREGATE, w.bytes())
 
     @classmethod
     def decode(cls, data: bytes) -> "AggregateResult":
-        r = Reader(unframe(data, KIND_AGGREGATE)[0])
-        out = cls(r.u64(), r.blob(1 << 14), r.words(), r.u64())
+        r, round_id, digest = _read_head(data, KIND_AGGREGATE)
+        bitmap, sums, checksum = r.blob(1 << 14), r.words(), r.u64()
+        n_acks = r.u32()
+        if n_acks > 8 * len(bitmap):
+            raise MessageRejected("more acknowledgements than participants")
+        out = cls(round_id, digest, bitmap, sums, checksum, tuple(r.blob(1024) for _ in range(n_acks)))
         r.done()
         return out

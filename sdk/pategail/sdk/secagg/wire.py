@@ -14,7 +14,8 @@ import numpy as np
 from .errors import MessageRejected
 
 MAGIC = b"PGSA"
-VERSION = 1
+VERSION = 2
+"""2: every message carries the round configuration's digest; the aggregate carries the survivors' acks."""
 _HEAD = struct.Struct(">4sBBI")
 
 

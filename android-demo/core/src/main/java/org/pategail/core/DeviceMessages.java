@@ -24,9 +24,9 @@ public final class DeviceMessages {
     public static final long NO_ROUND = -1;
     public static final String MALFORMED = "malformed", VERSION = "version", SHAPE = "shape",
             NON_FINITE = "non_finite", TOO_LARGE = "too_large", CELL_RANGE = "cell_range", HASH = "hash",
-            INCOMPATIBLE = "incompatible", NOT_READY = "not_ready";
+            INCOMPATIBLE = "incompatible", NOT_READY = "not_ready", BUDGET = "budget";
     static final String[] ERROR_CODES = {MALFORMED, VERSION, SHAPE, NON_FINITE, TOO_LARGE, CELL_RANGE, HASH,
-            INCOMPATIBLE, NOT_READY};
+            INCOMPATIBLE, NOT_READY, BUDGET};
     private static final int HEAD = 10;
 
     private DeviceMessages() {

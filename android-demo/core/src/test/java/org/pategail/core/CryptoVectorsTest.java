@@ -44,10 +44,11 @@ class CryptoVectorsTest {
             byte[] priv = Vectors.hex(c, "private");
             assertArrayEquals(Vectors.hex(c, "public"), Crypto.x25519Public(priv));
             assertArrayEquals(Vectors.hex(c, "shared"), Crypto.agree(priv, Vectors.hex(c, "peer_public")));
-            assertArrayEquals(Vectors.hex(c, "mask_seed_r9_u5_v3"),
-                    Crypto.maskSeed(priv, Vectors.hex(c, "peer_public"), 9, 5, 3));
-            assertArrayEquals(Vectors.hex(c, "mask_seed_r9_u5_v3"),
-                    Crypto.maskSeed(priv, Vectors.hex(c, "peer_public"), 9, 3, 5), "s_uv = s_vu");
+            byte[] digest = Vectors.hex(v, "config_digest");
+            assertArrayEquals(Vectors.hex(c, "mask_seed_u5_v3"),
+                    Crypto.maskSeed(priv, Vectors.hex(c, "peer_public"), digest, 5, 3));
+            assertArrayEquals(Vectors.hex(c, "mask_seed_u5_v3"),
+                    Crypto.maskSeed(priv, Vectors.hex(c, "peer_public"), digest, 3, 5), "s_uv = s_vu");
         }
         byte[] priv = Vectors.hex(cases.getJSONObject(0), "private");
         SecAggException e = assertThrows(SecAggException.class, () -> Crypto.agree(priv, Vectors.hex(v, "x25519_low_order")));
@@ -64,13 +65,20 @@ class CryptoVectorsTest {
             for (int j = 0; j < context.length; j++) {
                 context[j] = new BigInteger(ctx.getString(j)).longValue();
             }
-            assertArrayEquals(Vectors.hex(c, "key"), Crypto.hkdf(Vectors.hex(c, "secret"), c.getString("purpose"), context),
+            byte[] salt = c.isNull("salt") ? null : Vectors.hex(c, "salt");
+            assertArrayEquals(Vectors.hex(c, "key"),
+                    Crypto.hkdfSalted(Vectors.hex(c, "secret"), salt, c.getString("purpose"), context),
                     c.getString("purpose"));
         }
         byte[] shared = Vectors.hex(cases.getJSONObject(0), "secret");
-        assertArrayEquals(Vectors.hex(v, "share_key_r4_s10_r11"), Crypto.shareKey(shared, 4, 10, 11));
-        assertArrayEquals(Vectors.hex(v, "envelope_key_r4_d10"), Checksum.envelopeKey(shared, 4, 10));
-        assertArrayEquals(Vectors.hex(v, "envelope_aad_r4_d10"), Checksum.envelopeAad(4, 10));
+        byte[] digest = Vectors.hex(v, "config_digest");
+        assertArrayEquals(Vectors.hex(v, "share_key_s10_r11"), Crypto.shareKey(shared, digest, 10, 11));
+        assertArrayEquals(Vectors.hex(v, "envelope_key_d10"), Checksum.envelopeKey(shared, digest, 10));
+        assertArrayEquals(Vectors.hex(v, "envelope_aad_d10"), Checksum.envelopeAad(digest, 10));
+        JSONObject secrets = v.getJSONObject("envelope_secrets");
+        Object[] unpacked = Checksum.unpackSecrets(Vectors.hex(secrets, "plain"));
+        assertArrayEquals(Vectors.hex(secrets, "key"), (byte[]) unpacked[0]);
+        assertEquals(Long.parseLong(secrets.getString("offset")), (long) (Long) unpacked[1]);
     }
 
     @Test
@@ -128,7 +136,8 @@ class CryptoVectorsTest {
             long[] w = Checksum.weights(Vectors.hex(c, "key"), c.getJSONArray("weights").length());
             assertArrayEquals(Vectors.words(c.getJSONArray("weights")), w);
             long[] values = Vectors.words(c.getJSONArray("values"));
-            assertEquals(Long.parseLong(c.getString("checksum")), Checksum.checksum(values, w));
+            assertEquals(Long.parseLong(c.getString("checksum")),
+                    Checksum.checksum(values, w, Long.parseLong(c.getString("offset"))));
         }
     }
 
@@ -202,7 +211,7 @@ class CryptoVectorsTest {
         for (int i = 0; i < cases.length(); i++) {
             JSONObject c = cases.getJSONObject(i);
             assertArrayEquals(Vectors.hex(c, "digest"),
-                    SecAggClient.survivorDigest(Long.parseLong(c.getString("round_id")), Vectors.hex(c, "bitmap")));
+                    SecAggClient.survivorDigest(Vectors.hex(c, "config_digest"), Vectors.hex(c, "bitmap")));
         }
         JSONArray bounds = v.getJSONArray("sum_bound");
         for (int i = 0; i < bounds.length(); i++) {

@@ -63,6 +63,8 @@ class MessageVectorsTest {
         assertEquals(c.getDouble("sq_sum_noise_scale"), cfg.sqSumNoiseScale);
         assertArrayEquals(Vectors.hex(c, "round_seed"), cfg.roundSeed);
         assertEquals(c.getLong("aggregator"), cfg.aggregator);
+        assertEquals(c.getInt("colluders"), cfg.colluders);
+        assertArrayEquals(Vectors.hex(c, "digest"), cfg.digest());
         byte[] coordinatorKey = Vectors.hex(v, "coordinator_private");
         assertArrayEquals(frame, cfg.toSignedBytes(data -> Crypto.sign(coordinatorKey, data)));
         JSONObject refused = v.getJSONObject("round_config_refused");

@@ -1,8 +1,9 @@
 package org.pategail.core.secagg;
 
 /**
- * The keyed linear checksum a device appends to its upload (the Python SDK's {@code checksum.py}):
- * c_u = Σ_i r_i x_i mod p with weights r expanded from the round's checksum key, p = 2^61 - 1.
+ * The keyed affine checksum a device appends to its upload (the Python SDK's {@code checksum.py}):
+ * c_u = Σ_i r_i x_i + k_u mod p with weights r expanded from the round's checksum key and the device's secret
+ * offset k_u (both sealed to the device by the coordinator), p = 2^61 - 1.
  */
 public final class Checksum {
     private static final long P = Prg.P61;
@@ -19,9 +20,9 @@ public final class Checksum {
         return w;
     }
 
-    /** Σ_i w_i x_i mod P61 for signed 64-bit {@code values} (exact). */
-    public static long checksum(long[] values, long[] w) {
-        long acc = 0;
+    /** Σ_i w_i x_i + offset mod P61 for signed 64-bit {@code values} and an offset in [0, P61) (exact). */
+    public static long checksum(long[] values, long[] w, long offset) {
+        long acc = offset;
         for (int i = 0; i < values.length; i++) {
             acc += mulMod(w[i], Math.floorMod(values[i], P));
             if (acc >= P) {
@@ -51,14 +52,28 @@ public final class Checksum {
         return x1 * y1 + (t >>> 32) + (w1 >>> 32);
     }
 
-    /** The associated data of the envelope that carries the checksum key to {@code device}. */
-    public static byte[] envelopeAad(long roundId, long device) {
+    /** The associated data of the envelope that carries the checksum secrets to {@code device}. */
+    public static byte[] envelopeAad(byte[] configDigest, long device) {
         return new Wire.Writer().raw("checksum-envelope".getBytes(java.nio.charset.StandardCharsets.US_ASCII))
-                .u64(roundId).u32(device).bytes();
+                .raw(configDigest).u32(device).bytes();
     }
 
-    /** The AES-GCM key of the envelope of {@code device} in {@code roundId}. */
-    public static byte[] envelopeKey(byte[] sharedSecret, long roundId, long device) {
-        return Crypto.hkdf(sharedSecret, "envelope", roundId, device);
+    /** The AES-GCM key of the envelope of {@code device} in the round with configuration digest {@code configDigest}. */
+    public static byte[] envelopeKey(byte[] sharedSecret, byte[] configDigest, long device) {
+        return Crypto.hkdfSalted(sharedSecret, configDigest, "envelope", device);
+    }
+
+    /** The envelope's plaintext: the checksum key K (32 bytes) and the offset k_u (u64, in Z_P61). */
+    public static Object[] unpackSecrets(byte[] plain) throws SecAggException {
+        if (plain.length != 40) {
+            throw SecAggException.rejected("checksum envelope of the wrong size");
+        }
+        Wire.Reader r = new Wire.Reader(plain);
+        byte[] key = r.raw(32);
+        long offset = r.u64();
+        if (Long.compareUnsigned(offset, P) >= 0) {
+            throw SecAggException.rejected("checksum offset outside Z_p");
+        }
+        return new Object[]{key, offset};
     }
 }

@@ -51,12 +51,17 @@ public final class Crypto {
 
     /** A 32-byte key for {@code purpose} bound to the integer {@code context} values (u64 big-endian each). */
     public static byte[] hkdf(byte[] secret, String purpose, long... context) {
+        return hkdfSalted(secret, null, purpose, context);
+    }
+
+    /** {@link #hkdf} with an HKDF salt: the round configuration's digest, for keys that belong to one round. */
+    public static byte[] hkdfSalted(byte[] secret, byte[] salt, String purpose, long... context) {
         Wire.Writer info = new Wire.Writer().raw(LABEL).raw(purpose.getBytes(java.nio.charset.StandardCharsets.US_ASCII));
         for (long c : context) {
             info.u64(c);
         }
         HKDFBytesGenerator gen = new HKDFBytesGenerator(new SHA256Digest());
-        gen.init(new HKDFParameters(secret, null, info.bytes()));
+        gen.init(new HKDFParameters(secret, salt, info.bytes()));
         byte[] out = new byte[KEY_BYTES];
         gen.generateBytes(out, 0, KEY_BYTES);
         return out;
@@ -78,14 +83,14 @@ public final class Crypto {
     }
 
     /** The pairwise mask seed s_uv = s_vu (device ids in increasing order in the info string). */
-    public static byte[] maskSeed(byte[] privateKey, byte[] peerPublic, long roundId, long u, long v)
+    public static byte[] maskSeed(byte[] privateKey, byte[] peerPublic, byte[] configDigest, long u, long v)
             throws SecAggException {
-        return hkdf(agree(privateKey, peerPublic), "mask", roundId, Math.min(u, v), Math.max(u, v));
+        return hkdfSalted(agree(privateKey, peerPublic), configDigest, "mask", Math.min(u, v), Math.max(u, v));
     }
 
     /** The AES-GCM key for shares from {@code sender} to {@code recipient}. */
-    public static byte[] shareKey(byte[] sharedSecret, long roundId, long sender, long recipient) {
-        return hkdf(sharedSecret, "share", roundId, sender, recipient);
+    public static byte[] shareKey(byte[] sharedSecret, byte[] configDigest, long sender, long recipient) {
+        return hkdfSalted(sharedSecret, configDigest, "share", sender, recipient);
     }
 
     /** nonce || AES-256-GCM(plaintext) with associated data. */

@@ -19,12 +19,14 @@ public final class RoundConfig {
     public final double sqSumNoiseScale;
     public final byte[] roundSeed;
     public final byte[] envelopePublic;
+    /** t: devices that may collude with the coordinator; noise shares are sized for n_min - t. */
+    public final int colluders;
     public final long aggregator;
     public final int fracBits;
 
     public RoundConfig(long roundId, long[] participants, int numQueries, int nMin, int threshold, int degree,
                        double sumNoiseScale, double sqSumNoiseScale, byte[] roundSeed, byte[] envelopePublic,
-                       long aggregator, int fracBits) {
+                       int colluders, long aggregator, int fracBits) {
         this.roundId = roundId;
         this.participants = participants.clone();
         this.numQueries = numQueries;
@@ -35,6 +37,7 @@ public final class RoundConfig {
         this.sqSumNoiseScale = sqSumNoiseScale;
         this.roundSeed = roundSeed.clone();
         this.envelopePublic = envelopePublic.clone();
+        this.colluders = colluders;
         this.aggregator = aggregator;
         this.fracBits = fracBits;
         validate();
@@ -56,6 +59,9 @@ public final class RoundConfig {
         if (nMin < 1 || nMin > n) {
             throw new IllegalArgumentException("n_min=" + nMin + " must be in [1, " + n + "]");
         }
+        if (colluders < 0 || colluders >= nMin) {
+            throw new IllegalArgumentException("colluders=" + colluders + " must be in [0, n_min)");
+        }
         if (degree < 0 || degree % 2 != 0) {
             throw new IllegalArgumentException("degree must be 0 (all pairs) or even");
         }
@@ -76,9 +82,26 @@ public final class RoundConfig {
             if (!(q == 0 || (q >= 1 && q <= FixedPoint.MAX_NOISE_SCALE_QUANTA))) {
                 throw new IllegalArgumentException("noise scale " + scale + " out of range");
             }
-            if (FixedPoint.sumBound(n, q, nMin, 64.0) >= FixedPoint.SAFE_ABS_SUM) {
+            if (FixedPoint.sumBound(n, q, noiseDivisor(), 64.0) >= FixedPoint.SAFE_ABS_SUM) {
                 throw new IllegalArgumentException("sums could wrap around Z_2^64 with these parameters");
             }
+        }
+    }
+
+    /** How many devices' noise shares add up to the target noise: n_min - colluders. */
+    public int noiseDivisor() {
+        return nMin - colluders;
+    }
+
+    /** SHA-256 of the configuration's body: every message and key of the round is bound to it. */
+    public byte[] digest() {
+        try {
+            java.security.MessageDigest md = java.security.MessageDigest.getInstance("SHA-256");
+            md.update("pategail-secagg/round-config".getBytes(java.nio.charset.StandardCharsets.US_ASCII));
+            md.update(body());
+            return md.digest();
+        } catch (java.security.NoSuchAlgorithmException err) {
+            throw new IllegalStateException(err);
         }
     }
 
@@ -113,7 +136,7 @@ public final class RoundConfig {
             w.u32(p);
         }
         w.u32(numQueries).u32(nMin).u32(threshold).u32(degree).f64(sumNoiseScale).f64(sqSumNoiseScale);
-        return w.raw(roundSeed).raw(envelopePublic).u32(aggregator).u8(fracBits).bytes();
+        return w.raw(roundSeed).raw(envelopePublic).u32(colluders).u32(aggregator).u8(fracBits).bytes();
     }
 
     public byte[] toSignedBytes(Wire.Signer signer) {
@@ -136,16 +159,17 @@ public final class RoundConfig {
         long numQueries = r.u32(), nMin = r.u32(), threshold = r.u32(), degree = r.u32();
         double s1 = r.f64(), s2 = r.f64();
         byte[] seed = r.raw(32), env = r.raw(32);
+        long colluders = r.u32();
         long aggregator = r.u32();
         int frac = r.u8();
         r.done();
         if (numQueries > Integer.MAX_VALUE || nMin > Integer.MAX_VALUE || threshold > Integer.MAX_VALUE
-                || degree > Integer.MAX_VALUE) {
+                || degree > Integer.MAX_VALUE || colluders > Integer.MAX_VALUE) {
             throw SecAggException.rejected("invalid round configuration: field out of range");
         }
         try {
             return new RoundConfig(roundId, participants, (int) numQueries, (int) nMin, (int) threshold, (int) degree,
-                    s1, s2, seed, env, aggregator, frac);
+                    s1, s2, seed, env, (int) colluders, aggregator, frac);
         } catch (IllegalArgumentException err) {
             throw SecAggException.rejected("invalid round configuration: " + err.getMessage());
         }

@@ -29,7 +29,7 @@ public final class SecAggClient {
     /** Where the client is in the round. */
     public enum Phase { IDLE, ADVERTISED, SHARED, MASKED, ACKED, DONE }
 
-    private static final byte[] SURVIVORS_LABEL = "pategail-secagg-v1/survivors".getBytes(
+    private static final byte[] SURVIVORS_LABEL = "pategail-secagg-v2/survivors".getBytes(
             java.nio.charset.StandardCharsets.US_ASCII);
 
     private final long deviceId;
@@ -44,8 +44,10 @@ public final class SecAggClient {
     /** The state of the current round. */
     private static final class Round {
         RoundConfig config;
+        byte[] digest;      // RoundConfig.digest(): binds every message and key of the round
         Set<Long> neighbours;
         byte[] checksumKey;
+        long checksumOffset; // k_u of the affine checksum: known to this device and the coordinator only
         byte[] cKey;
         byte[] sKey;
         byte[] bSeed;
@@ -88,18 +90,23 @@ public final class SecAggClient {
         return round;
     }
 
-    private void checkRound(long roundId) throws SecAggException {
+    /** The message must belong to the current round and to its signed configuration (not merely its id). */
+    private void checkRound(long roundId, byte[] configDigest) throws SecAggException {
         if (round == null || roundId != round.config.roundId) {
             throw SecAggException.rejected("message for round " + roundId + ", not the current one");
         }
+        if (!java.util.Arrays.equals(configDigest, round.digest)) {
+            throw SecAggException.rejected("message for another configuration of round " + roundId + " (replay?)");
+        }
     }
 
-    /** SHA-256 over the round id and the U3 bitmap: what a device signs in the consistency check. */
-    public static byte[] survivorDigest(long roundId, byte[] bitmap) {
+    /** SHA-256 over the round configuration's digest and the U3 bitmap: what a device signs in the
+     *  consistency check (the coordinator checks the same digest on the aggregate's bitmap). */
+    public static byte[] survivorDigest(byte[] configDigest, byte[] bitmap) {
         try {
             MessageDigest md = MessageDigest.getInstance("SHA-256");
             md.update(SURVIVORS_LABEL);
-            md.update(new Wire.Writer().u64(roundId).bytes());
+            md.update(configDigest);
             md.update(bitmap);
             return md.digest();
         } catch (NoSuchAlgorithmException err) {
@@ -120,24 +127,34 @@ public final class SecAggClient {
         if (!cfg.isParticipant(deviceId)) {
             throw SecAggException.protocol("device " + deviceId + " is not a participant of round " + cfg.roundId);
         }
+        // a signature says who chose the configuration, not that it is safe: a strict-majority threshold at least
+        int majority = cfg.holders() / 2 + 1;
+        if (cfg.threshold < majority) {
+            throw SecAggException.protocol("round " + cfg.roundId + ": Shamir threshold " + cfg.threshold
+                    + " is below a strict majority (" + majority + ") of " + cfg.holders() + " share holders; "
+                    + "refusing to take part");
+        }
         Messages.ChecksumEnvelope env = Messages.ChecksumEnvelope.decode(envelope);
         if (env.roundId != cfg.roundId || env.device != deviceId) {
             throw SecAggException.rejected("checksum envelope for another round or device");
         }
+        byte[] digest = cfg.digest();
         byte[] shared = Crypto.agree(identity.envelopePrivate(), cfg.envelopePublic);
-        byte[] key = Crypto.openSealed(Checksum.envelopeKey(shared, cfg.roundId, deviceId), env.sealed,
-                Checksum.envelopeAad(cfg.roundId, deviceId));
+        Object[] secrets = Checksum.unpackSecrets(Crypto.openSealed(Checksum.envelopeKey(shared, digest, deviceId),
+                env.sealed, Checksum.envelopeAad(digest, deviceId)));
         Round r = new Round();
         r.config = cfg;
+        r.digest = digest;
+        r.checksumOffset = (Long) secrets[1];
         r.neighbours = new NeighbourGraph(cfg.participants, cfg.roundSeed, cfg.degree).neighbours(deviceId);
-        r.checksumKey = key;
+        r.checksumKey = (byte[]) secrets[0];
         r.cKey = Crypto.randomKey(random);
         r.sKey = Crypto.randomKey(random);
         r.bSeed = Crypto.randomKey(random);
         round = r;
         lastRound = cfg.roundId;
         phase = Phase.ADVERTISED;
-        return new Messages.AdvertiseKeys(cfg.roundId, deviceId, Crypto.x25519Public(r.cKey),
+        return new Messages.AdvertiseKeys(cfg.roundId, digest, deviceId, Crypto.x25519Public(r.cKey),
                 Crypto.x25519Public(r.sKey)).encode(identity::sign);
     }
 
@@ -145,11 +162,11 @@ public final class SecAggClient {
     public byte[] shareKeys(byte[] keyBroadcast) throws SecAggException {
         Round r = expect(Phase.ADVERTISED);
         Messages.KeyBroadcast kb = Messages.KeyBroadcast.decode(keyBroadcast);
-        checkRound(kb.roundId);
+        checkRound(kb.roundId, kb.configDigest);
         Map<Long, Messages.AdvertiseKeys> peers = new TreeMap<>();
         for (byte[] raw : kb.adverts) {
             Messages.AdvertiseKeys adv = Messages.AdvertiseKeys.decode(raw, directory);
-            checkRound(adv.roundId);
+            checkRound(adv.roundId, adv.configDigest);
             if (!r.neighbours.contains(adv.sender) || peers.containsKey(adv.sender)) {
                 throw SecAggException.protocol("unexpected or repeated keys of device " + adv.sender);
             }
@@ -182,14 +199,14 @@ public final class SecAggClient {
             byte[] head = shareHead(cfg.roundId, deviceId, v);
             byte[] secret = Crypto.agree(r.cKey, peers.get(v).cPublic);
             cSecrets.put(v, secret);
-            byte[] key = Crypto.shareKey(secret, cfg.roundId, deviceId, v);
+            byte[] key = Crypto.shareKey(secret, r.digest, deviceId, v);
             shares.add(new Messages.Entry(v, Crypto.seal(key, Bytes.concat(head, by, sy), head, random)));
         }
         r.ownShare = own;
         r.cSecrets = cSecrets;
         r.peers = peers;
         phase = Phase.SHARED;
-        return new Messages.ShareKeys(cfg.roundId, deviceId, shares).encode(identity::sign);
+        return new Messages.ShareKeys(cfg.roundId, r.digest, deviceId, shares).encode(identity::sign);
     }
 
     /** Decrypt the shares held for neighbours; upload y = x + noise + PRG(b_u) ± Σ PRG(s_uv). */
@@ -197,7 +214,7 @@ public final class SecAggClient {
         Round r = expect(Phase.SHARED);
         RoundConfig cfg = r.config;
         Messages.ShareDelivery sd = Messages.ShareDelivery.decode(shareDelivery);
-        checkRound(sd.roundId);
+        checkRound(sd.roundId, sd.configDigest);
         if (sd.recipient != deviceId) {
             throw SecAggException.rejected("share delivery addressed to another device");
         }
@@ -209,7 +226,7 @@ public final class SecAggClient {
                         + ", which is not a neighbour that advertised keys");
             }
             byte[] head = shareHead(cfg.roundId, v, deviceId);
-            byte[] plain = Crypto.openSealed(Crypto.shareKey(r.cSecrets.get(v), cfg.roundId, v, deviceId), e.data, head);
+            byte[] plain = Crypto.openSealed(Crypto.shareKey(r.cSecrets.get(v), r.digest, v, deviceId), e.data, head);
             if (plain.length != head.length + 2 * Shamir.SHARE_BYTES
                     || !java.util.Arrays.equals(java.util.Arrays.copyOfRange(plain, 0, head.length), head)) {
                 throw SecAggException.rejected("malformed share from device " + v);
@@ -229,8 +246,8 @@ public final class SecAggClient {
             squares[i] = clipped[i] * clipped[i];
         }
         long[] d = FixedPoint.encode(clipped), d2 = FixedPoint.encode(squares);
-        long[] n1 = noise.discreteLaplaceShare(cfg.sumNoiseScale * FixedPoint.SCALE, cfg.nMin, m);
-        long[] n2 = noise.discreteLaplaceShare(cfg.sqSumNoiseScale * FixedPoint.SCALE, cfg.nMin, m);
+        long[] n1 = noise.discreteLaplaceShare(cfg.sumNoiseScale * FixedPoint.SCALE, cfg.noiseDivisor(), m);
+        long[] n2 = noise.discreteLaplaceShare(cfg.sqSumNoiseScale * FixedPoint.SCALE, cfg.noiseDivisor(), m);
         long[] x = new long[2 * m];
         for (int i = 0; i < m; i++) {
             x[i] = d[i] + n1[i];
@@ -238,25 +255,25 @@ public final class SecAggClient {
         }
         long[] y = new long[2 * m + 1];
         System.arraycopy(x, 0, y, 0, 2 * m);        // two's complement: the int64 bits are the Z_2^64 element
-        y[2 * m] = Checksum.checksum(x, Checksum.weights(r.checksumKey, 2 * m));
+        y[2 * m] = Checksum.checksum(x, Checksum.weights(r.checksumKey, 2 * m), r.checksumOffset);
         Prg.addMask(y, Prg.expandMask(r.bSeed, 2 * m), +1);
         for (long v : r.peers.keySet()) {
             if (!held.containsKey(v)) {
                 continue;
             }
-            byte[] seed = Crypto.maskSeed(r.sKey, r.peers.get(v).sPublic, cfg.roundId, deviceId, v);
+            byte[] seed = Crypto.maskSeed(r.sKey, r.peers.get(v).sPublic, r.digest, deviceId, v);
             Prg.addMask(y, Prg.expandMask(seed, 2 * m), deviceId < v ? +1 : -1);
         }
         r.held = held;
         phase = Phase.MASKED;
-        return new Messages.MaskedInput(cfg.roundId, deviceId, y).encode(identity::sign);
+        return new Messages.MaskedInput(cfg.roundId, r.digest, deviceId, y).encode(identity::sign);
     }
 
     /** Sign the survivor set U3, once per round; refuse below n_min or when U3 is inconsistent. */
     public byte[] consistencyCheck(byte[] survivorSet) throws SecAggException {
         if (phase == Phase.ACKED || phase == Phase.DONE) {
             Messages.SurvivorSet ss = Messages.SurvivorSet.decode(survivorSet);
-            checkRound(ss.roundId);
+            checkRound(ss.roundId, ss.configDigest);
             if (!java.util.Arrays.equals(ss.bitmap, round.ackBitmap)) {
                 throw new SecAggException(SecAggException.Kind.REFUSED_UNMASK,
                         "already acknowledged a different survivor set in this round");
@@ -266,7 +283,7 @@ public final class SecAggClient {
         Round r = expect(Phase.MASKED);
         RoundConfig cfg = r.config;
         Messages.SurvivorSet ss = Messages.SurvivorSet.decode(survivorSet);
-        checkRound(ss.roundId);
+        checkRound(ss.roundId, ss.configDigest);
         Set<Long> survivors = Messages.fromBitmap(ss.bitmap, cfg.participants);
         if (!survivors.contains(deviceId)) {
             throw SecAggException.protocol("the survivor set omits this device, which sent its masked input");
@@ -283,7 +300,7 @@ public final class SecAggClient {
         }
         r.survivors = survivors;
         r.ackBitmap = ss.bitmap;
-        r.ack = new Messages.SurvivorAck(cfg.roundId, deviceId, survivorDigest(cfg.roundId, ss.bitmap))
+        r.ack = new Messages.SurvivorAck(cfg.roundId, r.digest, deviceId, survivorDigest(r.digest, ss.bitmap))
                 .encode(identity::sign);
         phase = Phase.ACKED;
         return r.ack;
@@ -297,8 +314,8 @@ public final class SecAggClient {
         Round r = expect(Phase.ACKED);
         RoundConfig cfg = r.config;
         Messages.AckSet acks = Messages.AckSet.decode(ackSet);
-        checkRound(acks.roundId);
-        byte[] digest = survivorDigest(cfg.roundId, r.ackBitmap);
+        checkRound(acks.roundId, acks.configDigest);
+        byte[] digest = survivorDigest(r.digest, r.ackBitmap);
         Set<Long> confirmed = new TreeSet<>();
         confirmed.add(deviceId);
         for (byte[] raw : acks.acks) {
@@ -306,7 +323,7 @@ public final class SecAggClient {
                 break;         // t valid signatures on our U3 is the condition; checking more only costs time
             }
             Messages.SurvivorAck ack = Messages.SurvivorAck.decode(raw, directory);
-            checkRound(ack.roundId);
+            checkRound(ack.roundId, ack.configDigest);
             if (!r.neighbours.contains(ack.sender) || !r.survivors.contains(ack.sender)) {
                 throw SecAggException.protocol("acknowledgement from device " + ack.sender
                         + ", not a surviving neighbour");
@@ -337,7 +354,7 @@ public final class SecAggClient {
             r.revealed.put(v, alive ? 'b' : 's');
             (alive ? bShares : sShares).add(new Messages.Entry(v, alive ? e.getValue()[0] : e.getValue()[1]));
         }
-        r.response = new Messages.UnmaskShares(cfg.roundId, deviceId, bShares, sShares).encode(identity::sign);
+        r.response = new Messages.UnmaskShares(cfg.roundId, r.digest, deviceId, bShares, sShares).encode(identity::sign);
         r.held = new TreeMap<>();          // the shares are no longer needed
         phase = Phase.DONE;
         return r.response;

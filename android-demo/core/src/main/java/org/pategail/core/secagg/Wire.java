@@ -11,7 +11,7 @@ import java.util.Arrays;
  */
 public final class Wire {
     public static final byte[] MAGIC = {'P', 'G', 'S', 'A'};
-    public static final int VERSION = 1;
+    public static final int VERSION = 2;
     private static final int HEAD = 10;
 
     private Wire() {

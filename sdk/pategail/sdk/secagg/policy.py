@@ -1,0 +1,118 @@
+"""The device's own floors on a coordinator-signed round configuration, checked before it sends anything.
+
+A valid signature says who chose a configuration, not that it is safe. A coordinator that signs a low
+Shamir threshold can show two disjoint groups of a device's neighbours different survivor sets and recover
+both of its secrets (with a threshold of h/2 a split view recovered one device's input); one that signs
+n_min = 1 or zero noise removes the differential-privacy guarantee altogether. A device therefore refuses,
+before its first message of the round:
+
+- a threshold below a strict majority of the share holders (its neighbours and itself), floor(h/2) + 1 —
+  then no two disjoint groups of holders can both reconstruct;
+- fewer than ``min_n_min`` survivors, or fewer than ``min_survivor_share`` of the participants;
+- noise scales below the ones the bundle's privacy plan declares (``min_sum_noise_scale``,
+  ``min_sq_sum_noise_scale``), and no noise at all when the plan declares any;
+- fewer colluders than the plan sizes the noise shares for (``min_colluders``).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from typing import Any
+
+from .config import RoundConfig
+from .errors import RoundRefused
+from .graph import default_threshold
+
+POLICY = "policy"
+"""``RoundRefused.code`` of a configuration below the device's floors."""
+
+
+@dataclass(frozen=True)
+class DevicePolicy:
+    """Floors a device applies to every signed round configuration (defaults: only the threshold floor,
+    a strict majority, which is not negotiable)."""
+
+    min_n_min: int = 1
+    """Fewest survivors a round may release for, whatever the participants (the noise is sized for n_min, so
+    a low n_min weakens what secure aggregation hides, not the DP guarantee)."""
+    min_survivor_share: float = 0.0
+    """n_min must be at least this share of the participants (the plan's ``min_survivors``)."""
+    min_sum_noise_scale: float = 0.0
+    """Smallest total noise scale on each Σ D (value units), from the bundle's declared privacy plan."""
+    min_sq_sum_noise_scale: float = 0.0
+    """The same for each Σ D²."""
+    min_colluders: int = 0
+    """Noise shares must be sized for at least this many colluding devices (the plan's t)."""
+    min_threshold_share: float = 0.5
+    """The Shamir threshold must exceed this share of the h share holders: floor(share * h) + 1. 0.5 is a
+    strict majority (the protection against split views); lower it only to study the protocol."""
+
+    def __post_init__(self):
+        if self.min_n_min < 1 or not 0 <= self.min_survivor_share <= 1 or self.min_colluders < 0:
+            raise ValueError("min_n_min >= 1, min_survivor_share in [0, 1], min_colluders >= 0")
+        if not 0 < self.min_threshold_share < 1:
+            raise ValueError("min_threshold_share must be in (0, 1)")
+        if self.min_sum_noise_scale < 0 or self.min_sq_sum_noise_scale < 0:
+            raise ValueError("noise-scale floors must be >= 0")
+
+    def check(self, cfg: RoundConfig) -> None:
+        """Raise RoundRefused (code ``POLICY``) naming the first floor ``cfg`` is below."""
+        def refuse(reason: str):
+            raise RoundRefused(POLICY, f"round {cfg.round_id}: {reason}; refusing to take part")
+
+        floor = math.floor(self.min_threshold_share * cfg.holders) + 1  # 0.5: default_threshold, a majority
+        if cfg.threshold < floor:
+            why = "a strict majority" if floor == default_threshold(cfg.holders) else "its policy"
+            refuse(f"Shamir threshold {cfg.threshold} is below this device's floor {floor} for {cfg.holders} "
+                   f"share holders ({why})")
+        n_floor = max(self.min_n_min, math.ceil(self.min_survivor_share * len(cfg.participants) - 1e-9))
+        if cfg.n_min < n_floor:
+            refuse(f"n_min={cfg.n_min} is below this device's floor {n_floor}")
+        if cfg.colluders < self.min_colluders:
+            refuse(f"noise sized for {cfg.colluders} colluders, the plan declares {self.min_colluders}")
+        for name, got, floor in (("Σ D", cfg.sum_noise_scale, self.min_sum_noise_scale),
+                                 ("Σ D²", cfg.sq_sum_noise_scale, self.min_sq_sum_noise_scale)):
+            if got < floor * (1 - 1e-12):
+                refuse(f"noise scale {got:.6g} on {name} is below the declared privacy plan's {floor:.6g}")
+
+
+@dataclass(frozen=True)
+class DeclaredPlan:
+    """The privacy plan a model bundle declares (manifest section "privacy"): what every device of the run
+    may expect, so it can refuse less (``policy``) and keep its own budget (``target_epsilon``)."""
+
+    target_epsilon: float
+    """Total ε of the run at ``target_delta``: each device's own ledger budget."""
+    target_delta: float
+    sum_noise_scale: float
+    """Total noise scale on each Σ D (value units) the plan calibrated; rounds may add more, never less."""
+    sq_sum_noise_scale: float
+    """The same for each Σ D²."""
+    min_survivors: float
+    """n_min as a share of the devices asked."""
+    colluders: int = 0
+    """t of the threat model: noise shares sized for n_min − t."""
+
+    def __post_init__(self):
+        if not (self.target_epsilon > 0 and 0 < self.target_delta < 1 and self.sum_noise_scale > 0
+                and self.sq_sum_noise_scale > 0 and 0 < self.min_survivors <= 1 and self.colluders >= 0):
+            raise ValueError("need target_epsilon > 0, 0 < target_delta < 1, noise scales > 0, "
+                             "min_survivors in (0, 1], colluders >= 0")
+
+    def policy(self) -> DevicePolicy:
+        """The floors this plan implies for every signed round configuration."""
+        return DevicePolicy(min_survivor_share=self.min_survivors, min_sum_noise_scale=self.sum_noise_scale,
+                            min_sq_sum_noise_scale=self.sq_sum_noise_scale, min_colluders=self.colluders)
+
+    def to_manifest(self) -> dict[str, Any]:
+        return {"target_epsilon": self.target_epsilon, "target_delta": self.target_delta,
+                "sum_noise_scale": self.sum_noise_scale, "sq_sum_noise_scale": self.sq_sum_noise_scale,
+                "min_survivors": self.min_survivors, "colluders": self.colluders}
+
+    @classmethod
+    def from_manifest(cls, section: dict[str, Any]) -> "DeclaredPlan":
+        """Parse the manifest's section; raises ValueError (or KeyError / TypeError) when malformed."""
+        return cls(float(section["target_epsilon"]), float(section["target_delta"]),
+                   float(section["sum_noise_scale"]), float(section["sq_sum_noise_scale"]),
+                   float(section["min_survivors"]), int(section.get("colluders", 0)))
