@@ -38,7 +38,7 @@ def test_no_privacy_plan_adds_no_noise():
 def test_plan_is_made_once_and_kept(plan, tmp_path, monkeypatch):
     (tmp_path / PLAN_FILE).write_text(json.dumps(plan.to_dict()))
     calls = []
-    monkeypatch.setattr("pategail.server.privacy.plan.plan_privacy", lambda *a: calls.append(a) or plan)
+    monkeypatch.setattr("pategail.server.privacy.plan.plan_privacy", lambda *a, **kw: calls.append(a) or plan)
     assert load_or_make_plan(tmp_path, 4.0, 1e-5, 2.0, Q) == plan and not calls      # the kept one
     load_or_make_plan(tmp_path, 4.0, 1e-5, 2.0, Q + 1)                                 # other settings: new plan
     assert calls == [(4.0, 1e-5, 2.0, Q + 1)]
