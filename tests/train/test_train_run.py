@@ -161,7 +161,7 @@ def test_train_cli_two_rounds(dataset, tmp_path, capsys):
     prepare_dataset("pategail", ROOT / "data" / "default", data, allow_pickle=True)
     run = tmp_path / "run"
     argv = ["-q", "train", "--data", str(data), "--out", str(run), "--devices", "3", "--no-privacy",
-            "--config", str(config), "--no-progress", "--prediction-steps", "2"]
+            "--config", str(config), "--prediction-steps", "2", "--no-progress"]   # --no-progress last: see below
     assert main(argv) == 0
     report = json.loads((run / "report.json").read_text())
     assert set(report) >= {"metrics", "metrics_paper", "floor", "floor_paper", "baselines", "privacy",
