@@ -197,13 +197,13 @@ def message_vectors(request: bytes) -> dict:
     secagg = {
         "envelope": sm.ChecksumEnvelope(12, 5, key(94) + key(95)).encode(),
         "advertise": adv.encode(sign[3]),
-        "key_broadcast": sm.KeyBroadcast(12, (adv.encode(sign[3]), sm.AdvertiseKeys(12, 8, key(96), key(97)).encode(sign[8]))).encode(),
+        "key_broadcast": sm.RelayedFrames(sm.KIND_KEY_BROADCAST, 12, (adv.encode(sign[3]), sm.AdvertiseKeys(12, 8, key(96), key(97)).encode(sign[8]))).encode(),
         "share_keys": sm.ShareKeys(12, 5, ((3, key(1) + key(2)), (8, b"\x01" * 94))).encode(sign[5]),
         "share_delivery": sm.ShareDelivery(12, 5, ((3, b"abc"), (8, b""))).encode(),
         "masked_input": sm.MaskedInput(12, 8, vec).encode(sign[8]),
         "survivors": sm.SurvivorSet(12, sm.to_bitmap({3, 8}, (3, 5, 8))).encode(),
         "ack": sm.SurvivorAck(12, 3, key(98)).encode(sign[3]),
-        "ack_set": sm.AckSet(12, (sm.SurvivorAck(12, 8, key(98)).encode(sign[8]),)).encode(),
+        "ack_set": sm.RelayedFrames(sm.KIND_ACK_SET, 12, (sm.SurvivorAck(12, 8, key(98)).encode(sign[8]),)).encode(),
         "unmask": sm.UnmaskShares(12, 5, ((3, b"\x02" * 33),), ((8, b"\x03" * 33),)).encode(sign[5]),
         "aggregate": sm.AggregateResult(12, b"\xa0", vec[:4], 2**61 - 5).encode(),
     }

@@ -111,8 +111,8 @@ def validate(ds: Dataset) -> None:
         raise DataError(f"{w}: holdout_days and holdout_users go together")
     if ds.holdout_days is not None:
         h, hu = ds.holdout_days, ds.holdout_users
-        if h.ndim != 2 or h.shape[1] != SLOTS_PER_DAY or not np.issubdtype(h.dtype, np.integer):
-            raise DataError(f"{w}: holdout_days must be integer cell ids of shape (n, {SLOTS_PER_DAY}); got "
+        if h.ndim != 2 or h.shape[1] != SLOTS or not np.issubdtype(h.dtype, np.integer):
+            raise DataError(f"{w}: holdout_days must be integer cell ids of shape (n, {SLOTS}); got "
                             f"{h.dtype} {h.shape}")
         if len(h) and (h.min() < 0 or h.max() >= len(c)):
             row = int(np.argwhere((h < 0) | (h >= len(c)))[0, 0])
