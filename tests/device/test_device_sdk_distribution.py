@@ -70,7 +70,7 @@ def test_the_sdk_installs_alone_and_runs_a_device_round_without_torch(bundle_dir
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["ack"] == ["Ack", round_request.n_queries] and out["modules"] == []
-    assert out["init"] == 2 * dataset.n_cells + 2 + 2 * 11
+    assert out["init"] == 2 * dataset.n_cells + 2 + 2 * 11 + (dataset.n_cells + 3)     # + the place contribution
     assert all(str(venv) in p for p in out["namespace"])                 # the installed SDK, not this checkout
     # the installed SDK computes exactly what this checkout's device does
     twin = make_device(4, device_id=7, seed=5)
