@@ -60,10 +60,7 @@ def export_policy_onnx(policy: Policy) -> onnx.ModelProto:
             )
     finally:
         policy.train(was_training)
-    proto = onnx.load_from_string(buf.getvalue())
-    if proto.ir_version > MAX_IR_VERSION:
-        raise RuntimeError(f"policy model has IR version {proto.ir_version} > {MAX_IR_VERSION}")
-    return proto
+    return _loaded(buf, "policy model")
 
 
 def export_policy_step_onnx(policy: Policy) -> onnx.ModelProto:
@@ -94,10 +91,7 @@ def export_policy_step_onnx(policy: Policy) -> onnx.ModelProto:
             )
     finally:
         policy.train(was_training)
-    proto = onnx.load_from_string(buf.getvalue())
-    if proto.ir_version > MAX_IR_VERSION:
-        raise RuntimeError(f"policy step model has IR version {proto.ir_version} > {MAX_IR_VERSION}")
-    return proto
+    return _loaded(buf, "policy step model")
 
 
 def save_policy_step_onnx(policy: Policy, path: str | os.PathLike) -> Path:
@@ -112,3 +106,11 @@ def save_policy_onnx(policy: Policy, path: str | os.PathLike) -> Path:
     path = Path(path)
     onnx.save(export_policy_onnx(policy), path)
     return path
+
+
+def _loaded(buf: io.BytesIO, what: str) -> onnx.ModelProto:
+    """The exported bytes as a model, refused if ORT 1.19 could not load its IR version."""
+    proto = onnx.load_from_string(buf.getvalue())
+    if proto.ir_version > MAX_IR_VERSION:
+        raise RuntimeError(f"{what} has IR version {proto.ir_version} > {MAX_IR_VERSION}")
+    return proto
