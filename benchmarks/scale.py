@@ -24,7 +24,7 @@ from pategail.export.bundle import export_bundle
 from pategail.export.discriminator import Discriminator
 from pategail.sdk.bundle import Environment
 from pategail.sdk.device import Device
-from pategail.server.config import TrainConfig
+from pategail.server.config import TrainConfig, secagg_degree_for
 from pategail.server.coordinator import Coordinator
 from pategail.server.policy import Policy, PolicyConfig
 
@@ -48,11 +48,12 @@ def main():
     ap.add_argument("--data", required=True)
     ap.add_argument("--devices", type=int, required=True)
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--degree", type=int, default=None, help="SecAgg+ neighbours (default: 0 up to 200 devices, else 40)")
+    ap.add_argument("--degree", type=int, default=None, help="SecAgg+ neighbours (default: chosen from the devices, "
+                    "pategail.server.config.secagg_degree_for)")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     ds = load_dataset(args.data)
-    degree = args.degree if args.degree is not None else (0 if args.devices <= 200 else 40)
+    degree = secagg_degree_for(args.devices, args.degree)
     config = TrainConfig(rounds=args.rounds, secagg_degree=degree)
     root = Path(tempfile.mkdtemp(prefix="pategail-scale-"))
     try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,6 +19,25 @@ DEFAULT_PPO = {"gamma": 0.9, "gae_lambda": 0.9}
 JSD to the *training* days (never the test days) of 60-round runs on pategail-geolife: γ = λ = 0.9 gave
 Radius/DailyLoc/Distance/G-rank/I-rank 0.072/0.029/0.025/0.002/0.005, the SB3 defaults γ = 0.99,
 λ = 0.95 0.102/0.105/0.041/0.006/0.019 (BENCHMARKS.md)."""
+
+
+ALL_PAIRS_MAX = 100
+"""Largest cohort whose default secure aggregation masks all pairs (Bonawitz et al. 2017): below ~100 devices
+the O(n²) masks cost less than a second a round and a complete graph needs no graph-security argument."""
+
+
+def secagg_degree_for(n_devices: int, configured: int | None = None) -> int:
+    """The SecAgg+ degree of a round over ``n_devices`` (0 = all pairs): ``configured`` when set, else all
+    pairs up to :data:`ALL_PAIRS_MAX` devices and k = 2·⌈2·log2 n⌉ beyond. Why O(log n): Bell et al. (2020,
+    SecAgg+) show that a random k-regular neighbour graph with k = O(log n) keeps the sum secure and correct
+    except with probability 2^-40 against a third of the devices dropping out and a third colluding (k about
+    40 at n = 1,000, pategail.sdk.secagg.graph); the masking work per device is then O(k) instead of O(n), so a round costs
+    O(n log n) instead of O(n²)."""
+    if configured is not None:
+        return configured
+    if n_devices <= ALL_PAIRS_MAX:
+        return 0
+    return 2 * math.ceil(2 * math.log2(n_devices))
 
 
 @dataclass(frozen=True)
@@ -65,8 +85,13 @@ class TrainConfig:
     min_survivors: float = 0.8
     """n_min as a share of the devices asked: fewer survivors and the round releases nothing (noise shares
     are sized for n_min, so the released sums carry at least the intended noise)."""
-    secagg_degree: int = 0
-    """SecAgg+ neighbours per device (even); 0 = all pairs, the default up to a few hundred devices."""
+    secagg_degree: int | None = None
+    """SecAgg+ neighbours per device (even); 0 = all pairs; None (the default) chooses from the number n of
+    devices in the round (:func:`secagg_degree_for`): all pairs up to ``ALL_PAIRS_MAX`` devices, beyond that
+    the SecAgg+ Harary graph with k = 2·⌈2·log2 n⌉ neighbours (40 at n = 1,000, 68 at 100,000). The Shamir
+    threshold is the one the protocol's security argument needs for either graph: a strict majority of the
+    k + 1 holders of each device's secrets (pategail.sdk.secagg.graph.default_threshold), so two disjoint
+    groups can never both reconstruct and fewer than half of a neighbourhood may drop out."""
     secagg_colluders: int = 0
     """t: devices that may collude with the coordinator (reveal their noise shares to it). Noise shares are
     sized for n_min − t, so the honest survivors alone add the full noise; 0 trusts every device with its
@@ -111,8 +136,9 @@ class TrainConfig:
             raise PategailError(f"min_survivors must be in (0, 1], got {self.min_survivors}")
         if self.aggregator not in ("coordinator", "device"):
             raise PategailError(f"aggregator must be 'coordinator' or 'device', got {self.aggregator!r}")
-        if self.secagg_degree < 0 or self.secagg_degree % 2:
-            raise PategailError("secagg_degree must be 0 or a positive even number")
+        if self.secagg_degree is not None and (self.secagg_degree < 0 or self.secagg_degree % 2):
+            raise PategailError("secagg_degree must be 0 (all pairs), a positive even number or null (chosen "
+                                "from the number of devices)")
         if self.retry_rounds < 0:
             raise PategailError(f"retry_rounds must be >= 0, got {self.retry_rounds}")
         if self.secagg_colluders < 0:

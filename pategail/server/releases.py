@@ -18,7 +18,7 @@ import numpy as np
 from pategail.sdk.messages import Ack, ErrorReply, from_bytes
 from pategail.server.checkpoint import (Release, abort_intent, journal_intent, journal_release, read_intents,
                                        read_journal)
-from pategail.server.config import TrainConfig
+from pategail.server.config import TrainConfig, secagg_degree_for
 from pategail.server.fleet import Fleet
 from pategail.server.privacy.accountant import PrivacyAccountant
 from pategail.server.secagg import SecAggAbort, SecAggCoordinator, SecureRoundConfig
@@ -108,7 +108,7 @@ class SecureReleases:
             raise PategailError(f"secagg_colluders={self.config.secagg_colluders} must be below n_min={n_min} "
                                 f"(min_survivors of {n_devices} devices)")
         config = SecureRoundConfig(round_id=round_ << 16, n_min=n_min, sum_noise_scale=sum_scale,
-                                   sq_sum_noise_scale=sq_scale, degree=self.config.secagg_degree,
+                                   sq_sum_noise_scale=sq_scale, degree=secagg_degree_for(len(participants), self.config.secagg_degree),
                                    aggregator=self.config.aggregator, colluders=self.config.secagg_colluders)
         intent = journal_intent(self.ckpt_dir, round_, sum_scale, sq_scale, length)   # counted from here on
         attempt = int(intent.stem.rsplit("-", 1)[1])

@@ -1,0 +1,202 @@
+"""The population fleet: N simulated devices behind the byte-level :class:`~pategail.server.fleet.Fleet`
+interface — the coordinator talks to it exactly as to the SDK fleet.
+
+Every message the coordinator broadcasts is carried out for all devices at once, the first time any device
+receives it (the coordinator sends each message to every device); each device's reply is the SDK device's
+(an Ack of the same round, kind and length, or the same ErrorReply for a message it refuses). The secure sum
+is the ideal functionality (:mod:`pategail.population.ideal`); with ``dropout`` > 0 that share of the
+contributors, drawn per round, drop out before their masked input, and a round below n_min aborts
+(SecAggAbort, nothing released) as the real protocol does.
+
+Not simulated (the SDK fleet has them): the cryptography itself (there are no device keys, so no public keys
+are enrolled and no bytes of secure aggregation are counted), the devices' own privacy ledgers (the
+coordinator's budget check still stops a run at its target), and local generation with the policy
+(PolicyUpdate is checked and acknowledged).
+
+Shards: the devices split into ``shards`` ranges of whole chunks (pategail.population.shard); with
+``ray_address`` (or ``ray_workers``) each shard is a Ray actor — the result is the same numbers either way.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import time
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from pategail.errors import PategailError
+from pategail.sdk.bundle import load_bundle, open_training_session
+from pategail.sdk.messages import (DEFAULT_LIMITS, KIND_INITIAL_STATES_REQUEST, KIND_NAMES, KIND_POLICY_UPDATE,
+                                   KIND_ROUND_REQUEST, Ack, ErrorReply, InitialStatesRequest, MessageError,
+                                   PolicyUpdate, RoundRequest, from_bytes, peek_round)
+from pategail.sdk.secagg.config import COORDINATOR
+from pategail.sdk.secagg.errors import SecAggAbort
+from pategail.sdk.secagg.fixedpoint import SCALE, decode
+
+from .ideal import distributed_noise
+from .resample import Population
+from .shard import CHUNK, DeviceModel, PopulationShard
+from .stacked import Layout, OptimiserSettings
+
+log = logging.getLogger(__name__)
+
+
+def device_model(bundle_dir: Path, seed: int) -> DeviceModel:
+    """The discriminator, optimiser and environment every device starts from, read from the bundle."""
+    bundle = load_bundle(bundle_dir)
+    env = bundle.environment
+    return DeviceModel(open_training_session(bundle).get_flat_parameters(), Layout.of(bundle),
+                       OptimiserSettings.of(bundle), np.asarray(env.cells, dtype=np.float64), float(env.alpha),
+                       int(env.candidates), int(seed))
+
+
+def shard_ranges(n_devices: int, shards: int) -> list[tuple[int, int]]:
+    """``shards`` ranges of consecutive device ids, each of whole chunks (the last may be shorter)."""
+    chunks = math.ceil(n_devices / CHUNK)
+    shards = max(1, min(shards, chunks))
+    bounds = [round(i * chunks / shards) * CHUNK for i in range(shards + 1)]
+    return [(lo, min(hi, n_devices)) for lo, hi in zip(bounds, bounds[1:]) if lo < min(hi, n_devices)]
+
+
+class _RayShard:
+    """A shard running as a Ray actor, called like a local one (each call waits for its result)."""
+
+    def __init__(self, actor):
+        self._actor = actor
+
+    def __getattr__(self, name):
+        import ray
+
+        method = getattr(self._actor, name)
+        return lambda *args: ray.get(method.remote(*args))
+
+
+def start_ray(address: str | None, workers: int | None):
+    """Connect to the Ray cluster at ``address``, or start a local one with ``workers`` CPUs. One-line
+    PategailError when ray is not installed."""
+    try:
+        import ray
+    except ImportError:
+        raise PategailError("--ray-address/--ray-workers need Ray: pip install 'pategail[ray]'") from None
+    if not ray.is_initialized():
+        if address is not None:
+            ray.init(address=address, log_to_driver=False)
+        else:
+            ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
+    return ray
+
+
+class PopulationFleet:
+    """N simulated devices; device i holds ``population.device_days(dataset, i)``. ``state_dir`` keeps the
+    discriminators between rounds and across restarts (None: memory only)."""
+
+    def __init__(self, dataset, population: Population, bundle_dir: Path, seed: int = 0,
+                 state_dir: Path | None = None, *, dropout: float = 0.0, shards: int = 1,
+                 ray_address: str | None = None, ray_workers: int | None = None):
+        if not 0 <= dropout < 1:
+            raise PategailError(f"dropout must be in [0, 1), got {dropout}")
+        t0 = time.perf_counter()
+        self.population = population
+        self.seed = seed
+        self.dropout = dropout
+        self.device_ids = tuple(range(len(population)))
+        model = device_model(bundle_dir, seed)
+        self._n_cells = len(model.cells)
+        self.distributed = ray_address is not None or ray_workers is not None
+        if self.distributed:
+            ray = start_ray(ray_address, ray_workers)
+            shards = max(shards, int(ray.cluster_resources().get("CPU", 1)))
+            remote = ray.remote(num_cpus=1)(PopulationShard)
+        self.ranges = shard_ranges(len(population), shards)
+        self.shards = []
+        for lo, hi in self.ranges:
+            days = [population.device_days(dataset, i) for i in range(lo, hi)]
+            where = None if state_dir is None else Path(state_dir) / f"devices-{lo}-{hi - 1}"
+            if self.distributed:
+                self.shards.append(_RayShard(remote.remote(np.arange(lo, hi), days, model, where)))
+            else:
+                self.shards.append(PopulationShard(np.arange(lo, hi), days, model, where))
+        self._last: tuple[bytes, bytes] | None = None
+        self._pending: np.ndarray | None = None
+        self._pending_ids: frozenset[int] = frozenset()
+        self._length = 0
+        self.setup_seconds = time.perf_counter() - t0
+        log.info("population fleet: %d simulated devices (%s) in %d shard(s)%s, set up in %.1f s", len(population),
+                 population.method, len(self.shards), " on Ray" if self.distributed else "", self.setup_seconds)
+
+    def describe(self) -> dict:
+        """report.json's ``fleet`` entry."""
+        return {"kind": "population", "simulation": "ideal secure aggregation (exact sum + the protocol's noise)",
+                "devices": len(self.device_ids), "shards": len(self.shards), "ray": self.distributed,
+                "dropout": self.dropout}
+
+    def public_keys(self) -> dict:
+        """None: simulated devices hold no keys (the secure sum is the ideal functionality)."""
+        return {}
+
+    def request(self, device_id: int, message: bytes) -> bytes:
+        if not 0 <= device_id < len(self.device_ids):
+            raise KeyError(device_id)
+        if self._last is None or (message is not self._last[0] and message != self._last[0]):
+            self._last = (message, self._carry_out(message))
+        return self._last[1]
+
+    def _carry_out(self, message: bytes) -> bytes:
+        """Carry ``message`` out on every device; the reply each of them gives."""
+        try:
+            msg = from_bytes(message, limits=DEFAULT_LIMITS, n_cells=self._n_cells,
+                             expect=(PolicyUpdate, RoundRequest, InitialStatesRequest))
+        except MessageError as err:
+            return ErrorReply.from_error(peek_round(message), err, DEFAULT_LIMITS).to_bytes()
+        if isinstance(msg, PolicyUpdate):
+            return Ack(msg.round, KIND_NAMES[KIND_POLICY_UPDATE], 0).to_bytes()
+        t0 = time.perf_counter()
+        if isinstance(msg, RoundRequest):
+            parts = [s.round_request(msg) for s in self.shards]
+            kind = KIND_ROUND_REQUEST
+        else:
+            parts = [s.environment_request() for s in self.shards]
+            kind = KIND_INITIAL_STATES_REQUEST
+        self._pending = np.sum(parts, axis=0)
+        self._length = len(self._pending) // 2
+        self._pending_ids = frozenset(self.device_ids)
+        log.info("%s %d: %d devices in %.1f s", KIND_NAMES[kind], msg.round, len(self.device_ids),
+                 time.perf_counter() - t0)
+        return Ack(msg.round, KIND_NAMES[kind], self._length).to_bytes()
+
+    def secure_sum(self, participants: Sequence[int], config, coordinator, rng: np.random.Generator,
+                   num_queries: int):
+        from pategail.server.secagg.round import AggregateResult, RoundStats
+
+        if self._pending is None or num_queries != self._length:
+            raise ValueError(f"the devices hold {self._length} pending values, the round asks for {num_queries}")
+        agg_id = COORDINATOR if config.aggregator == "coordinator" else int(rng.choice(sorted(participants)))
+        contributors = sorted(set(participants) - {agg_id})
+        if self.dropout:
+            drop_rng = np.random.default_rng([self.seed, 0xD0, config.round_id])
+            gone = drop_rng.choice(contributors, round(self.dropout * len(contributors)), replace=False)
+            contributors = sorted(set(contributors) - set(gone.tolist()))
+        if len(contributors) < config.n_min:
+            raise SecAggAbort(f"{len(contributors)} devices sent their masked input, fewer than n_min = "
+                              f"{config.n_min}: nothing is released")
+        total = self._pending.copy()
+        left_out = self._pending_ids - set(contributors)
+        if left_out:
+            for part in (s.contributions(sorted(left_out)) for s in self.shards):
+                if part is not None:
+                    total -= part
+        m = num_queries
+        divisor = config.n_min - config.colluders
+        if config.sum_noise_scale > 0:
+            total[:m] += distributed_noise(config.sum_noise_scale * SCALE, divisor, len(contributors), m)
+        if config.sq_sum_noise_scale > 0:
+            total[m:] += distributed_noise(config.sq_sum_noise_scale * SCALE, divisor, len(contributors), m)
+        stats = RoundStats(bytes_up={}, bytes_down={}, device_cpu_s={}, aggregator_cpu_s=0.0, coordinator_cpu_s=0.0)
+        return AggregateResult(decode(total[:m]), decode(total[m:]), len(contributors), tuple(contributors),
+                               agg_id, stats)
+
+    def parameters(self) -> np.ndarray:
+        """float32 (N, P): every device's discriminator, in device order."""
+        return np.concatenate([s.parameters() for s in self.shards])

@@ -1,0 +1,234 @@
+"""A shard of the population fleet: a contiguous range of devices, their days and their stacked
+discriminators, answering round and environment requests for all of them at once.
+
+Devices are processed in chunks of :data:`CHUNK` consecutive ids, fixed by the ids alone, and every device
+draws its minibatches from its own generator re-derived from (seed, device id, round) as the SDK emulator's
+devices do; so the result does not depend on how the devices are split into shards (in one process or over
+Ray actors): a device computes the same numbers wherever it runs.
+
+State on disk (``state_dir``): after each round request, ``state-<round>.npz`` (parameters, both AdamW
+moments, step), written atomically; the one of the round before is kept, so a round asked for again after a
+coordinator restart is replayed from the state before it, like the SDK device's before-round checkpoint.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from pategail.sdk.contribution import DAYS_CAP, EnvironmentLayout
+from pategail.sdk.discriminator_round import positive_pairs
+from pategail.sdk.epr import candidate_count, explore_law_contribution, n_rank_bins
+from pategail.sdk.features import N_PAIR_FEATURES, SLOTS, infer_home, pair_features
+from pategail.sdk.files import replacing
+from pategail.sdk.messages import RoundRequest
+from pategail.sdk.places import place_contribution
+from pategail.sdk.contribution import initial_state_contribution
+from pategail.sdk.secagg.fixedpoint import clip_unit, encode
+
+from .stacked import Layout, OptimiserSettings, adamw_step, probabilities
+
+log = logging.getLogger(__name__)
+CHUNK = 256
+"""Devices trained and scored together; chunk boundaries are multiples of it in device ids."""
+PAIRS_PER_DAY = SLOTS - 1
+
+
+@dataclass(frozen=True, eq=False)
+class DeviceModel:
+    """What every device of the population starts from (read from the bundle once, by the fleet)."""
+
+    initial_parameters: np.ndarray
+    """float32 (P,): the bundle's discriminator checkpoint."""
+    layout: Layout
+    optimiser: OptimiserSettings
+    cells: np.ndarray
+    """float64 (n_cells, 2): the bundle's cell table."""
+    alpha: float
+    candidates: int
+    seed: int
+    """The run's seed: device i's minibatches in round r come from default_rng([seed, i, r])."""
+
+
+def encoded_pair(values: np.ndarray) -> np.ndarray:
+    """int64 (2M,): one contribution as the secure aggregation's client encodes it: clipped to [0, 1], then
+    D and D² in fixed point (pategail.sdk.secagg.client.masked_input). ``values`` may be (c, M): summed."""
+    v = clip_unit(values)
+    both = np.concatenate([encode(v), encode(v * v)], axis=-1)
+    return both if both.ndim == 1 else both.sum(0)
+
+
+class PopulationShard:
+    """Devices ``ids`` (consecutive); device ``ids[k]`` holds ``days[k]`` (int (n_k, 48))."""
+
+    def __init__(self, ids: np.ndarray, days: list[np.ndarray], model: DeviceModel, state_dir: Path | None):
+        self.ids = np.asarray(ids, dtype=np.int64)
+        if len(self.ids) and not np.array_equal(self.ids, np.arange(self.ids[0], self.ids[0] + len(self.ids))):
+            raise ValueError("a shard holds consecutive device ids")
+        self.model = model
+        self.state_dir = None if state_dir is None else Path(state_dir)
+        # positives are shared between devices holding the same days (copies of one user in a resampled
+        # population): one table per distinct day array
+        self._tables: list[np.ndarray] = []
+        self._table_of = np.empty(len(self.ids), dtype=np.int64)
+        self._homes = np.empty(len(self.ids), dtype=np.int64)
+        self._days = []
+        seen: dict[bytes, int] = {}
+        for k, d in enumerate(days):
+            d = np.ascontiguousarray(d, dtype=np.int32)
+            key = d.tobytes()
+            if key not in seen:
+                seen[key] = len(self._tables)
+                home = infer_home(d)
+                self._tables.append(positive_pairs(d, home, model.cells))
+                self._days.append(d)
+            self._table_of[k] = seen[key]
+        self._environment_cache: dict[int, np.ndarray] = {}
+        p = np.broadcast_to(model.initial_parameters.astype(np.float32), (len(self.ids), model.layout.n_parameters))
+        self.params = torch.from_numpy(np.ascontiguousarray(p))
+        self.exp_avg = torch.zeros_like(self.params)
+        self.exp_avg_sq = torch.zeros_like(self.params)
+        self.step = 0
+        self.round = 0
+        self._pending: tuple[str, object] | None = None
+        if self.state_dir is not None:
+            self.state_dir.mkdir(parents=True, exist_ok=True)
+            self._load_latest()
+
+    # -- state --------------------------------------------------------------------------------------------
+    def _path(self, round_: int) -> Path:
+        return self.state_dir / f"state-{round_}.npz"
+
+    def _save(self) -> None:
+        if self.state_dir is None:
+            return
+        with replacing(self._path(self.round)) as tmp, open(tmp, "wb") as f:
+            np.savez(f, params=self.params.numpy(), exp_avg=self.exp_avg.numpy(),
+                     exp_avg_sq=self.exp_avg_sq.numpy(), step=self.step, round=self.round)
+        for old in self.state_dir.glob("state-*.npz"):       # keep this round's and the one before
+            if int(old.stem.split("-")[1]) < self.round - 1:
+                old.unlink(missing_ok=True)
+
+    def _load(self, round_: int) -> None:
+        with np.load(self._path(round_)) as z:
+            if z["params"].shape != tuple(self.params.shape):
+                raise ValueError(f"{self._path(round_)}: holds {z['params'].shape[0]} devices, this shard "
+                                 f"{len(self.ids)}")
+            self.params = torch.from_numpy(z["params"].copy())
+            self.exp_avg = torch.from_numpy(z["exp_avg"].copy())
+            self.exp_avg_sq = torch.from_numpy(z["exp_avg_sq"].copy())
+            self.step, self.round = int(z["step"]), int(z["round"])
+
+    def _load_latest(self) -> None:
+        rounds = sorted(int(p.stem.split("-")[1]) for p in self.state_dir.glob("state-*.npz"))
+        if rounds:
+            self._load(rounds[-1])
+            log.info("devices %d-%d: resumed their discriminators after round %d", self.ids[0], self.ids[-1],
+                     self.round)
+
+    def parameters(self) -> np.ndarray:
+        """float32 (n, P): every device's discriminator (rows in ``ids`` order)."""
+        return self.params.numpy().copy()
+
+    # -- requests -----------------------------------------------------------------------------------------
+    def _chunks(self):
+        """(start, stop) row ranges of whole id chunks (boundaries at multiples of CHUNK in device ids)."""
+        first, end = (int(self.ids[0]), int(self.ids[-1]) + 1) if len(self.ids) else (0, 0)
+        start = first
+        while start < end:
+            stop = min(end, (start // CHUNK + 1) * CHUNK)
+            yield start - first, stop - first
+            start = stop
+
+    def _draws(self, rows: range, request: RoundRequest, n_negatives: int) -> tuple[np.ndarray, np.ndarray]:
+        """The minibatches of devices ``rows``: positive pairs (c, k, n_pos, 15) and negative indices
+        (c, k, n_neg), drawn as pategail.sdk.discriminator_round.train_and_score draws them."""
+        k, n_pos = request.k_steps, request.batch_size // 2
+        n_neg = request.batch_size - n_pos
+        pos = np.empty((len(rows), k, n_pos, N_PAIR_FEATURES), dtype=np.float32)
+        neg = np.empty((len(rows), k, n_neg), dtype=np.int64)
+        for c, row in enumerate(rows):
+            table = self._tables[self._table_of[row]]
+            rng = np.random.default_rng([self.model.seed, int(self.ids[row]), max(request.round, 0)])
+            for s in range(k):
+                pos[c, s] = table[rng.integers(0, len(table), n_pos)]
+                neg[c, s] = rng.integers(0, n_negatives, n_neg)
+        return pos, neg
+
+    def round_request(self, request: RoundRequest) -> np.ndarray:
+        """Train every device for the request's k steps, score its generated pairs; keep the request as the
+        pending one and return the shard's Σ of encoded (D, D²) contributions, int64 (2M,)."""
+        if request.round <= self.round and self.state_dir is not None and self._path(request.round - 1).is_file():
+            log.info("round %d again: replaying it from the state before it", request.round)
+            self._load(request.round - 1)
+        m = self.model
+        negatives = torch.from_numpy(np.ascontiguousarray(
+            pair_features(request.days, request.homes, request.actions, m.cells).reshape(-1, N_PAIR_FEATURES),
+            dtype=np.float32))
+        n_pos = request.batch_size // 2
+        labels = torch.from_numpy(np.concatenate([
+            np.full(n_pos, m.optimiser.expert_label, dtype=np.float32),
+            np.full(request.batch_size - n_pos, m.optimiser.generated_label, dtype=np.float32)]))
+        total = np.zeros(2 * len(negatives), dtype=np.int64)
+        for lo, hi in self._chunks():
+            pos, neg = self._draws(range(lo, hi), request, len(negatives))
+            pos, neg = torch.from_numpy(pos), torch.from_numpy(neg)
+            params, m1, m2 = self.params[lo:hi], self.exp_avg[lo:hi], self.exp_avg_sq[lo:hi]
+            for s in range(request.k_steps):
+                batch = torch.cat([pos[:, s], negatives[neg[:, s]]], dim=1)
+                adamw_step(m.layout, m.optimiser, params, m1, m2, self.step + s + 1, batch, labels)
+            prob = probabilities(m.layout, params, negatives)
+            if not np.isfinite(prob).all():
+                raise FloatingPointError(f"devices {self.ids[lo]}-{self.ids[hi - 1]}: non-finite scores")
+            total += encoded_pair(prob.astype(np.float64))
+        self.step += request.k_steps
+        self.round = request.round
+        self._pending = ("round", negatives)
+        self._save()
+        return total
+
+    def _environment(self, table: int) -> np.ndarray:
+        """float64: the environment contribution of a device holding ``self._days[table]`` (the SDK device's
+        _on_initial_states_request)."""
+        if table not in self._environment_cache:
+            m, days = self.model, self._days[table]
+            n_cells = len(m.cells)
+            home = infer_home(days)
+            layout = EnvironmentLayout(n_cells, n_rank_bins(candidate_count(n_cells, m.candidates)), place_law=True)
+            self._environment_cache[table] = layout.pack(
+                initial_state_contribution(days, home, n_cells),
+                explore_law_contribution(days, home, m.cells, alpha=m.alpha, candidates=m.candidates),
+                place_contribution(days, home, n_cells, DAYS_CAP))
+        return self._environment_cache[table]
+
+    def environment_request(self) -> np.ndarray:
+        """Make every device's environment contribution pending; return the shard's Σ of encoded (v, v²)."""
+        counts = np.bincount(self._table_of, minlength=len(self._tables))
+        total = None
+        for table, count in enumerate(counts):
+            if count:
+                part = encoded_pair(self._environment(table)) * count
+                total = part if total is None else total + part
+        self._pending = ("environment", None)
+        return total
+
+    def contributions(self, device_ids) -> np.ndarray | None:
+        """Σ of the encoded pending contributions of ``device_ids`` (those of this shard among them), int64;
+        None when none of them is here. Recomputed from the current state (the scores are a function of it)."""
+        rows = np.asarray(sorted(int(d) - int(self.ids[0]) for d in device_ids
+                                 if len(self.ids) and self.ids[0] <= int(d) <= self.ids[-1]), dtype=np.int64)
+        if not len(rows) or self._pending is None:
+            return None
+        kind, negatives = self._pending
+        if kind == "environment":
+            return sum(encoded_pair(self._environment(self._table_of[r])) for r in rows)
+        total = np.zeros(2 * len(negatives), dtype=np.int64)
+        for lo, hi in self._chunks():        # whole chunks, as scored for the request: bit for bit the same
+            inside = rows[(rows >= lo) & (rows < hi)]
+            if len(inside):
+                prob = probabilities(self.model.layout, self.params[lo:hi], negatives)
+                total += encoded_pair(prob[inside - lo].astype(np.float64))
+        return total
