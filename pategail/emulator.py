@@ -52,25 +52,31 @@ class InProcessFleet:
 
 
 class EmulatedFleet(InProcessFleet):
-    """Devices in one process. Device i holds the days of ``users[i]``; its directory is ``root/device-i``.
+    """Devices in one process. Device i holds the days of ``users[i]`` (or ``population.device_days(dataset,
+    i)`` when a resampled population is given); its directory is ``root/device-i``.
 
     Each device's minibatch generator is re-derived from (seed, device, round) at every round request, so a
     round replayed after a crash draws the same minibatches as the first time.
     """
 
-    def __init__(self, dataset, users: Sequence[int], root: Path, bundle_dir: Path, seed: int = 0):
+    def __init__(self, dataset, users: Sequence[int], root: Path, bundle_dir: Path, seed: int = 0, population=None):
         self.root = Path(root)
         self.seed = seed
         self.devices: dict[int, Device] = {}
         for i, user in enumerate(users):
             device = Device(self.root / f"device-{i:05d}", i, rng=np.random.default_rng([seed, i]))
             if len(device.store.days()) == 0:                 # a restarted device keeps its store
-                device.add_days(dataset.user_days(int(user)))
+                device.add_days(dataset.user_days(int(user)) if population is None
+                                else population.device_days(dataset, i))
             if device.bundle is None or device.bundle.sha256 != _sha(bundle_dir):
                 device.install_bundle(bundle_dir)
             self.devices[i] = device
         self.device_ids = tuple(self.devices)
         log.info("%d emulated devices in %s", len(self.devices), self.root)
+
+    def describe(self) -> dict:
+        """report.json's ``fleet`` entry."""
+        return {"kind": "sdk", "devices": len(self.devices), "secure_aggregation": "the real protocol"}
 
     def request(self, device_id: int, message: bytes) -> bytes:
         device = self.devices[device_id]

@@ -13,9 +13,12 @@ INITIAL_STATES_IN_BUNDLE = 4096
 """Initial states drawn from the released distribution and shipped in the bundle for `pategail generate`."""
 
 
-def write_outputs(coordinator, dataset, run: Path, seed: int = 0) -> dict:
+def write_outputs(coordinator, dataset, run: Path, seed: int = 0, fleet: dict | None = None,
+                  population: dict | None = None) -> dict:
     """Export the run's bundle, generate and evaluate synthetic days against the test days, and write the
-    report; the run's numbers come from ``coordinator.summary()`` (a RunSummary)."""
+    report; the run's numbers come from ``coordinator.summary()`` (a RunSummary). ``fleet``: the fleet's
+    ``describe()`` (kind "sdk" or "population", the simulation); ``population``: a resampled population's
+    {devices, source_users, method} — every table then says "resampled population"."""
     import torch
 
     from pategail.baselines.cli import compare
@@ -70,6 +73,10 @@ def write_outputs(coordinator, dataset, run: Path, seed: int = 0) -> dict:
                                  "the place law (d-EPR) it is also x relevance(cell), and a return goes to the "
                                  "place just left with probability return_last (bundle/relevance.csv)"},
     }
+    if fleet is not None:
+        report["fleet"] = fleet
+    if population is not None:
+        report["population"] = population
     (run / "report.json").write_text(json.dumps(report, indent=2, default=_json_default) + "\n")
     rows_km = {"ours": result["metrics"], "markov": baselines["km"]["markov"], "epr": baselines["km"]["epr"],
                "floor": result["floor"]}
@@ -77,13 +84,19 @@ def write_outputs(coordinator, dataset, run: Path, seed: int = 0) -> dict:
                   "epr": baselines["paper"]["epr"], "floor": result["floor_paper"]}
     rows_spatial = {"ours": result["spatial"], "markov": baselines["spatial"]["markov"],
                     "epr": baselines["spatial"]["epr"], "floor": result["floor_spatial"]}
+    resampled = "" if population is None else " (resampled population)"
+    who = (f"{n_dev} devices" if population is None else
+           f"a resampled population of {n_dev} devices from {population['source_users']} users "
+           f"({population['method']})")
+    if fleet is not None and fleet.get("kind") == "population":
+        who += ", simulated by the population fleet (ideal secure aggregation)"
     md = [f"# PateGail run: {run}", "",
-          f"{n_dev} devices, {rounds} rounds, {wall_seconds:.0f} s; {n_days} synthetic days vs "
+          f"{who}, {rounds} rounds, {wall_seconds:.0f} s; {n_days} synthetic days vs "
           f"{n_days} test days (JSD, lower is better).", "",
           f"Privacy: {privacy_line(summary.privacy)}.", "",
-          "km mode:", "", format_table(rows_km, mode="km"), "",
-          "paper mode:", "", format_table(rows_paper, mode="paper"), "",
-          "spatial (Density, Trips: JSD, lower is better; Hot-k: overlap of the top-k cells, higher is better):",
+          f"km mode{resampled}:", "", format_table(rows_km, mode="km"), "",
+          f"paper mode{resampled}:", "", format_table(rows_paper, mode="paper"), "",
+          f"spatial{resampled} (Density, Trips: JSD, lower is better; Hot-k: overlap of the top-k cells, higher is better):",
           "", format_spatial_table(rows_spatial), "",
           f"Invented-mode guard: {guard_line(result['guard'])}.", "",
           f"Communication per device and round: {report['communication']['bytes_up_per_device_per_round']:,.0f} "

@@ -14,6 +14,9 @@ from pathlib import Path
 from pategail.errors import PategailError
 
 log = logging.getLogger(__name__)
+SDK_FLEET_MAX = 200
+"""--fleet auto: the SDK fleet (real devices, real cryptography) up to this many devices, the population
+simulation beyond (the SDK fleet's round costs seconds per device on one core)."""
 
 
 def register(sub) -> None:
@@ -23,6 +26,21 @@ def register(sub) -> None:
     p.add_argument("--out", required=True, type=Path, metavar="RUN", help="run directory")
     p.add_argument("--devices", type=int, default=None, help="devices (one user each; default: every user)")
     p.add_argument("--rounds", type=int, default=None, help="rounds of Algorithm 1 (default: the config's)")
+    scale = p.add_argument_group("populations for scale studies (pategail.population)")
+    scale.add_argument("--population", type=int, default=None, metavar="N",
+                       help="N devices resampled from the data set's users (whole users drawn with replacement); "
+                            "every table then says 'resampled population'")
+    scale.add_argument("--population-days", type=float, default=None, metavar="SHARE",
+                       help="with --population: each device holds a random SHARE of its user's days")
+    scale.add_argument("--fleet", choices=("auto", "sdk", "population"), default="auto",
+                       help="sdk: one SDK device per device with the real secure aggregation (the reference); "
+                            "population: the batched simulation with the ideal secure aggregation; auto "
+                            f"(default): sdk up to {SDK_FLEET_MAX} devices, population beyond")
+    scale.add_argument("--ray-address", default=None, metavar="ADDRESS",
+                       help="run the population fleet's shards as actors on this Ray cluster (pip install "
+                            "'pategail[ray]')")
+    scale.add_argument("--ray-workers", type=int, default=None, metavar="N",
+                       help="run the population fleet's shards on a local Ray cluster of N workers")
     privacy = p.add_mutually_exclusive_group(required=True)
     privacy.add_argument("--epsilon", type=float, default=None,
                          help="total ε of the whole run (composed over every release); noise is calibrated to it")
@@ -77,11 +95,27 @@ def run_train(args) -> int:
     torch.set_num_threads(args.threads)
     dataset = load_dataset(args.data)
     run = args.out
-    users = choose_users(dataset.users, args.devices, args.seed)
+    population = None
+    if args.population is not None:
+        if args.devices is not None:
+            raise PategailError("--population N builds N devices by resampling users; leave out --devices")
+        from pategail.population.resample import resample_population
+        population = resample_population(dataset.users, args.population, args.seed, args.population_days)
+        users = population.users
+    elif args.population_days is not None:
+        raise PategailError("--population-days goes with --population N")
+    else:
+        users = choose_users(dataset.users, args.devices, args.seed)
+    fleet_kind = args.fleet if args.fleet != "auto" else ("sdk" if len(users) <= SDK_FLEET_MAX else "population")
+    if fleet_kind == "sdk" and (args.ray_address is not None or args.ray_workers is not None):
+        raise PategailError("--ray-address/--ray-workers run the population fleet; add --fleet population")
     # What the run's journal and devices belong to: a resumed run must be the same run (a release in the
     # journal is re-used, so it must come from the same configuration, seed, data and devices).
     identity = {"config": config.to_dict(), "seed": args.seed, "data": str(args.data.resolve()),
                 "users": [int(u) for u in users]}
+    if population is not None or fleet_kind != "sdk":
+        identity["fleet"] = fleet_kind
+        identity["population"] = None if population is None else population.describe()
     marker = run / "run.json"
     if marker.is_file():
         if not args.resume:
@@ -99,21 +133,35 @@ def run_train(args) -> int:
     run.mkdir(parents=True, exist_ok=True)
     marker.write_text(json.dumps(identity, indent=1) + "\n")
     with _run_log(run / "train.log", quiet_terminal=not (args.verbose or args.no_progress)) as console_level:
-        return _train(args, config, dataset, users, run, console_level, downstream_config)
+        fleet = _fleet(args, fleet_kind, dataset, users, population, run, config)
+        return _train(args, config, dataset, fleet, run, console_level, downstream_config, population)
 
 
-def _train(args, config, dataset, users, run: Path, console_level: int, downstream_config) -> int:
+def _fleet(args, kind: str, dataset, users, population, run: Path, config):
+    """The devices: SDK devices (the emulator) or the population simulation, from the run's initial bundle."""
     from pategail.emulator import EmulatedFleet
-    from pategail.metrics.guard import GUARD_QUANTILE, distinct_cells_threshold
-    from pategail.server.coordinator import Coordinator, run_plan
-    from pategail.server.privacy.summary import plan_line
+    from pategail.server.coordinator import run_plan
 
     initial_bundle = run / "bundle-initial"
     if not (initial_bundle / "manifest.json").is_file():
         write_initial_bundle(config, dataset, args.seed, initial_bundle,
                              privacy=run_plan(config, dataset.cells, run / "checkpoint").declare(
                                  config.min_survivors, config.secagg_colluders))
-    fleet = EmulatedFleet(dataset, users, run / "devices", initial_bundle, seed=args.seed)
+    if kind == "sdk":
+        return EmulatedFleet(dataset, users, run / "devices", initial_bundle, seed=args.seed, population=population)
+    from pategail.population.fleet import PopulationFleet
+    from pategail.population.resample import one_device_per_user
+    return PopulationFleet(dataset, population or one_device_per_user(users, args.seed, len(dataset.users)),
+                           initial_bundle, seed=args.seed, state_dir=run / "population",
+                           ray_address=args.ray_address, ray_workers=args.ray_workers)
+
+
+def _train(args, config, dataset, fleet, run: Path, console_level: int, downstream_config, population) -> int:
+    from pategail.metrics.guard import GUARD_QUANTILE, distinct_cells_threshold
+    from pategail.server.coordinator import Coordinator
+    from pategail.server.privacy.summary import plan_line
+
+    users = fleet.device_ids
     coordinator = Coordinator(config, fleet, dataset.cells, run, seed=args.seed)
     if args.resume and not coordinator.resume():
         log.info("%s: no round was checkpointed yet; starting again (journalled releases are re-used)", run)
@@ -166,7 +214,8 @@ def _train(args, config, dataset, users, run: Path, console_level: int, downstre
             bar.close()
 
     from pategail.reporting import write_outputs
-    write_outputs(coordinator, dataset, run, seed=args.seed)
+    write_outputs(coordinator, dataset, run, seed=args.seed, fleet=fleet.describe(),
+                  population=None if population is None else population.describe())
     if downstream_config is not None:
         from pategail.evaluation.options import extend_run_report
         extend_run_report(run, dataset, downstream_config)

@@ -14,7 +14,8 @@ coordinator's budget check still stops a run at its target), and local generatio
 (PolicyUpdate is checked and acknowledged).
 
 Shards: the devices split into ``shards`` ranges of whole chunks (pategail.population.shard); with
-``ray_address`` (or ``ray_workers``) each shard is a Ray actor — the result is the same numbers either way.
+``ray_address`` (or ``ray_workers``) each shard is a Ray actor — the result is the same numbers either way
+(devices are computed in chunks of ``chunk`` consecutive ids, whatever the shards).
 """
 from __future__ import annotations
 
@@ -52,11 +53,11 @@ def device_model(bundle_dir: Path, seed: int) -> DeviceModel:
                        int(env.candidates), int(seed))
 
 
-def shard_ranges(n_devices: int, shards: int) -> list[tuple[int, int]]:
+def shard_ranges(n_devices: int, shards: int, chunk: int = CHUNK) -> list[tuple[int, int]]:
     """``shards`` ranges of consecutive device ids, each of whole chunks (the last may be shorter)."""
-    chunks = math.ceil(n_devices / CHUNK)
+    chunks = math.ceil(n_devices / chunk)
     shards = max(1, min(shards, chunks))
-    bounds = [round(i * chunks / shards) * CHUNK for i in range(shards + 1)]
+    bounds = [round(i * chunks / shards) * chunk for i in range(shards + 1)]
     return [(lo, min(hi, n_devices)) for lo, hi in zip(bounds, bounds[1:]) if lo < min(hi, n_devices)]
 
 
@@ -94,7 +95,7 @@ class PopulationFleet:
 
     def __init__(self, dataset, population: Population, bundle_dir: Path, seed: int = 0,
                  state_dir: Path | None = None, *, dropout: float = 0.0, shards: int = 1,
-                 ray_address: str | None = None, ray_workers: int | None = None):
+                 ray_address: str | None = None, ray_workers: int | None = None, chunk: int = CHUNK):
         if not 0 <= dropout < 1:
             raise PategailError(f"dropout must be in [0, 1), got {dropout}")
         t0 = time.perf_counter()
@@ -109,15 +110,15 @@ class PopulationFleet:
             ray = start_ray(ray_address, ray_workers)
             shards = max(shards, int(ray.cluster_resources().get("CPU", 1)))
             remote = ray.remote(num_cpus=1)(PopulationShard)
-        self.ranges = shard_ranges(len(population), shards)
+        self.ranges = shard_ranges(len(population), shards, chunk)
         self.shards = []
         for lo, hi in self.ranges:
             days = [population.device_days(dataset, i) for i in range(lo, hi)]
             where = None if state_dir is None else Path(state_dir) / f"devices-{lo}-{hi - 1}"
             if self.distributed:
-                self.shards.append(_RayShard(remote.remote(np.arange(lo, hi), days, model, where)))
+                self.shards.append(_RayShard(remote.remote(np.arange(lo, hi), days, model, where, chunk)))
             else:
-                self.shards.append(PopulationShard(np.arange(lo, hi), days, model, where))
+                self.shards.append(PopulationShard(np.arange(lo, hi), days, model, where, chunk))
         self._last: tuple[bytes, bytes] | None = None
         self._pending: np.ndarray | None = None
         self._pending_ids: frozenset[int] = frozenset()

@@ -26,6 +26,8 @@ class Population:
     """Seed of the day subsets (device i's subset comes from (seed, i) alone)."""
     source_users: int
     """Users of the data set the devices were drawn from."""
+    resampled: bool = True
+    """False: one device per distinct user (no resampling)."""
 
     def __len__(self) -> int:
         return len(self.users)
@@ -45,6 +47,8 @@ class Population:
 
     @property
     def method(self) -> str:
+        if not self.resampled:
+            return "one device per user"
         whole = "whole users drawn with replacement"
         return whole if self.day_share is None else f"{whole}, each device a random {self.day_share:g} of its days"
 
@@ -63,3 +67,8 @@ def resample_population(users: np.ndarray, n_devices: int, seed: int, day_share:
     users = np.sort(np.asarray(users))
     drawn = np.random.default_rng([seed, 0x909]).choice(users, n_devices, replace=True)
     return Population(drawn.astype(np.int64), day_share, seed, len(users))
+
+
+def one_device_per_user(users: np.ndarray, seed: int, source_users: int) -> Population:
+    """Device i holds all the days of ``users[i]`` (the SDK emulator's devices; no resampling)."""
+    return Population(np.asarray(users, dtype=np.int64), None, seed, source_users, resampled=False)

@@ -62,9 +62,12 @@ def encoded_pair(values: np.ndarray) -> np.ndarray:
 
 
 class PopulationShard:
-    """Devices ``ids`` (consecutive); device ``ids[k]`` holds ``days[k]`` (int (n_k, 48))."""
+    """Devices ``ids`` (consecutive); device ``ids[k]`` holds ``days[k]`` (int (n_k, 48)); ``chunk``: devices
+    computed together (the fleet's, the same for every shard)."""
 
-    def __init__(self, ids: np.ndarray, days: list[np.ndarray], model: DeviceModel, state_dir: Path | None):
+    def __init__(self, ids: np.ndarray, days: list[np.ndarray], model: DeviceModel, state_dir: Path | None,
+                 chunk: int = CHUNK):
+        self.chunk = chunk
         self.ids = np.asarray(ids, dtype=np.int64)
         if len(self.ids) and not np.array_equal(self.ids, np.arange(self.ids[0], self.ids[0] + len(self.ids))):
             raise ValueError("a shard holds consecutive device ids")
@@ -135,11 +138,11 @@ class PopulationShard:
 
     # -- requests -----------------------------------------------------------------------------------------
     def _chunks(self):
-        """(start, stop) row ranges of whole id chunks (boundaries at multiples of CHUNK in device ids)."""
+        """(start, stop) row ranges of whole id chunks (boundaries at multiples of ``chunk`` in device ids)."""
         first, end = (int(self.ids[0]), int(self.ids[-1]) + 1) if len(self.ids) else (0, 0)
         start = first
         while start < end:
-            stop = min(end, (start // CHUNK + 1) * CHUNK)
+            stop = min(end, (start // self.chunk + 1) * self.chunk)
             yield start - first, stop - first
             start = stop
 
