@@ -19,3 +19,46 @@ def geolife():
     cells = np.loadtxt(PATEGAIL_GEOLIFE / "gps")
     days = np.loadtxt(PATEGAIL_GEOLIFE / "real.data", dtype=np.int32)
     return cells, days
+
+
+DEFAULT_DATA = ROOT / "data" / "default"
+
+
+@pytest.fixture(scope="session")
+def dataset(tmp_path_factory):
+    """The prepared embedded data set: 10 users, 644 training days, 4,210 cells."""
+    from pategail.data.dataset import load_dataset
+    from pategail.data.prepare import prepare_dataset
+
+    if not DEFAULT_DATA.is_dir():
+        pytest.skip(f"embedded development data not found at {DEFAULT_DATA}")
+    out = tmp_path_factory.mktemp("device-data") / "data"
+    prepare_dataset("pategail", DEFAULT_DATA, out, allow_pickle=True)
+    return load_dataset(out)
+
+
+def _dlap_cdf(k: np.ndarray, scale: float) -> np.ndarray:
+    """CDF of DLap(a = 1/scale): P(X <= k) = 1 - q^(k+1)/(1+q) for k >= 0, q^(-k)/(1+q) for k < 0."""
+    q = np.exp(-1.0 / scale)
+    k = np.asarray(k, dtype=np.float64)
+    return np.where(k >= 0, 1 - q ** (k + 1) / (1 + q), q ** (-k) / (1 + q))
+
+
+def _dlap_gof_pvalue(samples: np.ndarray, scale: float, bins: int = 24) -> float:
+    """Chi-square goodness of fit of integer samples to DLap(1/scale) on ~equiprobable integer bins."""
+    from scipy import stats
+
+    grid = np.arange(-40 * int(scale), 40 * int(scale) + 1)
+    cdf = _dlap_cdf(grid, scale)
+    cuts = np.unique(grid[np.searchsorted(cdf, np.arange(1, bins) / bins)])
+    edges_cdf = np.concatenate([[0.0], _dlap_cdf(cuts, scale), [1.0]])
+    expected = np.diff(edges_cdf) * samples.size
+    observed = np.bincount(np.searchsorted(cuts, samples, side="left"), minlength=cuts.size + 1)
+    return stats.chisquare(observed, expected).pvalue
+
+
+@pytest.fixture(scope="session")
+def dlap_gof():
+    """gof(samples, scale) -> p-value: chi-square goodness of fit of integer noise to the discrete Laplace
+    DLap(1/scale) (the law the accountant assumes for the released noise)."""
+    return _dlap_gof_pvalue

@@ -1,4 +1,4 @@
-"""Fixtures of the device tests: the embedded development data (data/default, 10 users) prepared once, one
+"""Fixtures of the device tests (the prepared embedded data set, ``dataset``, is the root conftest's): one
 model bundle exported on its cell table (with released initial states), a batch of generated days, and a
 factory of devices holding real users' days."""
 from __future__ import annotations
@@ -8,21 +8,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_DATA = ROOT / "data" / "default"
-
-
-@pytest.fixture(scope="session")
-def dataset(tmp_path_factory):
-    """The prepared embedded data set: 10 users, 644 training days, 4,210 cells."""
-    from pategail.data.dataset import load_dataset
-    from pategail.data.prepare import prepare_dataset
-
-    if not DEFAULT_DATA.is_dir():
-        pytest.skip(f"embedded development data not found at {DEFAULT_DATA}")
-    out = tmp_path_factory.mktemp("device-data") / "data"
-    prepare_dataset("pategail", DEFAULT_DATA, out, allow_pickle=True)
-    return load_dataset(out)
 
 
 def _export(out: Path, dataset, seed: int, initial_states: bool = True) -> Path:

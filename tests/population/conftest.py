@@ -1,0 +1,37 @@
+"""Fixtures of the population-fleet tests: a bundle for a short run, and a runner of the coordinator over any
+fleet (3 rounds of 8 generated days, the default discriminator training, no noise)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def short_config():
+    from pategail.server.config import TrainConfig
+    return TrainConfig(rounds=3, days_per_round=8, average_rounds=1)
+
+
+@pytest.fixture(scope="session")
+def run_bundle(tmp_path_factory, dataset, short_config) -> Path:
+    """The initial bundle `pategail train` writes for ``short_config`` (seed 0)."""
+    from pategail.train_cli import write_initial_bundle
+    return write_initial_bundle(short_config, dataset, 0, tmp_path_factory.mktemp("population") / "bundle")
+
+
+@pytest.fixture(scope="session")
+def train():
+    """train(fleet, cells, run_dir, config, on_round=None) -> the Coordinator after its rounds."""
+    def run(fleet, cells, run_dir, config, on_round=None, resume=False):
+        import torch
+
+        from pategail.server.coordinator import Coordinator
+
+        torch.set_num_threads(1)
+        coordinator = Coordinator(config, fleet, cells, run_dir, seed=0)
+        if resume:
+            assert coordinator.resume()
+        coordinator.train(on_round)
+        return coordinator
+    return run
