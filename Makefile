@@ -16,7 +16,7 @@ WHEELS := $(VENV)/sdk-wheels
 $(STAMP): pyproject.toml sdk/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check --config-settings editable_mode=compat \
-		-e ./sdk -e '.[test]'
+		-e ./sdk -e '.[test,ray]'
 	$(PY) -m pip download --quiet --disable-pip-version-check -d $(WHEELS) ./sdk setuptools wheel
 	touch $(STAMP)
 

@@ -1,0 +1,107 @@
+"""The population fleet gives the same numbers however it is split and however often it is stopped: 12
+devices in chunks of 4 over 1 or 3 in-process shards, or 2 Ray workers (a local cluster), release the same
+sums and end with the same discriminators and policy, bit for bit; a run killed in the middle of round 3
+(after the devices trained, before the release) resumes from the checkpoints — the coordinator's and the
+fleet's own (every discriminator and both AdamW moments) — to the uninterrupted result."""
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pytest
+import torch
+
+from pategail.population.fleet import PopulationFleet
+from pategail.population.resample import resample_population
+
+N_DEVICES, CHUNK = 12, 4
+
+
+class Killed(BaseException):
+    """The process dies here (nothing after it runs)."""
+
+
+class KilledInRound:
+    """The fleet, until the secure sum of round ``round_``: there the process is killed."""
+
+    def __init__(self, fleet, round_: int):
+        self._fleet, self._round = fleet, round_
+        self.device_ids = fleet.device_ids
+
+    def public_keys(self):
+        return self._fleet.public_keys()
+
+    def request(self, device_id, message):
+        return self._fleet.request(device_id, message)
+
+    def secure_sum(self, participants, config, *args):
+        if config.round_id >> 16 == self._round:
+            raise Killed()
+        return self._fleet.secure_sum(participants, config, *args)
+
+
+@pytest.fixture(scope="module")
+def population(dataset):
+    return resample_population(dataset.users, N_DEVICES, seed=2)
+
+
+def outcome(coordinator, fleet):
+    """Released sums by round, every discriminator, the policy's weights."""
+    journal = coordinator.releases.journal()
+    return ({r: np.concatenate([journal[r].sum, journal[r].sq_sum]) for r in journal}, fleet.parameters(),
+            {k: v.clone() for k, v in coordinator.policy.state_dict().items()})
+
+
+def assert_same(a, b):
+    assert sorted(a[0]) == sorted(b[0]) == [0, 1, 2, 3]
+    for r in a[0]:
+        np.testing.assert_array_equal(a[0][r], b[0][r])
+    np.testing.assert_array_equal(a[1], b[1])
+    for k in a[2]:
+        assert torch.equal(a[2][k], b[2][k]), k
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory, dataset, population, run_bundle, short_config, train):
+    root = tmp_path_factory.mktemp("one-shard")
+    fleet = PopulationFleet(dataset, population, run_bundle, seed=0, state_dir=root / "state", chunk=CHUNK)
+    return outcome(train(fleet, dataset.cells, root / "run", short_config), fleet)
+
+
+def test_three_shards_give_the_single_shard_result(tmp_path, dataset, population, run_bundle, short_config, train,
+                                                   uninterrupted):
+    fleet = PopulationFleet(dataset, population, run_bundle, seed=0, shards=3, chunk=CHUNK)
+    assert fleet.ranges == [(0, 4), (4, 8), (8, 12)]
+    assert_same(outcome(train(fleet, dataset.cells, tmp_path / "run", short_config), fleet), uninterrupted)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None,
+                    reason="ray is not installed (pip install '.[ray]'; make setup installs it)")
+def test_two_ray_workers_give_the_single_process_result(tmp_path, dataset, population, run_bundle, short_config,
+                                                        train, uninterrupted):
+    import ray
+
+    try:
+        fleet = PopulationFleet(dataset, population, run_bundle, seed=0, state_dir=tmp_path / "state",
+                                chunk=CHUNK, ray_workers=2)
+        assert fleet.distributed and len(fleet.shards) == 2
+        assert_same(outcome(train(fleet, dataset.cells, tmp_path / "run", short_config), fleet), uninterrupted)
+    finally:
+        ray.shutdown()
+
+
+def test_a_killed_run_resumes_to_the_uninterrupted_result(tmp_path, dataset, population, run_bundle, short_config,
+                                                          train, uninterrupted):
+    state = tmp_path / "state"
+    fleet = PopulationFleet(dataset, population, run_bundle, seed=0, state_dir=state, chunk=CHUNK)
+    with pytest.raises(Killed):
+        train(KilledInRound(fleet, 3), dataset.cells, tmp_path / "run", short_config)
+    assert sorted(p.name for p in state.rglob("state-*.npz")) == ["state-2.npz", "state-3.npz"]
+    del fleet
+    fleet = PopulationFleet(dataset, population, run_bundle, seed=0, state_dir=state, chunk=CHUNK)
+    # the devices had trained round 3 before the kill: the round sent again must be replayed from the state
+    # before it, not trained a second time (which would end elsewhere)
+    assert [s.round for s in fleet.shards] == [3]
+    coordinator = train(fleet, dataset.cells, tmp_path / "run", short_config, resume=True)
+    assert_same(outcome(coordinator, fleet), uninterrupted)
