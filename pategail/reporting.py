@@ -96,7 +96,8 @@ def write_outputs(coordinator, dataset, run: Path, seed: int = 0, fleet: dict | 
           f"Privacy: {privacy_line(summary.privacy)}.", "",
           f"km mode{resampled}:", "", format_table(rows_km, mode="km"), "",
           f"paper mode{resampled}:", "", format_table(rows_paper, mode="paper"), "",
-          f"spatial{resampled} (Density, Trips: JSD, lower is better; Hot-k: overlap of the top-k cells, higher is better):",
+          f"spatial{resampled} (Density, Trips: JSD, lower is better; Hot-k: overlap of the top-k cells, "
+          "higher is better):",
           "", format_spatial_table(rows_spatial), "",
           f"Invented-mode guard: {guard_line(result['guard'])}.", "",
           f"Communication per device and round: {report['communication']['bytes_up_per_device_per_round']:,.0f} "

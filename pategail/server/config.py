@@ -31,8 +31,8 @@ def secagg_degree_for(n_devices: int, configured: int | None = None) -> int:
     pairs up to :data:`ALL_PAIRS_MAX` devices and k = 2·⌈2·log2 n⌉ beyond. Why O(log n): Bell et al. (2020,
     SecAgg+) show that a random k-regular neighbour graph with k = O(log n) keeps the sum secure and correct
     except with probability 2^-40 against a third of the devices dropping out and a third colluding (k about
-    40 at n = 1,000, pategail.sdk.secagg.graph); the masking work per device is then O(k) instead of O(n), so a round costs
-    O(n log n) instead of O(n²)."""
+    40 at n = 1,000, pategail.sdk.secagg.graph); the masking work per device is then O(k) instead of O(n), so a
+    round costs O(n log n) instead of O(n²)."""
     if configured is not None:
         return configured
     if n_devices <= ALL_PAIRS_MAX:

@@ -107,8 +107,9 @@ class SecureReleases:
             from pategail.errors import PategailError
             raise PategailError(f"secagg_colluders={self.config.secagg_colluders} must be below n_min={n_min} "
                                 f"(min_survivors of {n_devices} devices)")
+        degree = secagg_degree_for(len(participants), self.config.secagg_degree)   # None: from the cohort size
         config = SecureRoundConfig(round_id=round_ << 16, n_min=n_min, sum_noise_scale=sum_scale,
-                                   sq_sum_noise_scale=sq_scale, degree=secagg_degree_for(len(participants), self.config.secagg_degree),
+                                   sq_sum_noise_scale=sq_scale, degree=degree,
                                    aggregator=self.config.aggregator, colluders=self.config.secagg_colluders)
         intent = journal_intent(self.ckpt_dir, round_, sum_scale, sq_scale, length)   # counted from here on
         attempt = int(intent.stem.rsplit("-", 1)[1])

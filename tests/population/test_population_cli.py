@@ -29,7 +29,8 @@ def test_train_on_a_resampled_population(data, tmp_path, capsys):
     d, config = data
     run = tmp_path / "run"
     assert main(["-q", "train", "--data", str(d), "--out", str(run), "--no-privacy", "--config", str(config),
-                 "--population", "24", "--population-days", "0.5", "--fleet", "population", "--no-downstream", "--no-progress"]) == 0
+                 "--population", "24", "--population-days", "0.5", "--fleet", "population", "--no-downstream",
+                 "--no-progress"]) == 0
     report = json.loads((run / "report.json").read_text())
     assert report["fleet"]["kind"] == "population" and report["fleet"]["devices"] == 24
     assert report["population"] == {"devices": 24, "source_users": 10,
