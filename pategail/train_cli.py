@@ -19,9 +19,16 @@ log = logging.getLogger(__name__)
 def register(sub) -> None:
     p = sub.add_parser("train", help="train a generator with federated PateGail over emulated devices",
                        description=__doc__.splitlines()[0])
+    add_run_arguments(p)
+    p.add_argument("--devices", type=int, default=None, help="devices (one user each; default: every user)")
+    p.set_defaults(func=run_train)
+
+
+def add_run_arguments(p) -> None:
+    """The options of a training run, shared by ``train`` (emulated devices) and ``serve`` (devices over the
+    network)."""
     p.add_argument("--data", required=True, type=Path, help="prepared data set directory")
     p.add_argument("--out", required=True, type=Path, metavar="RUN", help="run directory")
-    p.add_argument("--devices", type=int, default=None, help="devices (one user each; default: every user)")
     p.add_argument("--rounds", type=int, default=None, help="rounds of Algorithm 1 (default: the config's)")
     privacy = p.add_mutually_exclusive_group(required=True)
     privacy.add_argument("--epsilon", type=float, default=None,
@@ -40,7 +47,6 @@ def register(sub) -> None:
     p.add_argument("--threads", type=int, default=1, metavar="N",
                    help="torch threads of the coordinator (default 1: a seeded run then reproduces bit for bit "
                         "in another process, and it was faster than 2 on a shared 2-core machine; BENCHMARKS.md)")
-    p.set_defaults(func=run_train)
 
 
 def _config(args):
@@ -82,9 +88,18 @@ def run_train(args) -> int:
     # journal is re-used, so it must come from the same configuration, seed, data and devices).
     identity = {"config": config.to_dict(), "seed": args.seed, "data": str(args.data.resolve()),
                 "users": [int(u) for u in users]}
+    check_run_marker(run, identity, args.resume)
+    with _run_log(run / "train.log", quiet_terminal=not (args.verbose or args.no_progress)) as console_level:
+        return _train(args, config, dataset, users, run, console_level, downstream_config)
+
+
+def check_run_marker(run: Path, identity: dict, resume: bool) -> None:
+    """What a run's journal and devices belong to, kept in ``run/run.json``: a resumed run must be the same
+    run (a release in the journal is re-used, so it must come from the same configuration, seed, data and
+    devices). Writes it for a new run; PategailError for a mismatch."""
     marker = run / "run.json"
     if marker.is_file():
-        if not args.resume:
+        if not resume:
             raise PategailError(f"{run} holds a run already; add --resume to continue it, or choose another --out")
         recorded = json.loads(marker.read_text())
         if set(recorded.get("config", {})) != set(identity["config"]):
@@ -94,30 +109,48 @@ def run_train(args) -> int:
         if recorded != identity:
             raise PategailError(f"{marker}: this run was started with other settings, data, seed or --devices; "
                                 "resume it with the same ones, or choose another --out")
-    elif args.resume:
+    elif resume:
         raise PategailError(f"{run}: no run to resume")
     run.mkdir(parents=True, exist_ok=True)
     marker.write_text(json.dumps(identity, indent=1) + "\n")
-    with _run_log(run / "train.log", quiet_terminal=not (args.verbose or args.no_progress)) as console_level:
-        return _train(args, config, dataset, users, run, console_level, downstream_config)
 
 
 def _train(args, config, dataset, users, run: Path, console_level: int, downstream_config) -> int:
     from pategail.emulator import EmulatedFleet
-    from pategail.metrics.guard import GUARD_QUANTILE, distinct_cells_threshold
-    from pategail.server.coordinator import Coordinator, run_plan
-    from pategail.server.privacy.summary import plan_line
+
+    initial_bundle = ensure_initial_bundle(config, dataset, args.seed, run)
+    fleet = EmulatedFleet(dataset, users, run / "devices", initial_bundle, seed=args.seed)
+    return run_coordinator(args, config, dataset, run, fleet, downstream_config, console_level)
+
+
+def ensure_initial_bundle(config, dataset, seed: int, run: Path) -> Path:
+    """``run/bundle-initial``, the bundle the devices start from (written once, declaring the run's plan)."""
+    from pategail.server.coordinator import run_plan
 
     initial_bundle = run / "bundle-initial"
     if not (initial_bundle / "manifest.json").is_file():
-        write_initial_bundle(config, dataset, args.seed, initial_bundle,
+        write_initial_bundle(config, dataset, seed, initial_bundle,
                              privacy=run_plan(config, dataset.cells, run / "checkpoint").declare(
                                  config.min_survivors, config.secagg_colluders))
-    fleet = EmulatedFleet(dataset, users, run / "devices", initial_bundle, seed=args.seed)
-    coordinator = Coordinator(config, fleet, dataset.cells, run, seed=args.seed)
+    return initial_bundle
+
+
+def run_coordinator(args, config, dataset, run: Path, fleet, downstream_config, console_level: int, *,
+                    signing_key=None, on_progress=None) -> int:
+    """Algorithm 1 over ``fleet`` (any :class:`~pategail.server.fleet.Fleet`) in ``run``, resumed with
+    ``args.resume``; then the outputs, the downstream evaluation and the final policy sent to the devices.
+    ``on_progress(coordinator)``: called once resumed and after every round (the service's status)."""
+    from pategail.metrics.guard import GUARD_QUANTILE, distinct_cells_threshold
+    from pategail.server.coordinator import Coordinator
+    from pategail.server.privacy.summary import plan_line
+
+    coordinator = Coordinator(config, fleet, dataset.cells, run, seed=args.seed, signing_key=signing_key)
     if args.resume and not coordinator.resume():
         log.info("%s: no round was checkpointed yet; starting again (journalled releases are re-used)", run)
-    log.info(plan_line(coordinator.plan, len(users), config.beta))
+    n_devices = len(fleet.device_ids)
+    log.info(plan_line(coordinator.plan, n_devices, config.beta))
+    if on_progress is not None:
+        on_progress(coordinator)
 
     # The invented-mode guard per round: the emulator holds the data set, so it knows the real days' 99.9th
     # percentile of distinct cells; the coordinator only reports the generated days' histogram.
@@ -142,6 +175,8 @@ def _train(args, config, dataset, users, run: Path, console_level: int, downstre
                 postfix["ε"] = f"{stats.epsilon:.3g}"
             bar.set_postfix(postfix)
             bar.update(1)
+        if on_progress is not None:
+            on_progress(coordinator)
 
     from tqdm.contrib.logging import logging_redirect_tqdm
 
@@ -171,7 +206,7 @@ def _train(args, config, dataset, users, run: Path, console_level: int, downstre
         from pategail.evaluation.options import extend_run_report
         extend_run_report(run, dataset, downstream_config)
     accepted = coordinator.publish_policy((run / "bundle" / "policy.onnx").read_bytes())
-    log.info("%d of %d devices accepted the final policy", accepted, len(users))
+    log.info("%d of %d devices accepted the final policy", accepted, n_devices)
     print((run / "report.md").read_text())
     print(f"Log of every round: {run / 'train.log'}")
     return 0
