@@ -27,6 +27,8 @@ def register(sub) -> None:
     p.add_argument("--store", type=Path, default=Path("pategail-devices"), metavar="DIR",
                    help="where the devices keep their stores (DIR/device-I; default ./pategail-devices)")
     p.add_argument("--seed", type=int, default=0, help="seed of the choice of users and of the devices' draws")
+    p.add_argument("--share-users", action="store_true",
+                   help="load tests: allow more devices than users, device I holding user I mod U's days")
     p.add_argument("--cafile", type=Path, default=None, metavar="PEM", help="CA certificates for an https service")
     p.add_argument("--give-up", type=float, default=900.0, metavar="S",
                    help="seconds without an answer from the service before a device stops (default 900)")
@@ -41,7 +43,13 @@ def run_emulate(args) -> int:
 
     if args.processes < 1:
         raise PategailError(f"--processes must be at least 1, got {args.processes}")
-    users = choose_users(load_dataset(args.data).users, args.devices, args.seed)
+    all_users = load_dataset(args.data).users
+    n_devices = len(all_users) if args.devices is None else args.devices
+    if args.share_users and n_devices > len(all_users):
+        chosen = choose_users(all_users, None, args.seed)
+        users = [chosen[i % len(chosen)] for i in range(n_devices)]
+    else:
+        users = choose_users(all_users, args.devices, args.seed)
     if args.processes > len(users):
         raise PategailError(f"--processes {args.processes}: more processes than the {len(users)} devices")
     plan = [(i, int(u)) for i, u in enumerate(users)]

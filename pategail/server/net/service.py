@@ -77,6 +77,35 @@ class RunStatus:
         return self.snapshot()["phase"] == "finished"
 
 
+class Traffic:
+    """What crossed the service, HTTP request and status lines, headers and bodies (not TCP/IP framing), and
+    how long each request took to handle — a poll's wait for an order excluded (it is the device's idle
+    time, not latency)."""
+
+    def __init__(self):
+        self.bytes_in = self.bytes_out = self.requests = 0
+        self.latency_s: dict[str, list[float]] = {}
+
+    def record(self, route: str, bytes_in: int, bytes_out: int, seconds: float) -> None:
+        self.requests += 1
+        self.bytes_in += bytes_in
+        self.bytes_out += bytes_out
+        self.latency_s.setdefault(route, []).append(seconds)
+
+    def summary(self) -> dict:
+        import numpy as np
+        out = {"requests": self.requests, "bytes_in": self.bytes_in, "bytes_out": self.bytes_out, "latency_ms": {}}
+        for route, values in sorted(self.latency_s.items()):
+            v = 1e3 * np.asarray(values)
+            out["latency_ms"][route] = {"n": len(v), "p50": float(np.percentile(v, 50)),
+                                        "p99": float(np.percentile(v, 99))}
+        return out
+
+
+def _header_bytes(headers) -> int:
+    return sum(len(k) + len(v) + 4 for k, v in headers.items())
+
+
 class _Bucket:
     def __init__(self, rate: float, burst: int):
         self.rate, self.burst, self.tokens, self.at = rate, burst, float(burst), time.monotonic()
@@ -98,6 +127,7 @@ class Service:
     def __init__(self, roster: Roster, hub: Hub, signing_key, bundle_dir: Path, status: RunStatus,
                  limits: ServiceLimits = ServiceLimits()):
         self.roster, self.hub, self.status, self.limits = roster, hub, status, limits
+        self._signing_key = signing_key
         self._sign = signing_key.sign
         self.coordinator_public = crypto.public_bytes(signing_key)
         self.bundle_dir = Path(bundle_dir)
@@ -109,17 +139,39 @@ class Service:
         self._buckets: dict[int, _Bucket] = {}
         self._directory: bytes | None = None
         self.rejected = 0
+        self.traffic = Traffic()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._runner: web.AppRunner | None = None
         self._thread: threading.Thread | None = None
 
     # -- the application -----------------------------------------------------------------------------------
     def app(self) -> web.Application:
-        app = web.Application(client_max_size=self.limits.max_body, middlewares=[self._count_refusals])
+        app = web.Application(client_max_size=self.limits.max_body, middlewares=[self._measure, self._count_refusals])
         app.add_routes([web.post("/v1/enrol", self.enrol), web.get("/v1/bundle/{name}", self.bundle_file),
                         web.get("/v1/directory", self.directory), web.get("/v1/poll", self.poll),
                         web.post("/v1/reply", self.reply), web.get("/status", self.get_status)])
         return app
+
+    @web.middleware
+    async def _measure(self, request, handler):
+        t0 = time.perf_counter()
+        request["waited_s"] = 0.0
+        status, out = 500, 0
+        try:
+            response = await handler(request)
+            status = response.status
+            out = (response.content_length or 0) + _header_bytes(response.headers)
+            return response
+        except web.HTTPException as err:
+            status = err.status
+            out = len(err.text or "") + _header_bytes(err.headers)
+            raise
+        finally:
+            line_in = len(request.method) + len(request.path_qs) + 11
+            body_in = request.content_length or 0
+            seconds = time.perf_counter() - t0 - request["waited_s"]
+            self.traffic.record(request.path if status < 400 else "refused",
+                                line_in + _header_bytes(request.headers) + body_in, out + 17, seconds)
 
     @web.middleware
     async def _count_refusals(self, request, handler):
@@ -196,7 +248,9 @@ class Service:
             wait = min(float(request.query.get("wait", self.limits.poll_wait_s)), self.limits.poll_wait_s)
         except ValueError:
             raise web.HTTPBadRequest(text="wait: not a number") from None
+        t0 = time.perf_counter()
         order = await self.hub.next_order(device_id, max(0.0, wait))
+        request["waited_s"] = time.perf_counter() - t0          # waiting for work is not latency
         if order is None:
             if self.status.finished:
                 raise web.HTTPGone(text="the run is over")
@@ -217,7 +271,7 @@ class Service:
     async def get_status(self, request: web.Request) -> web.Response:
         status = self.status.snapshot()
         status.update(devices_enrolled=len(self.roster), orders_waiting=self.hub.waiting(),
-                      requests_refused=self.rejected)
+                      requests_refused=self.rejected, traffic=self.traffic.summary())
         return web.Response(text=json.dumps(status), content_type="application/json")
 
     # -- running it ----------------------------------------------------------------------------------------
