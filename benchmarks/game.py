@@ -29,7 +29,6 @@ import numpy as np
 import torch
 
 import pategail.server.coordinator as coordinator_module
-import pategail.server.releases as releases_module
 import pategail.server.rewards as rewards_module
 from pategail.baselines.epr import fit_epr_baseline, sample_epr
 from pategail.data.dataset import load_dataset
@@ -89,14 +88,12 @@ def ppo(policy, optimizer, rollout, cfg, gen):
     return _ppo(policy, optimizer, rollout, cfg, gen)
 
 
-def plain_sums(endpoints, values, config, rng, *, coordinator, num_queries):
-    """What run_secure_round releases without noise: Σ encode(D) and Σ encode(D²) over the devices."""
-    pending = [e._pending.take() for e in endpoints]
-    for e in endpoints:
-        e._pending.set(None)                                # uploaded once, as SecAggEndpoint does
+def plain_sums(self, participants, config, coordinator, rng, num_queries):
+    """What the fleet's secure sum releases without noise: Σ encode(D) and Σ encode(D²) over the devices."""
+    pending = [self.devices[i].pending for i in participants]      # copies (the SDK's public view)
     total = sum(encode(v) for v in pending)
     sq_total = sum(encode(v * v) for v in pending)
-    ids = tuple(e.device_id for e in endpoints)
+    ids = tuple(participants)
     return AggregateResult(decode(total), decode(sq_total), len(ids), ids, -1,
                            SecAggStats({i: 0 for i in ids}, {i: 0 for i in ids}, {}, 0.0, 0.0))
 
@@ -105,7 +102,7 @@ rewards_module.aggregate_rewards, coordinator_module.ppo_update = aggregate, ppo
 if args.plain_sums:
     if config.private:
         raise SystemExit("--plain-sums: only without privacy (the noise is added by the devices' protocol)")
-    releases_module.run_secure_round = plain_sums
+    EmulatedFleet.secure_sum = plain_sums
 rounds = []
 
 

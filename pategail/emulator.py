@@ -45,6 +45,10 @@ class InProcessFleet:
     def request(self, device_id: int, message: bytes) -> bytes:
         return self.devices[device_id].handle(message)
 
+    def describe(self) -> dict:
+        """report.json's ``fleet`` entry."""
+        return {"kind": "sdk", "devices": len(self.devices), "secure_aggregation": "the real protocol"}
+
     def secure_sum(self, participants: Sequence[int], config, coordinator, rng: np.random.Generator,
                    num_queries: int):
         endpoints = [self.devices[i].secagg_endpoint(coordinator.directory) for i in participants]
@@ -73,10 +77,6 @@ class EmulatedFleet(InProcessFleet):
             self.devices[i] = device
         self.device_ids = tuple(self.devices)
         log.info("%d emulated devices in %s", len(self.devices), self.root)
-
-    def describe(self) -> dict:
-        """report.json's ``fleet`` entry."""
-        return {"kind": "sdk", "devices": len(self.devices), "secure_aggregation": "the real protocol"}
 
     def request(self, device_id: int, message: bytes) -> bytes:
         device = self.devices[device_id]

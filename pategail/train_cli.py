@@ -22,10 +22,8 @@ simulation beyond (the SDK fleet's round costs seconds per device on one core)."
 def register(sub) -> None:
     p = sub.add_parser("train", help="train a generator with federated PateGail over emulated devices",
                        description=__doc__.splitlines()[0])
-    p.add_argument("--data", required=True, type=Path, help="prepared data set directory")
-    p.add_argument("--out", required=True, type=Path, metavar="RUN", help="run directory")
+    add_run_arguments(p)
     p.add_argument("--devices", type=int, default=None, help="devices (one user each; default: every user)")
-    p.add_argument("--rounds", type=int, default=None, help="rounds of Algorithm 1 (default: the config's)")
     scale = p.add_argument_group("populations for scale studies (pategail.population)")
     scale.add_argument("--population", type=int, default=None, metavar="N",
                        help="N devices resampled from the data set's users (whole users drawn with replacement); "
@@ -41,6 +39,15 @@ def register(sub) -> None:
                             "'pategail[ray]')")
     scale.add_argument("--ray-workers", type=int, default=None, metavar="N",
                        help="run the population fleet's shards on a local Ray cluster of N workers")
+    p.set_defaults(func=run_train)
+
+
+def add_run_arguments(p) -> None:
+    """The options of a training run, shared by ``train`` (emulated devices) and ``serve`` (devices over the
+    network)."""
+    p.add_argument("--data", required=True, type=Path, help="prepared data set directory")
+    p.add_argument("--out", required=True, type=Path, metavar="RUN", help="run directory")
+    p.add_argument("--rounds", type=int, default=None, help="rounds of Algorithm 1 (default: the config's)")
     privacy = p.add_mutually_exclusive_group(required=True)
     privacy.add_argument("--epsilon", type=float, default=None,
                          help="total ε of the whole run (composed over every release); noise is calibrated to it")
@@ -58,7 +65,6 @@ def register(sub) -> None:
     p.add_argument("--threads", type=int, default=1, metavar="N",
                    help="torch threads of the coordinator (default 1: a seeded run then reproduces bit for bit "
                         "in another process, and it was faster than 2 on a shared 2-core machine; BENCHMARKS.md)")
-    p.set_defaults(func=run_train)
 
 
 def _config(args):
@@ -116,9 +122,20 @@ def run_train(args) -> int:
     if population is not None or fleet_kind != "sdk":
         identity["fleet"] = fleet_kind
         identity["population"] = None if population is None else population.describe()
+    check_run_marker(run, identity, args.resume)
+    with _run_log(run / "train.log", quiet_terminal=not (args.verbose or args.no_progress)) as console_level:
+        fleet = _fleet(args, fleet_kind, dataset, users, population, run, config)
+        return run_coordinator(args, config, dataset, run, fleet, downstream_config, console_level,
+                               population=population)
+
+
+def check_run_marker(run: Path, identity: dict, resume: bool) -> None:
+    """What a run's journal and devices belong to, kept in ``run/run.json``: a resumed run must be the same
+    run (a release in the journal is re-used, so it must come from the same configuration, seed, data and
+    devices). Writes it for a new run; PategailError for a mismatch."""
     marker = run / "run.json"
     if marker.is_file():
-        if not args.resume:
+        if not resume:
             raise PategailError(f"{run} holds a run already; add --resume to continue it, or choose another --out")
         recorded = json.loads(marker.read_text())
         if set(recorded.get("config", {})) != set(identity["config"]):
@@ -128,25 +145,17 @@ def run_train(args) -> int:
         if recorded != identity:
             raise PategailError(f"{marker}: this run was started with other settings, data, seed or --devices; "
                                 "resume it with the same ones, or choose another --out")
-    elif args.resume:
+    elif resume:
         raise PategailError(f"{run}: no run to resume")
     run.mkdir(parents=True, exist_ok=True)
     marker.write_text(json.dumps(identity, indent=1) + "\n")
-    with _run_log(run / "train.log", quiet_terminal=not (args.verbose or args.no_progress)) as console_level:
-        fleet = _fleet(args, fleet_kind, dataset, users, population, run, config)
-        return _train(args, config, dataset, fleet, run, console_level, downstream_config, population)
 
 
 def _fleet(args, kind: str, dataset, users, population, run: Path, config):
     """The devices: SDK devices (the emulator) or the population simulation, from the run's initial bundle."""
     from pategail.emulator import EmulatedFleet
-    from pategail.server.coordinator import run_plan
 
-    initial_bundle = run / "bundle-initial"
-    if not (initial_bundle / "manifest.json").is_file():
-        write_initial_bundle(config, dataset, args.seed, initial_bundle,
-                             privacy=run_plan(config, dataset.cells, run / "checkpoint").declare(
-                                 config.min_survivors, config.secagg_colluders))
+    initial_bundle = ensure_initial_bundle(config, dataset, args.seed, run)
     if kind == "sdk":
         return EmulatedFleet(dataset, users, run / "devices", initial_bundle, seed=args.seed, population=population)
     from pategail.population.fleet import PopulationFleet
@@ -156,16 +165,34 @@ def _fleet(args, kind: str, dataset, users, population, run: Path, config):
                            ray_address=args.ray_address, ray_workers=args.ray_workers)
 
 
-def _train(args, config, dataset, fleet, run: Path, console_level: int, downstream_config, population) -> int:
+def ensure_initial_bundle(config, dataset, seed: int, run: Path) -> Path:
+    """``run/bundle-initial``, the bundle the devices start from (written once, declaring the run's plan)."""
+    from pategail.server.coordinator import run_plan
+
+    initial_bundle = run / "bundle-initial"
+    if not (initial_bundle / "manifest.json").is_file():
+        write_initial_bundle(config, dataset, seed, initial_bundle,
+                             privacy=run_plan(config, dataset.cells, run / "checkpoint").declare(
+                                 config.min_survivors, config.secagg_colluders))
+    return initial_bundle
+
+
+def run_coordinator(args, config, dataset, run: Path, fleet, downstream_config, console_level: int, *,
+                    population=None, signing_key=None, on_progress=None) -> int:
+    """Algorithm 1 over ``fleet`` (any :class:`~pategail.server.fleet.Fleet`) in ``run``, resumed with
+    ``args.resume``; then the outputs, the downstream evaluation and the final policy sent to the devices.
+    ``on_progress(coordinator)``: called once resumed and after every round (the service's status)."""
     from pategail.metrics.guard import GUARD_QUANTILE, distinct_cells_threshold
     from pategail.server.coordinator import Coordinator
     from pategail.server.privacy.summary import plan_line
 
-    users = fleet.device_ids
-    coordinator = Coordinator(config, fleet, dataset.cells, run, seed=args.seed)
+    coordinator = Coordinator(config, fleet, dataset.cells, run, seed=args.seed, signing_key=signing_key)
     if args.resume and not coordinator.resume():
         log.info("%s: no round was checkpointed yet; starting again (journalled releases are re-used)", run)
-    log.info(plan_line(coordinator.plan, len(users), config.beta))
+    n_devices = len(fleet.device_ids)
+    log.info(plan_line(coordinator.plan, n_devices, config.beta))
+    if on_progress is not None:
+        on_progress(coordinator)
 
     # The invented-mode guard per round: the emulator holds the data set, so it knows the real days' 99.9th
     # percentile of distinct cells; the coordinator only reports the generated days' histogram.
@@ -190,6 +217,8 @@ def _train(args, config, dataset, fleet, run: Path, console_level: int, downstre
                 postfix["ε"] = f"{stats.epsilon:.3g}"
             bar.set_postfix(postfix)
             bar.update(1)
+        if on_progress is not None:
+            on_progress(coordinator)
 
     from tqdm.contrib.logging import logging_redirect_tqdm
 
@@ -220,7 +249,7 @@ def _train(args, config, dataset, fleet, run: Path, console_level: int, downstre
         from pategail.evaluation.options import extend_run_report
         extend_run_report(run, dataset, downstream_config)
     accepted = coordinator.publish_policy((run / "bundle" / "policy.onnx").read_bytes())
-    log.info("%d of %d devices accepted the final policy", accepted, len(users))
+    log.info("%d of %d devices accepted the final policy", accepted, n_devices)
     print((run / "report.md").read_text())
     print(f"Log of every round: {run / 'train.log'}")
     return 0

@@ -7,7 +7,8 @@ aggregation of Σ D_u and Σ D_u² (:mod:`pategail.server.releases`) → R, ξ, 
 first cell) of generated days are learned through the same secure noisy aggregation.
 
 The coordinator never sees a data set: it gets a :class:`~pategail.server.fleet.Fleet` (device ids, public
-keys, a request/reply byte channel and secure-aggregation endpoints) and the public cell table.
+keys, a request/reply byte channel and one secure sum per release) and the public cell table; ``signing_key``
+is its Ed25519 key (a served run keeps one across restarts: devices pin it).
 """
 from __future__ import annotations
 
@@ -73,7 +74,7 @@ class Coordinator:
     """Runs and checkpoints a training run in ``run_dir``; ``train()`` resumes where a checkpoint left off."""
 
     def __init__(self, config: TrainConfig, fleet: Fleet, cells: np.ndarray, run_dir: Path, seed: int = 0,
-                 geometry: CellGeometry | None = None):
+                 geometry: CellGeometry | None = None, signing_key=None):
         self.config = config
         self.fleet = fleet
         self.cells = np.asarray(cells, dtype=np.float64)
@@ -91,7 +92,7 @@ class Coordinator:
         self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=config.ppo.learning_rate)
         self.average = TailAverage(first_round=config.rounds - config.average_rounds)
         self.state = RunState()
-        self.releases = SecureReleases(config, fleet, self.ckpt_dir, seed)
+        self.releases = SecureReleases(config, fleet, self.ckpt_dir, seed, signing_key)
         self.plan: PrivacyPlan = run_plan(config, self.cells, self.ckpt_dir, self.geometry)
         """The run's privacy, fixed when the run was created (kept in the checkpoint directory)."""
 
@@ -245,7 +246,8 @@ class Coordinator:
         return self.initial_states.places if self.config.place_law else None
 
     def publish_policy(self, onnx_bytes: bytes) -> int:
-        """Send a new policy model (hash-checked by the devices); return how many accepted it."""
+        """Send a new policy model (hash-checked by the devices, and signature-checked where a network carries
+        it); return how many accepted it."""
         accepted, _, _ = self.releases.broadcast(to_bytes(PolicyUpdate.for_model(self.round, onnx_bytes)))
         return len(accepted)
 

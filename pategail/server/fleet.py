@@ -31,3 +31,15 @@ class Fleet(Protocol):
         the round or initial-states request they acknowledged). ``coordinator`` signs the round's
         configuration and verifies the result; ``rng`` draws public choices (the aggregating device).
         Raises SecAggAbort (nothing released) below ``config.n_min`` and TamperDetected on a failed check."""
+
+    def describe(self) -> dict:
+        """What report.json says of the fleet: its ``kind`` (sdk, population, network) and what it simulates."""
+
+
+def request_all(fleet: Fleet, device_ids: Sequence[int], message: bytes) -> dict[int, bytes | None]:
+    """The same request to every device: all at once where the fleet can (``fleet.request_all``, a network
+    fleet, whose answer is None for a device that did not reply in time), one after the other otherwise."""
+    many = getattr(fleet, "request_all", None)
+    if many is not None:
+        return many(device_ids, message)
+    return {d: fleet.request(d, message) for d in device_ids}

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import numpy as np
 
-from pategail.sdk.messages import Ack, ErrorReply, from_bytes
+from pategail.sdk.messages import Ack, ErrorReply, MessageError, from_bytes
 from pategail.server.checkpoint import (Release, abort_intent, journal_intent, journal_release, read_intents,
                                        read_journal)
 from pategail.server.config import TrainConfig, secagg_degree_for
-from pategail.server.fleet import Fleet
+from pategail.server.fleet import Fleet, request_all
 from pategail.server.privacy.accountant import PrivacyAccountant
 from pategail.server.secagg import SecAggAbort, SecAggCoordinator, SecureRoundConfig
 
@@ -28,15 +28,15 @@ log = logging.getLogger(__name__)
 
 class SecureReleases:
     """The releases of one run in ``ckpt_dir``: the fleet, the coordinator's secure-aggregation keys (every
-    device of the fleet enrolled), the journal and the privacy accountant rebuilt from it."""
+    device of the fleet enrolled; ``signing_key``: the coordinator's Ed25519 key, a fresh one when None), the journal and the privacy accountant rebuilt from it."""
 
-    def __init__(self, config: TrainConfig, fleet: Fleet, ckpt_dir: Path, seed: int):
+    def __init__(self, config: TrainConfig, fleet: Fleet, ckpt_dir: Path, seed: int, signing_key=None):
         self.config = config
         self.fleet = fleet
         self.ckpt_dir = Path(ckpt_dir)
         self.seed = seed
         self.accountant = PrivacyAccountant(target_delta=config.target_delta)
-        self.secagg = SecAggCoordinator()
+        self.secagg = SecAggCoordinator(signing_key)
         for device_id, keys in sorted(fleet.public_keys().items()):
             self.secagg.enroll(device_id, keys)
 
@@ -72,10 +72,17 @@ class SecureReleases:
         """Send to every device; return those that acknowledged (with a pending vector of ``length`` values,
         when given), and bytes down / up."""
         ok, down, up = [], 0, 0
-        for device_id in self.fleet.device_ids:
-            reply = self.fleet.request(device_id, message)
-            down, up = down + len(message), up + len(reply)
-            answer = from_bytes(reply, expect=(Ack, ErrorReply))
+        for device_id, reply in request_all(self.fleet, self.fleet.device_ids, message).items():
+            down += len(message)
+            if reply is None:
+                log.warning("device %d did not answer", device_id)
+                continue
+            up += len(reply)
+            try:
+                answer = from_bytes(reply, expect=(Ack, ErrorReply))
+            except MessageError as err:                # a device's reply that is no reply: left out
+                log.warning("device %d left out: its reply is not a device-protocol reply (%s)", device_id, err)
+                continue
             if isinstance(answer, Ack) and length is not None and answer.n != length:
                 # an SDK of another version or a bundle with other EPR settings: its upload would not fit
                 log.warning("device %d left out: it prepared %d values, the coordinator expects %d (another SDK "

@@ -1,8 +1,10 @@
-"""Run one secure noisy aggregation round in-process, every message passing through bytes.
+"""Drive one secure noisy aggregation round, every message passing through bytes.
 
-This is the driver the emulator and the tests use: coordinator, aggregator and devices are separate
-objects that talk only through serialised messages, as over a network, and a dropout schedule says who
-stops answering after which step. Per-device CPU time, bytes up/down and aggregator time are measured.
+:func:`drive_secure_round` is the aggregator's and the coordinator's side of the five steps; how the frames
+reach the devices is an :class:`Exchange`: in this process (:func:`run_secure_round`, what the emulator's
+fleet and the tests use: coordinator, aggregator and devices are separate objects that talk only through
+serialised messages) or over the network (the service's fleet). A dropout schedule says who stops answering
+after which step. Per-device CPU time, bytes up/down and aggregator time are measured.
 
 The aggregator is the coordinator or, with ``aggregator="device"``, a device drawn at random (with the
 injected ``rng``: the choice is public, not secret). That device sits the round out as a contributor — it
@@ -13,13 +15,14 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Protocol, Sequence
 
 import numpy as np
 
 from pategail.sdk.secagg.client import SecAggClient
 from pategail.sdk.secagg.config import COORDINATOR
 from pategail.sdk.secagg.errors import SecAggAbort, SecAggError
+from pategail.sdk.secagg_endpoint import SECAGG_STEPS
 
 from .aggregator import Aggregator
 from .config import SecureRoundConfig
@@ -69,22 +72,52 @@ class AggregateResult:
     stats: RoundStats
 
 
+class Exchange(Protocol):
+    """How one step's frames reach the devices and their replies come back: in this process (the clients'
+    methods, :class:`InProcessExchange`) or over a network (:class:`pategail.server.net.fleet.NetworkFleet`)."""
+
+    def __call__(self, step: str, inboxes: dict[int, tuple[bytes, ...]]) -> dict[int, bytes]:
+        """Deliver ``inboxes[d]`` to device d for ``step`` (one of :data:`SECAGG_STEPS`); return the replies of
+        the devices that answered (a device that stopped or did not answer in time is absent)."""
+
+    device_cpu_s: dict[int, float]
+    """CPU seconds each device spent so far in this round (empty where it cannot be measured)."""
+
+
+class InProcessExchange:
+    """The devices are objects in this process: ``by_id[d] = (client, values or None)``; a client with values
+    None is a device endpoint that uploads its own pending vector."""
+
+    _METHODS = dict(zip(SECAGG_STEPS, ("start_round", "share_keys", "masked_input", "consistency_check", "unmask")))
+
+    def __init__(self, by_id: dict[int, tuple]):
+        self.by_id = by_id
+        self.device_cpu_s: dict[int, float] = {}
+
+    def __call__(self, step: str, inboxes: dict[int, tuple[bytes, ...]]) -> dict[int, bytes]:
+        replies = {}
+        for d, inbox in inboxes.items():
+            client, values = self.by_id[d]
+            args = inbox + ((values,) if step == "input" and values is not None else ())
+            t = time.thread_time()
+            try:
+                replies[d] = getattr(client, self._METHODS[step])(*args)
+            except SecAggError as err:  # the device gives up: from the aggregator's view, a dropout
+                log.info("device %d stopped: %s", d, err)
+            finally:
+                self.device_cpu_s[d] = self.device_cpu_s.get(d, 0.0) + time.thread_time() - t
+        return replies
+
+
 def run_secure_round(clients: Sequence[SecAggClient], values: np.ndarray | None, config: SecureRoundConfig,
                      rng: np.random.Generator, *, coordinator: SecAggCoordinator,
                      dropouts: Dropouts | None = None, adversary=None,
                      num_queries: int | None = None) -> AggregateResult:
-    """One full round over ``clients`` (values[i] are the scores of clients[i], shape (n, M)).
+    """One full round over ``clients`` in this process (values[i] are the scores of clients[i], shape (n, M)).
 
     ``values=None``: the clients hold their own vectors (device endpoints, ``Device.secagg_endpoint``), whose
-    ``masked_input(share_delivery)`` takes no scores; then ``num_queries`` (M) is required.
-
-    ``adversary(phase, aggregator, replies)``, if given, sees the network: it is called after each step's
-    replies reached the aggregator (phase "advertise", "share", "input", "ack", "unmask"; ``replies`` maps
-    device id -> bytes it sent) and may inject messages into the aggregator; with phase "aggregate" it gets
-    {COORDINATOR: result bytes} and may return altered bytes to deliver to the coordinator instead.
-
-    Raises SecAggAbort when fewer than ``config.n_min`` devices survive (nothing is released) and
-    TamperDetected when the coordinator's checksum fails.
+    ``masked_input(share_delivery)`` takes no scores; then ``num_queries`` (M) is required. See
+    :func:`drive_secure_round` for ``dropouts``, ``adversary`` and what is raised.
     """
     if values is None:
         if num_queries is None or num_queries < 1:
@@ -98,12 +131,29 @@ def run_secure_round(clients: Sequence[SecAggClient], values: np.ndarray | None,
             raise ValueError(f"num_queries={num_queries} but values has {values.shape[1]} columns")
         num_queries = values.shape[1]
         by_id = {c.device_id: (c, values[i]) for i, c in enumerate(clients)}
-    agg_id = COORDINATOR if config.aggregator == "coordinator" else int(rng.choice(sorted(by_id)))
-    participants = sorted(set(by_id) - {agg_id})
+    return drive_secure_round(InProcessExchange(by_id), sorted(by_id), config, rng, coordinator=coordinator,
+                              num_queries=num_queries, dropouts=dropouts, adversary=adversary)
+
+
+def drive_secure_round(exchange: Exchange, devices: Sequence[int], config: SecureRoundConfig,
+                       rng: np.random.Generator, *, coordinator: SecAggCoordinator, num_queries: int,
+                       dropouts: Dropouts | None = None, adversary=None) -> AggregateResult:
+    """One full round over ``devices``, the aggregator's and the coordinator's side here, the devices' behind
+    ``exchange``; every frame is bytes. A ``dropouts`` schedule makes devices stop answering after a step.
+
+    ``adversary(phase, aggregator, replies)``, if given, sees the network: it is called after each step's
+    replies reached the aggregator (phase "advertise", "share", "input", "ack", "unmask"; ``replies`` maps
+    device id -> bytes it sent) and may inject messages into the aggregator; with phase "aggregate" it gets
+    {COORDINATOR: result bytes} and may return altered bytes to deliver to the coordinator instead.
+
+    Raises SecAggAbort when fewer than ``config.n_min`` devices survive (nothing is released) and
+    TamperDetected when the coordinator's checksum fails.
+    """
+    agg_id = COORDINATOR if config.aggregator == "coordinator" else int(rng.choice(sorted(devices)))
+    participants = sorted(set(devices) - {agg_id})
     dropouts = dropouts or Dropouts()
     up = dict.fromkeys(participants, 0)
     down = dict.fromkeys(participants, 0)
-    cpu = dict.fromkeys(participants, 0.0)
     agg_cpu = [0.0]
 
     def on_aggregator(fn, *args):
@@ -120,23 +170,19 @@ def run_secure_round(clients: Sequence[SecAggClient], values: np.ndarray | None,
     alive = list(participants)
     rejected: list[str] = []
 
-    def step(make_inbox, call, receive, stage, phase):
-        """Deliver each live device its inbox, run its step, hand the reply to the aggregator."""
+    def step(make_inbox, receive, stage, phase):
+        """Deliver each live device its inbox, run its step, hand the replies to the aggregator."""
         nonlocal alive
+        inboxes = {d: on_aggregator(make_inbox, d) for d in alive}
+        for d, inbox in inboxes.items():
+            down[d] += sum(len(b) for b in inbox)
+        answered = exchange(phase, inboxes)
         still, replies = [], {}
         for d in alive:
-            inbox = on_aggregator(make_inbox, d)
-            down[d] += sum(len(b) for b in inbox)
-            t = time.thread_time()
-            try:
-                reply = call(by_id[d], *inbox)
-            except SecAggError as err:  # the device gives up: from the aggregator's view, a dropout
-                log.info("device %d stopped: %s", d, err)
+            if d not in answered:
                 continue
-            finally:
-                cpu[d] += time.thread_time() - t
+            reply = replies[d] = answered[d]
             up[d] += len(reply)
-            replies[d] = reply
             try:
                 on_aggregator(receive, reply)
             except SecAggError as err:
@@ -148,20 +194,16 @@ def run_secure_round(clients: Sequence[SecAggClient], values: np.ndarray | None,
         if adversary is not None:
             adversary(phase, agg, replies)
 
-    step(lambda d: (start.config, start.envelopes[d]), lambda cv, c, e: cv[0].start_round(c, e),
-         agg.receive_advertise, STAGES[0],
-         "advertise")
+    step(lambda d: (start.config, start.envelopes[d]), agg.receive_advertise, STAGES[0], "advertise")
     on_aggregator(agg.close_advertise)
-    step(lambda d: (agg.key_broadcast(d),), lambda cv, b: cv[0].share_keys(b), agg.receive_shares, STAGES[1], "share")
+    step(lambda d: (agg.key_broadcast(d),), agg.receive_shares, STAGES[1], "share")
     on_aggregator(agg.close_shares)
-    step(lambda d: (agg.share_delivery(d),),
-         lambda cv, s: cv[0].masked_input(s) if cv[1] is None else cv[0].masked_input(s, cv[1]),
-         agg.receive_masked_input, STAGES[2], "input")
+    step(lambda d: (agg.share_delivery(d),), agg.receive_masked_input, STAGES[2], "input")
     on_aggregator(agg.close_masked_input)
     survivors_msg = on_aggregator(agg.survivor_set)
-    step(lambda d: (survivors_msg,), lambda cv, s: cv[0].consistency_check(s), agg.receive_ack, STAGES[3], "ack")
+    step(lambda d: (survivors_msg,), agg.receive_ack, STAGES[3], "ack")
     on_aggregator(agg.close_acks)
-    step(lambda d: (agg.ack_set(d),), lambda cv, a: cv[0].unmask(a), agg.receive_unmask, None, "unmask")
+    step(lambda d: (agg.ack_set(d),), agg.receive_unmask, None, "unmask")
     result = on_aggregator(agg.finish)
     if adversary is not None:
         result = adversary("aggregate", agg, {COORDINATOR: result}) or result
@@ -170,6 +212,7 @@ def run_secure_round(clients: Sequence[SecAggClient], values: np.ndarray | None,
     coord_cpu += time.thread_time() - t0
     if verified.n_survivors < config.n_min:  # verify() already enforces it; kept as the last word
         raise SecAggAbort("below n_min")
+    cpu = {d: exchange.device_cpu_s.get(d, 0.0) for d in participants}
     stats = RoundStats(up, down, cpu, agg_cpu[0], coord_cpu, tuple(rejected))
     return AggregateResult(verified.sum, verified.sq_sum, verified.n_survivors, verified.survivors, agg_id, stats)
 

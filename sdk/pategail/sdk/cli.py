@@ -6,7 +6,7 @@ refused with a one-line error. Days are made ``--batch`` at a time with the bund
 model (key/value cache) and streamed to the file, so memory does not grow with ``--days``.
 
 :func:`main` is the ``pategail`` command of the SDK distribution alone (``pip install ./sdk``: only
-``generate``); :func:`run` is how every ``pategail`` command line runs a command.
+``generate`` and ``device``); :func:`run` is how every ``pategail`` command line runs a command.
 """
 from __future__ import annotations
 
@@ -95,11 +95,16 @@ def run(parser: argparse.ArgumentParser, argv: list[str] | None, user_errors: tu
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``pategail generate`` with the SDK alone (the full command line is ``pategail.cli``)."""
+    """``pategail generate`` and ``pategail device`` with the SDK alone (the full command line is
+    ``pategail.cli``)."""
     parser = argparse.ArgumentParser(prog="pategail", description="PateGail device SDK: generate synthetic days "
-                                     "with a model bundle, exactly as a device does (no torch).")
+                                     "with a model bundle, exactly as a device does (no torch), or run one device "
+                                     "of a served run.")
     parser.add_argument("-q", "--quiet", action="store_true", help="log warnings and errors only")
-    register(parser.add_subparsers(dest="command", required=True, metavar="COMMAND"))
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    register(sub)
+    from pategail.sdk.net import cli as device_cli
+    device_cli.register(sub)
     return run(parser, argv)
 
 

@@ -15,8 +15,8 @@ device — and everything in it:
   (:mod:`pategail.sdk.budget`).
 
 The coordinator reaches the device only through :meth:`Device.handle` (bytes in, bytes out; see
-:mod:`pategail.sdk.messages`) and, for the secure aggregation that follows, through the endpoint of
-:meth:`Device.secagg_endpoint`, whose masked upload carries the device's pending vector — the clipped scores
+:mod:`pategail.sdk.messages`) and, for the secure aggregation that follows, through
+:meth:`Device.secagg_step` (frames in, frame out), whose masked upload carries the device's pending vector — the clipped scores
 D_u(s, a) of the last RoundRequest (:mod:`pategail.sdk.discriminator_round`), or its environment
 contribution (:mod:`pategail.sdk.contribution`). The caller never supplies (or sees) that vector. A refused
 request changes nothing: checkpoint, pending vector and policy stay as they were. A device whose bundle
@@ -53,6 +53,7 @@ from pategail.sdk.secagg.client import SecAggClient
 from pategail.sdk.secagg.config import DevicePublicKeys, KeyDirectory
 from pategail.sdk.secagg.policy import DeclaredPlan
 from pategail.sdk.secagg.replay import RoundLog
+from pategail.sdk.secagg.errors import ProtocolError
 from pategail.sdk.secagg_endpoint import PendingVector, SecAggEndpoint
 from pategail.sdk.store import TrajectoryStore
 
@@ -130,7 +131,7 @@ class Device:
 
     @property
     def secagg(self) -> SecAggClient | None:
-        """The secure-aggregation client (created by :meth:`secagg_endpoint`)."""
+        """The secure-aggregation client (created by the first :meth:`secagg_step`)."""
         return self._secagg
 
     def discriminator_parameters(self) -> np.ndarray:
@@ -270,9 +271,37 @@ class Device:
         return Ack(msg.round, KIND_NAMES[KIND_INITIAL_STATES_REQUEST], len(self._pending))
 
     # -- secure aggregation ----------------------------------------------------------------------------------
+    def secagg_step(self, directory: KeyDirectory, step: str, *frames: bytes) -> bytes:
+        """One step of a secure-aggregation round, frames in, reply frame out — the device's only secure-
+        aggregation entry point, whatever carries the frames (the emulator's driver, the network client).
+        ``step`` is one of :data:`~pategail.sdk.secagg_endpoint.SECAGG_STEPS`; ``directory`` the public-key
+        directory the device was enrolled in. The masked upload ("input") carries the pending vector, which
+        the caller never supplies or sees, and clears it once made. Raises SecAggError when the device stops
+        (a dropout, from the aggregator's view): ProtocolError for a missing pending vector or one of the
+        wrong length, the client's own refusals otherwise."""
+        client = self._secagg_client(directory)
+        if step == "input":
+            (share_delivery,) = frames
+            scores = self._pending.take()
+            try:
+                reply = client.masked_input(share_delivery, scores)
+            except ValueError as err:                # wrong length: the client's state is unchanged
+                raise ProtocolError(str(err)) from None
+            self._pending.set(None)                  # uploaded once: a second noisy copy would weaken the DP
+            return reply
+        try:
+            method = {"advertise": client.start_round, "share": client.share_keys,
+                      "ack": client.consistency_check, "unmask": client.unmask}[step]
+        except KeyError:
+            raise ProtocolError(f"unknown secure-aggregation step {step!r}") from None
+        return method(*frames)
+
     def secagg_endpoint(self, directory: KeyDirectory) -> SecAggEndpoint:
-        """The device's side of a secure-aggregation round (``run_secure_round(endpoints, None, ...)``), with
-        ``directory`` the public-key directory it was enrolled in. Its masked upload is the pending vector."""
+        """The device's side of a secure-aggregation round as an object with the client's five step methods
+        (``run_secure_round(endpoints, None, ...)``): an adapter over :meth:`secagg_step`."""
+        return SecAggEndpoint(self, directory)
+
+    def _secagg_client(self, directory: KeyDirectory) -> SecAggClient:
         # one client per directory and plan: a client keeps its round state across calls; replayed rounds are
         # refused across restarts too (the round log on disk)
         plan = self._plan()
@@ -282,4 +311,4 @@ class Device:
                                         policy=None if plan is None else plan.policy(),
                                         ledger=device_ledger(self.root, plan))
             self._secagg_directory, self._secagg_plan = directory, plan
-        return SecAggEndpoint(self.device_id, self._secagg, self._pending)
+        return self._secagg

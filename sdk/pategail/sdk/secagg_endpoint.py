@@ -1,10 +1,10 @@
-"""The device's side of a secure-aggregation round: its :class:`~pategail.sdk.secagg.SecAggClient` driven
-with the device's pending vector, which the caller never supplies or sees."""
+"""The device's side of a secure-aggregation round: the pending vector the masked upload carries (which the
+caller never supplies or sees), the names of the round's steps, and an adapter with the client's method names
+over :meth:`pategail.sdk.device.Device.secagg_step`."""
 from __future__ import annotations
 
 import numpy as np
 
-from pategail.sdk.secagg.client import SecAggClient
 from pategail.sdk.secagg.errors import ProtocolError
 
 
@@ -33,33 +33,34 @@ class PendingVector:
         return self._vector
 
 
-class SecAggEndpoint:
-    """:class:`~pategail.sdk.secagg.SecAggClient`'s five steps for one device, where ``masked_input`` takes no
-    scores: it uploads the device's pending vector (and clears it once the upload is made). A device without
-    a pending vector, or one whose length is not the round's, raises ProtocolError (a dropout)."""
+SECAGG_STEPS = ("advertise", "share", "input", "ack", "unmask")
+"""The five steps of a secure-aggregation round, as :meth:`Device.secagg_step` names them."""
 
-    def __init__(self, device_id: int, client: SecAggClient, pending: PendingVector):
-        self.device_id = device_id
-        self._client = client
-        self._pending = pending
+
+class SecAggEndpoint:
+    """:class:`~pategail.sdk.secagg.SecAggClient`'s five step methods for one device, where ``masked_input``
+    takes no scores: an adapter over the device's public :meth:`~pategail.sdk.device.Device.secagg_step`,
+    which uploads the device's own pending vector."""
+
+    def __init__(self, device, directory):
+        self.device_id = device.device_id
+        self._device = device
+        self._directory = directory
+
+    def _step(self, step: str, *frames: bytes) -> bytes:
+        return self._device.secagg_step(self._directory, step, *frames)
 
     def start_round(self, config: bytes, envelope: bytes) -> bytes:
-        return self._client.start_round(config, envelope)
+        return self._step("advertise", config, envelope)
 
     def share_keys(self, key_broadcast: bytes) -> bytes:
-        return self._client.share_keys(key_broadcast)
+        return self._step("share", key_broadcast)
 
     def masked_input(self, share_delivery: bytes) -> bytes:
-        scores = self._pending.take()
-        try:
-            reply = self._client.masked_input(share_delivery, scores)
-        except ValueError as err:                    # wrong length: the client's state is unchanged
-            raise ProtocolError(str(err)) from None
-        self._pending.set(None)                      # uploaded once: a second noisy copy would weaken the DP
-        return reply
+        return self._step("input", share_delivery)
 
     def consistency_check(self, survivor_set: bytes) -> bytes:
-        return self._client.consistency_check(survivor_set)
+        return self._step("ack", survivor_set)
 
     def unmask(self, ack_set: bytes) -> bytes:
-        return self._client.unmask(ack_set)
+        return self._step("unmask", ack_set)

@@ -1,0 +1,325 @@
+"""The coordinator's HTTP service (aiohttp): what devices reach, on an event loop of its own thread.
+
+Routes (bodies are the binary frames of :mod:`pategail.sdk.net.frames`, :mod:`pategail.sdk.messages` and
+:mod:`pategail.sdk.secagg.messages`):
+
+- ``POST /v1/enrol``        an Enrolment → the coordinator-signed Enrolled (403 once the run's devices are
+                            fixed, for keys it does not know);
+- ``GET  /v1/bundle/NAME``  the run's initial bundle, file by file (public; the device checks the hashes);
+- ``GET  /v1/directory``    the signed public-key directory (503 until training starts);
+- ``GET  /v1/poll``         the device's next signed order (200), nothing for now (204) or the run is over (410);
+- ``POST /v1/reply``        the device's reply to order ``X-Pategail-Seq`` (204; 409 for an order not awaiting one);
+- ``GET  /status``          the run's round, devices, last release's participants and ε spent (JSON).
+
+Every ``/v1`` request but enrolment and the bundle is signed by the device (:mod:`pategail.sdk.net.auth`):
+unknown device, bad signature, stale or replayed nonce → 401. Bodies over ``max_body`` → 413; more than
+``rate`` requests a second from one device (bursts of ``burst``) → 429; a body that is not a frame → 400. A
+refused request changes nothing.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import ssl
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from aiohttp import web
+
+from pategail.sdk.messages import MAGIC as DEVICE_MAGIC, Ack, ErrorReply, MessageError, from_bytes
+from pategail.sdk.net import auth
+from pategail.sdk.net.frames import Enrolled, Enrolment, directory_to_bytes
+from pategail.sdk.secagg import crypto
+from pategail.sdk.secagg.errors import MessageRejected
+from pategail.sdk.secagg.wire import MAGIC as SECAGG_MAGIC
+
+from .hub import Hub
+from .roster import EnrolmentRefused, Roster
+
+log = logging.getLogger(__name__)
+HEADER_SEQ = "X-Pategail-Seq"
+
+
+@dataclass(frozen=True)
+class ServiceLimits:
+    """What one device may send."""
+
+    max_body: int = 16 << 20
+    """Bytes of one request body (a masked upload of M queries is 16·M + ~100 bytes)."""
+    rate: float = 20.0
+    """Requests a second per device, sustained."""
+    burst: int = 40
+    """Requests one device may make at once."""
+    poll_wait_s: float = 20.0
+    """How long a poll waits for an order before answering 204."""
+
+
+class RunStatus:
+    """What ``GET /status`` reports; written by the training thread, read by the service."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._fields = {"phase": "enrolling", "round": 0}
+
+    def update(self, **fields) -> None:
+        with self._lock:
+            self._fields.update(fields)
+
+    def snapshot(self) -> dict:
+        with self._lock:
+            return dict(self._fields)
+
+    @property
+    def finished(self) -> bool:
+        return self.snapshot()["phase"] == "finished"
+
+
+class Traffic:
+    """What crossed the service, HTTP request and status lines, headers and bodies (not TCP/IP framing), and
+    how long each request took to handle — a poll's wait for an order excluded (it is the device's idle
+    time, not latency)."""
+
+    def __init__(self):
+        self.bytes_in = self.bytes_out = self.requests = 0
+        self.latency_s: dict[str, list[float]] = {}
+
+    def record(self, route: str, bytes_in: int, bytes_out: int, seconds: float) -> None:
+        self.requests += 1
+        self.bytes_in += bytes_in
+        self.bytes_out += bytes_out
+        self.latency_s.setdefault(route, []).append(seconds)
+
+    def summary(self) -> dict:
+        import numpy as np
+        out = {"requests": self.requests, "bytes_in": self.bytes_in, "bytes_out": self.bytes_out, "latency_ms": {}}
+        for route, values in sorted(self.latency_s.items()):
+            v = 1e3 * np.asarray(values)
+            out["latency_ms"][route] = {"n": len(v), "p50": float(np.percentile(v, 50)),
+                                        "p99": float(np.percentile(v, 99))}
+        return out
+
+
+def _header_bytes(headers) -> int:
+    return sum(len(k) + len(v) + 4 for k, v in headers.items())
+
+
+class _Bucket:
+    def __init__(self, rate: float, burst: int):
+        self.rate, self.burst, self.tokens, self.at = rate, burst, float(burst), time.monotonic()
+
+    def take(self) -> bool:
+        now = time.monotonic()
+        self.tokens = min(self.burst, self.tokens + (now - self.at) * self.rate)
+        self.at = now
+        if self.tokens < 1:
+            return False
+        self.tokens -= 1
+        return True
+
+
+class Service:
+    """The HTTP service of one run: ``roster`` (enrolment), ``hub`` (orders and replies), the coordinator's
+    ``signing_key``, the initial ``bundle_dir`` and the ``status`` board."""
+
+    def __init__(self, roster: Roster, hub: Hub, signing_key, bundle_dir: Path, status: RunStatus,
+                 limits: ServiceLimits = ServiceLimits()):
+        self.roster, self.hub, self.status, self.limits = roster, hub, status, limits
+        self._signing_key = signing_key
+        self._sign = signing_key.sign
+        self.coordinator_public = crypto.public_bytes(signing_key)
+        self.bundle_dir = Path(bundle_dir)
+        from pategail.sdk.bundle import load_bundle
+        bundle = load_bundle(self.bundle_dir)
+        self.bundle_sha256 = bundle.sha256
+        self._bundle_files = {"manifest.json"} | set(bundle.manifest["files"])
+        self._nonces: dict[int, int] = {}
+        self._buckets: dict[int, _Bucket] = {}
+        self._directory: bytes | None = None
+        self.rejected = 0
+        self.traffic = Traffic()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._runner: web.AppRunner | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- the application -----------------------------------------------------------------------------------
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=self.limits.max_body, middlewares=[self._measure, self._count_refusals])
+        app.add_routes([web.post("/v1/enrol", self.enrol), web.get("/v1/bundle/{name}", self.bundle_file),
+                        web.get("/v1/directory", self.directory), web.get("/v1/poll", self.poll),
+                        web.post("/v1/reply", self.reply), web.get("/status", self.get_status)])
+        return app
+
+    @web.middleware
+    async def _measure(self, request, handler):
+        t0 = time.perf_counter()
+        request["waited_s"] = 0.0
+        status, out = 500, 0
+        try:
+            response = await handler(request)
+            status = response.status
+            out = (response.content_length or 0) + _header_bytes(response.headers)
+            return response
+        except web.HTTPException as err:
+            status = err.status
+            out = len(err.text or "") + _header_bytes(err.headers)
+            raise
+        finally:
+            line_in = len(request.method) + len(request.path_qs) + 11
+            body_in = request.content_length or 0
+            seconds = time.perf_counter() - t0 - request["waited_s"]
+            self.traffic.record(request.path if status < 400 else "refused",
+                                line_in + _header_bytes(request.headers) + body_in, out + 17, seconds)
+
+    @web.middleware
+    async def _count_refusals(self, request, handler):
+        try:
+            response = await handler(request)
+        except web.HTTPException as err:
+            if 400 <= err.status < 500:
+                self.rejected += 1
+                log.info("%s %s refused: %d %s", request.method, request.path, err.status, err.text)
+            raise
+        return response
+
+    async def _authenticated(self, request: web.Request) -> tuple[int, bytes]:
+        """(device id, body) of a signed request; 401 / 413 / 429 otherwise. Nothing is changed before the
+        signature checked out except the nonce high-water mark, which only a valid signature moves."""
+        try:
+            device_id = int(request.headers[auth.HEADER_DEVICE])
+            nonce = int(request.headers[auth.HEADER_NONCE])
+            signature = bytes.fromhex(request.headers[auth.HEADER_SIGNATURE])
+        except (KeyError, ValueError):
+            raise web.HTTPUnauthorized(text="unsigned request") from None
+        keys = self.roster.keys(device_id)
+        if keys is None:
+            raise web.HTTPUnauthorized(text="unknown device")
+        body = await request.read()                        # over max_body: 413 from aiohttp
+        if abs(nonce / 1e9 - time.time()) > auth.FRESHNESS_S:
+            raise web.HTTPUnauthorized(text="stale nonce (is the device's clock right?)")
+        if nonce <= self._nonces.get(device_id, 0):
+            raise web.HTTPUnauthorized(text="replayed request")
+        signed = auth.signed_bytes(request.method, request.path, device_id, nonce, body)
+        if not crypto.verify(keys.signing, signature, signed):
+            raise web.HTTPUnauthorized(text="bad signature")
+        self._nonces[device_id] = nonce
+        bucket = self._buckets.setdefault(device_id, _Bucket(self.limits.rate, self.limits.burst))
+        if not bucket.take():
+            raise web.HTTPTooManyRequests(text="too many requests")
+        return device_id, body
+
+    async def enrol(self, request: web.Request) -> web.Response:
+        try:
+            enrolment = Enrolment.from_bytes(await request.read())
+        except MessageRejected as err:
+            raise web.HTTPBadRequest(text=f"not an enrolment: {err}") from None
+        try:
+            device_id = self.roster.enrol(enrolment)
+        except EnrolmentRefused as err:
+            raise web.HTTPForbidden(text=str(err)) from None
+        self.status.update(devices_enrolled=len(self.roster))
+        reply = Enrolled(device_id, self.coordinator_public, self.bundle_sha256).to_bytes(self._sign)
+        return web.Response(body=reply, content_type="application/octet-stream")
+
+    async def bundle_file(self, request: web.Request) -> web.StreamResponse:
+        name = request.match_info["name"]
+        if name not in self._bundle_files:
+            raise web.HTTPNotFound(text="no such bundle file")
+        return web.FileResponse(self.bundle_dir / name)
+
+    async def directory(self, request: web.Request) -> web.Response:
+        await self._authenticated(request)
+        if self._directory is None:
+            raise web.HTTPServiceUnavailable(text="enrolment is open: the directory is fixed when training starts",
+                                             headers={"Retry-After": "2"})
+        return web.Response(body=self._directory, content_type="application/octet-stream")
+
+    def fix_directory(self, directory) -> None:
+        """The run's public-key directory, signed once (training starts)."""
+        self._directory = directory_to_bytes(directory, self._sign)
+
+    async def poll(self, request: web.Request) -> web.Response:
+        device_id, _ = await self._authenticated(request)
+        if self.status.finished:
+            raise web.HTTPGone(text="the run is over")
+        try:
+            wait = min(float(request.query.get("wait", self.limits.poll_wait_s)), self.limits.poll_wait_s)
+        except ValueError:
+            raise web.HTTPBadRequest(text="wait: not a number") from None
+        t0 = time.perf_counter()
+        order = await self.hub.next_order(device_id, max(0.0, wait))
+        request["waited_s"] = time.perf_counter() - t0          # waiting for work is not latency
+        if order is None:
+            if self.status.finished:
+                raise web.HTTPGone(text="the run is over")
+            return web.Response(status=204)
+        return web.Response(body=order, content_type="application/octet-stream")
+
+    async def reply(self, request: web.Request) -> web.Response:
+        device_id, body = await self._authenticated(request)
+        try:
+            seq = int(request.headers[HEADER_SEQ])
+        except (KeyError, ValueError):
+            raise web.HTTPBadRequest(text=f"no {HEADER_SEQ} header") from None
+        _check_reply(body)
+        if not self.hub.reply(device_id, seq, body):
+            raise web.HTTPConflict(text="no order awaits this reply (answered already, or past its deadline)")
+        return web.Response(status=204)
+
+    async def get_status(self, request: web.Request) -> web.Response:
+        status = self.status.snapshot()
+        status.update(devices_enrolled=len(self.roster), orders_waiting=self.hub.waiting(),
+                      requests_refused=self.rejected, traffic=self.traffic.summary())
+        return web.Response(text=json.dumps(status), content_type="application/json")
+
+    # -- running it ----------------------------------------------------------------------------------------
+    def start(self, host: str, port: int, ssl_context: ssl.SSLContext | None = None) -> int:
+        """Serve on (host, port) from a thread of its own; returns the bound port (``port`` 0: the OS picks)."""
+        ready = threading.Event()
+        bound: list = []
+
+        def serve():
+            loop = self._loop = asyncio.new_event_loop()
+            asyncio.set_event_loop(loop)
+            self._runner = web.AppRunner(self.app(), access_log=None)
+            try:
+                loop.run_until_complete(self._runner.setup())
+                site = web.TCPSite(self._runner, host, port, ssl_context=ssl_context, backlog=1024)
+                loop.run_until_complete(site.start())
+                bound.append(site._server.sockets[0].getsockname()[1])
+            except BaseException as err:                       # noqa: BLE001 — reported to the caller
+                bound.append(err)
+                ready.set()
+                return
+            ready.set()
+            loop.run_forever()
+            loop.run_until_complete(self._runner.cleanup())
+            loop.close()
+
+        self._thread = threading.Thread(target=serve, name="pategail-service", daemon=True)
+        self._thread.start()
+        ready.wait()
+        if isinstance(bound[0], BaseException):
+            raise bound[0]
+        return bound[0]
+
+    def stop(self) -> None:
+        if self._loop is not None and self._thread is not None and self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=10)
+
+
+def _check_reply(body: bytes) -> None:
+    """400 unless ``body`` is empty (the device gave up), a device-protocol reply or a secure-aggregation
+    frame (the aggregator checks the rest)."""
+    if not body:
+        return
+    if body[:4] == DEVICE_MAGIC:
+        try:
+            from_bytes(body, expect=(Ack, ErrorReply))
+        except MessageError as err:
+            raise web.HTTPBadRequest(text=f"not a device reply: {err}") from None
+    elif body[:4] != SECAGG_MAGIC:
+        raise web.HTTPBadRequest(text="not a device reply nor a secure-aggregation frame")

@@ -1,0 +1,83 @@
+"""`pategail device`: one device as a process, taking part in a served run (`pategail serve`) over HTTP(S).
+
+Its store (``--store``) is the app's private storage: identity, days, bundle, discriminator, ledger and
+network state; a device restarted on the same store resumes. Its days come from ``--days FILE`` (a CSV in
+the synthetic form: agent,day,slot,cell,lat,lon — the owner's own days) or ``--data DIR --user U`` (one user
+of a prepared data set; needs the full pategail install), read once, at the first start.
+"""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from pategail.sdk.errors import SdkError
+
+log = logging.getLogger(__name__)
+
+
+def register(sub) -> None:
+    p = sub.add_parser("device", help="run one device of a served run (polls the service over HTTP(S))",
+                       description=__doc__.splitlines()[0])
+    p.add_argument("--server", required=True, metavar="URL", help="the service, http(s)://HOST:PORT")
+    p.add_argument("--store", required=True, type=Path, metavar="DIR", help="the device's storage directory")
+    days = p.add_mutually_exclusive_group()
+    days.add_argument("--days", type=Path, default=None, metavar="FILE",
+                      help="the owner's days, a CSV in the synthetic form (agent,day,slot,cell,lat,lon)")
+    days.add_argument("--data", type=Path, default=None, metavar="DIR", help="a prepared data set (with --user)")
+    p.add_argument("--user", type=int, default=None, metavar="U", help="the data set's user whose days it holds")
+    p.add_argument("--device-id", type=int, default=None, metavar="I", help="ask to enrol as this id (default: any)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the device's minibatch draws (with its id and round)")
+    p.add_argument("--coordinator-key", default=None, metavar="HEX",
+                   help="pin the coordinator's Ed25519 public key (default: trust the first one seen)")
+    p.add_argument("--cafile", type=Path, default=None, metavar="PEM",
+                   help="CA certificates to verify an https service with (default: the system's)")
+    p.add_argument("--give-up", type=float, default=900.0, metavar="S",
+                   help="seconds without an answer from the service before the device stops (default 900)")
+    p.set_defaults(func=run_device)
+
+
+def days_loader(args):
+    """A function returning the device's days from --days or --data/--user (None when neither is given)."""
+    if args.data is not None:
+        if args.user is None:
+            raise SdkError("--data needs --user")
+
+        def from_dataset():
+            try:
+                from pategail.data.dataset import load_dataset
+            except ImportError:
+                raise SdkError("--data needs the full pategail install; give the device --days FILE") from None
+            dataset = load_dataset(args.data)
+            if args.user not in set(int(u) for u in dataset.users):
+                raise SdkError(f"{args.data}: no user {args.user}")
+            return dataset.user_days(args.user)
+        return from_dataset
+    if args.user is not None:
+        raise SdkError("--user goes with --data")
+    if args.days is not None:
+        from pategail.sdk.synthetic import read_synthetic_csv
+        return lambda: read_synthetic_csv(args.days)
+    return None
+
+
+def run_device(args) -> int:
+    from pategail.sdk.net.client import DeviceClient, RetryPolicy
+    from pategail.sdk.net.frames import ANY_ID
+
+    key = None
+    if args.coordinator_key is not None:
+        try:
+            key = bytes.fromhex(args.coordinator_key)
+        except ValueError:
+            key = b""
+        if len(key) != 32:
+            raise SdkError("--coordinator-key: 64 hex digits (a raw Ed25519 public key)")
+    if args.device_id is not None and not 0 <= args.device_id < ANY_ID:
+        raise SdkError(f"--device-id {args.device_id}: out of range")
+    client = DeviceClient(args.server, args.store, days=days_loader(args),
+                          requested_id=ANY_ID if args.device_id is None else args.device_id, seed=args.seed,
+                          coordinator_key=key, cafile=None if args.cafile is None else str(args.cafile),
+                          retry=RetryPolicy(give_up_s=args.give_up))
+    client.run()
+    print(f"device {client.device_id}: the run is over; {client.orders_handled} orders answered")
+    return 0

@@ -1,0 +1,278 @@
+"""A device taking part in a served run over HTTP(S): enrol, install the run's bundle, then poll for signed
+orders and answer them — the network loop a phone app runs (it accepts no inbound connection).
+
+Everything the device sends is a frame of the protocol: its enrolment (public keys), its replies to
+device-protocol requests (``Ack``/``ErrorReply``) and its secure-aggregation frames; never a day. Every
+request is signed with the device's key (:mod:`pategail.sdk.net.auth`); every order is checked — signed by the
+pinned coordinator key, addressed to this device, its sequence number above the last one seen — before it
+touches the device. A failed or refused connection is retried with exponential backoff and full jitter; a
+device restarted on the same store resumes: same identity and id, same bundle, discriminator and ledger.
+"""
+from __future__ import annotations
+
+import http.client
+import json
+import logging
+import ssl
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+from urllib.parse import urlsplit
+
+import numpy as np
+
+from pategail.sdk.device import Device
+from pategail.sdk.errors import SdkError
+from pategail.sdk.files import write_atomic
+from pategail.sdk.identity import IDENTITY_FILE, load_or_create_identity
+from pategail.sdk.messages import peek_round
+from pategail.sdk.net import auth
+from pategail.sdk.net.frames import ANY_ID, WORK_REQUEST, Enrolled, Enrolment, Order, directory_from_bytes
+from pategail.sdk.secagg.config import DevicePublicKeys
+from pategail.sdk.secagg.errors import MessageRejected, SecAggError
+
+log = logging.getLogger(__name__)
+STATE_FILE = "network.json"
+"""The device's network state in its store: server, id, pinned coordinator key, last order seen."""
+HEADER_SEQ = "X-Pategail-Seq"
+_TRANSIENT = {408, 425, 429, 500, 502, 503, 504}
+
+
+class ServiceError(SdkError):
+    """The service refused the device, or could not be reached for longer than the retry policy allows."""
+
+
+class _Transient(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Exponential backoff with full jitter: the k-th wait is uniform in [0, min(cap_s, first_s · 2^k)];
+    a request is given up after ``give_up_s`` without an answer."""
+
+    first_s: float = 0.5
+    cap_s: float = 30.0
+    give_up_s: float = 900.0
+
+
+class _Connection:
+    """One kept-alive HTTP(S) connection to the service, reopened after any failure."""
+
+    def __init__(self, url: str, cafile: str | None, timeout_s: float):
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ServiceError(f"--server {url}: expected http://HOST:PORT or https://HOST:PORT")
+        self.https = parts.scheme == "https"
+        self.host, self.port = parts.hostname, parts.port or (443 if self.https else 80)
+        self.context = ssl.create_default_context(cafile=cafile) if self.https else None
+        self.timeout_s = timeout_s
+        self._conn: http.client.HTTPConnection | None = None
+
+    def request(self, method: str, path: str, body: bytes, headers: dict) -> tuple[int, bytes]:
+        try:
+            if self._conn is None:
+                if self.https:
+                    self._conn = http.client.HTTPSConnection(self.host, self.port, timeout=self.timeout_s,
+                                                             context=self.context)
+                else:
+                    self._conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout_s)
+            self._conn.request(method, path, body=body, headers={**headers, "Content-Length": str(len(body))})
+            response = self._conn.getresponse()
+            return response.status, response.read()
+        except (OSError, http.client.HTTPException) as err:
+            self.close()
+            raise _Transient(f"{type(err).__name__}: {err}") from None
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+
+class DeviceClient:
+    """One device of a served run, its store in ``store``.
+
+    ``days``: called once if the store holds no days yet (returns int (n, 48) cell ids). ``requested_id``:
+    the id to enrol as (``ANY_ID``: any). ``seed``: the device's minibatch draws per round come from
+    (seed, id, round), so a device answering a round twice draws the same. ``coordinator_key``: pin this key
+    instead of trusting the first one seen. ``cafile``: the CA bundle to verify an https service with.
+    ``rng``: the retry jitter.
+    """
+
+    def __init__(self, server: str, store: str | Path, *, days: Callable[[], np.ndarray] | None = None,
+                 requested_id: int = ANY_ID, seed: int = 0, coordinator_key: bytes | None = None,
+                 cafile: str | None = None, retry: RetryPolicy = RetryPolicy(), poll_wait_s: float = 20.0,
+                 rng: np.random.Generator | None = None):
+        self.server = server.rstrip("/")
+        self.store = Path(store)
+        self.store.mkdir(parents=True, exist_ok=True)
+        self.days, self.requested_id, self.seed = days, requested_id, seed
+        self.retry, self.poll_wait_s = retry, poll_wait_s
+        self.rng = rng if rng is not None else np.random.default_rng()
+        self.identity = load_or_create_identity(self.store / IDENTITY_FILE)
+        self.state = self._load_state()
+        if coordinator_key is not None:
+            pinned = self.state.get("coordinator")
+            if pinned is not None and bytes.fromhex(pinned) != coordinator_key:
+                raise ServiceError(f"{self.store / STATE_FILE}: this device is pinned to another coordinator key")
+            self.state["coordinator"] = coordinator_key.hex()
+        self._http = _Connection(self.server, cafile, timeout_s=poll_wait_s + 30.0)
+        self._nonces = auth.NonceClock()
+        self._directory = None
+        self.device: Device | None = None
+        self.device_id: int | None = None
+        self.orders_handled = 0
+
+    # -- state ---------------------------------------------------------------------------------------------
+    def _load_state(self) -> dict:
+        path = self.store / STATE_FILE
+        if not path.is_file():
+            return {}
+        try:
+            state = json.loads(path.read_text(encoding="utf-8"))
+            if not isinstance(state, dict):
+                raise ValueError("not an object")
+            return state
+        except ValueError as err:
+            raise ServiceError(f"{path}: unreadable network state ({err}); delete it to enrol again") from None
+
+    def _save_state(self) -> None:
+        write_atomic(self.store / STATE_FILE, json.dumps(self.state).encode("utf-8"))
+
+    @property
+    def coordinator(self) -> bytes | None:
+        pinned = self.state.get("coordinator")
+        return None if pinned is None else bytes.fromhex(pinned)
+
+    # -- HTTP ----------------------------------------------------------------------------------------------
+    def _call(self, method: str, path: str, body: bytes = b"", *, signed: bool = True, headers: dict | None = None,
+              query: str = "", ok: tuple[int, ...] = (200, 204)) -> tuple[int, bytes]:
+        """One request, retried with backoff and jitter while the service is unreachable or busy; returns
+        (status, body) for a status in ``ok`` or 409/410, raises ServiceError for any other."""
+        first_failure, attempt = None, 0
+        while True:
+            h = dict(headers or {})
+            if signed:
+                h.update(auth.request_headers(self.identity.sign, method, path, self.device_id,
+                                              self._nonces.next(), body))
+            try:
+                status, data = self._http.request(method, path + query, body, h)
+                if status in ok or status in (409, 410):
+                    return status, data
+                if status not in _TRANSIENT:
+                    text = data[:200].decode("utf-8", "replace")
+                    raise ServiceError(f"{self.server}{path}: the service refused the request ({status}: {text})")
+                reason = f"HTTP {status}"
+            except _Transient as err:
+                reason = str(err)
+            now = time.monotonic()
+            first_failure = first_failure or now
+            if now - first_failure > self.retry.give_up_s:
+                raise ServiceError(f"{self.server}: no answer for {self.retry.give_up_s:g} s ({reason})")
+            wait = float(self.rng.uniform(0, min(self.retry.cap_s, self.retry.first_s * 2 ** attempt)))
+            attempt += 1
+            log.info("device %s: %s %s failed (%s); retrying in %.1f s", self.device_id, method, path, reason, wait)
+            time.sleep(wait)
+
+    # -- set-up --------------------------------------------------------------------------------------------
+    def enrol(self) -> Enrolled:
+        """Enrol (again: the service knows the keys and gives the same id back) and pin the coordinator."""
+        keys = DevicePublicKeys(self.identity.signing_public, self.identity.envelope_public)
+        requested = self.state.get("device_id", self.requested_id)
+        _, body = self._call("POST", "/v1/enrol", Enrolment(keys, requested).to_bytes(self.identity.sign),
+                             signed=False, ok=(200,))
+        try:
+            enrolled = Enrolled.from_bytes(body, self.coordinator)
+        except MessageRejected as err:
+            raise ServiceError(f"{self.server}: refused the service's enrolment answer ({err})") from None
+        if "device_id" in self.state and self.state["device_id"] != enrolled.device_id:
+            raise ServiceError(f"{self.server} gave id {enrolled.device_id}, this device is {self.state['device_id']}")
+        self.device_id = enrolled.device_id
+        self.state.update(server=self.server, device_id=enrolled.device_id, coordinator=enrolled.coordinator.hex())
+        self._save_state()
+        return enrolled
+
+    def prepare(self) -> Device:
+        """Enrol, open the device on the store, give it its days (first start) and the run's bundle."""
+        enrolled = self.enrol()
+        device = self.device = Device(self.store, enrolled.device_id, rng=np.random.default_rng(
+            [self.seed, enrolled.device_id, 0]))
+        if len(device.store.days()) == 0:
+            days = None if self.days is None else self.days()
+            if days is None or not len(days):
+                raise ServiceError(f"{self.store}: the device holds no days; give it its days (--days or --data/--user)")
+            device.add_days(days)
+        if device.bundle is None or device.bundle.sha256 != enrolled.bundle_sha256:
+            self._install_bundle(device, enrolled.bundle_sha256)
+        log.info("device %d ready: %d days, bundle %s", device.device_id, len(device.store.days()),
+                 enrolled.bundle_sha256[:12])
+        return device
+
+    def _install_bundle(self, device: Device, sha256: str) -> None:
+        download = self.store / ".bundle-download"
+        download.mkdir(exist_ok=True)
+        _, manifest = self._call("GET", "/v1/bundle/manifest.json", signed=False, ok=(200,))
+        try:
+            names = sorted(json.loads(manifest)["files"])
+        except (ValueError, KeyError, TypeError):
+            raise ServiceError(f"{self.server}: the bundle's manifest is unreadable") from None
+        for name in names:
+            if "/" in name or name.startswith("."):
+                raise ServiceError(f"{self.server}: bundle file name {name!r} refused")
+            _, data = self._call("GET", f"/v1/bundle/{name}", signed=False, ok=(200,))
+            write_atomic(download / name, data)
+        write_atomic(download / "manifest.json", manifest)
+        device.install_bundle(download, expected_sha256=sha256)     # hashes checked: BundleError otherwise
+
+    def _key_directory(self):
+        if self._directory is None:
+            _, body = self._call("GET", "/v1/directory", ok=(200,))
+            try:
+                self._directory = directory_from_bytes(body, self.coordinator)
+            except MessageRejected as err:
+                raise ServiceError(f"{self.server}: refused the key directory ({err})") from None
+        return self._directory
+
+    # -- the loop ------------------------------------------------------------------------------------------
+    def run(self, stop: threading.Event | None = None) -> None:
+        """Prepare, then poll and answer orders until the run is over (the service answers 410) or ``stop``
+        is set."""
+        if self.device is None:
+            self.prepare()
+        while stop is None or not stop.is_set():
+            status, body = self._call("GET", "/v1/poll", query=f"?wait={self.poll_wait_s:g}")
+            if status == 410:
+                log.info("device %d: the run is over (%d orders answered)", self.device_id, self.orders_handled)
+                return
+            if status == 200:
+                self._answer(body)
+        self._http.close()
+
+    def _answer(self, data: bytes) -> None:
+        try:
+            order = Order.from_bytes(data, self.coordinator, self.device_id)
+        except MessageRejected as err:
+            log.warning("device %d: an order refused (%s)", self.device_id, err)
+            return
+        if order.seq <= self.state.get("last_seq", 0):
+            log.warning("device %d: a replayed order refused (seq %d)", self.device_id, order.seq)
+            return
+        self.state["last_seq"] = order.seq
+        self._save_state()
+        if order.work == WORK_REQUEST:
+            (message,) = order.parts
+            self.device.rng = np.random.default_rng([self.seed, self.device_id, max(peek_round(message), 0)])
+            reply = self.device.handle(message)
+        else:
+            try:
+                reply = self.device.secagg_step(self._key_directory(), order.work, *order.parts)
+            except SecAggError as err:                 # the device stops this round: an empty reply says so
+                log.info("device %d: %s step refused (%s)", self.device_id, order.work, err)
+                reply = b""
+        status, _ = self._call("POST", "/v1/reply", reply, headers={HEADER_SEQ: str(order.seq)})
+        if status == 409:
+            log.info("device %d: the reply to %s came too late", self.device_id, order.work)
+        self.orders_handled += 1
