@@ -82,6 +82,10 @@ class _Connection:
             self._conn.request(method, path, body=body, headers={**headers, "Content-Length": str(len(body))})
             response = self._conn.getresponse()
             return response.status, response.read()
+        except ssl.SSLCertVerificationError as err:      # not a passing failure: never retried
+            self.close()
+            raise ServiceError(f"{self.host}:{self.port}: the service's TLS certificate is not trusted "
+                               f"({err.verify_message}); give the device its CA with --cafile") from None
         except (OSError, http.client.HTTPException) as err:
             self.close()
             raise _Transient(f"{type(err).__name__}: {err}") from None
