@@ -207,7 +207,8 @@ class DeviceClient:
         if len(device.store.days()) == 0:
             days = None if self.days is None else self.days()
             if days is None or not len(days):
-                raise ServiceError(f"{self.store}: the device holds no days; give it its days (--days or --data/--user)")
+                raise ServiceError(f"{self.store}: the device holds no days; give it its days (--days or "
+                                   "--data/--user)")
             device.add_days(days)
         if device.bundle is None or device.bundle.sha256 != enrolled.bundle_sha256:
             self._install_bundle(device, enrolled.bundle_sha256)
