@@ -120,7 +120,8 @@ def run_serve(args) -> int:
             raise PategailError(f"cannot listen on {args.host}:{args.port} ({err.strerror or err})") from None
         url = f"{'https' if context else 'http'}://{args.host}:{port}"
         (run / "service.url").write_text(url + "\n")
-        print(f"pategail serve: listening on {url} (run {run})", flush=True)
+        print(f"pategail serve: listening on {url} (run {run}); coordinator key {service.coordinator_public.hex()}",
+              flush=True)
         try:
             devices = _wait_for_devices(roster, args.min_devices, status)
             fleet = NetworkFleet(devices, hub, args.round_deadline)

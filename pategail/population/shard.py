@@ -13,6 +13,7 @@ coordinator restart is replayed from the state before it, like the SDK device's 
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -176,7 +177,12 @@ class PopulationShard:
             np.full(n_pos, m.optimiser.expert_label, dtype=np.float32),
             np.full(request.batch_size - n_pos, m.optimiser.generated_label, dtype=np.float32)]))
         total = np.zeros(2 * len(negatives), dtype=np.int64)
+        t0, next_report = time.perf_counter(), len(self.ids) // 10
         for lo, hi in self._chunks():
+            if next_report and lo >= next_report:        # progress of a long round (100,000 devices: minutes)
+                log.info("round %d: %d of %d devices trained and scored (%.0f s)", request.round, lo,
+                         len(self.ids), time.perf_counter() - t0)
+                next_report += len(self.ids) // 10
             pos, neg = self._draws(range(lo, hi), request, len(negatives))
             pos, neg = torch.from_numpy(pos), torch.from_numpy(neg)
             params, m1, m2 = self.params[lo:hi], self.exp_avg[lo:hi], self.exp_avg_sq[lo:hi]

@@ -1,7 +1,9 @@
 """The devices as the coordinator sees them: ids, enrolled public keys, a request/reply byte channel and one
 secure sum per release — never a data set, never a device object. The emulator
-(:class:`pategail.emulator.EmulatedFleet`) is one implementation; a network transport or a population
-simulation is another, and the coordinator's code is the same for all of them."""
+(:class:`pategail.emulator.EmulatedFleet`) is one implementation, the devices behind the HTTP service
+(:class:`pategail.server.net.fleet.NetworkFleet`) another, a population simulation a third; the coordinator's
+code is the same for all of them. A fleet may also offer ``request_all(device_ids, message)`` to reach many
+devices at once (:func:`request_all` uses it when present); the protocol does not require it."""
 from __future__ import annotations
 
 from typing import Protocol, Sequence

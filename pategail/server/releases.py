@@ -28,7 +28,8 @@ log = logging.getLogger(__name__)
 
 class SecureReleases:
     """The releases of one run in ``ckpt_dir``: the fleet, the coordinator's secure-aggregation keys (every
-    device of the fleet enrolled; ``signing_key``: the coordinator's Ed25519 key, a fresh one when None), the journal and the privacy accountant rebuilt from it."""
+    device of the fleet enrolled; ``signing_key``: the coordinator's Ed25519 key, a fresh one when None), the
+    journal and the privacy accountant rebuilt from it."""
 
     def __init__(self, config: TrainConfig, fleet: Fleet, ckpt_dir: Path, seed: int, signing_key=None):
         self.config = config

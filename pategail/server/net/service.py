@@ -170,7 +170,7 @@ class Service:
             line_in = len(request.method) + len(request.path_qs) + 11
             body_in = request.content_length or 0
             seconds = time.perf_counter() - t0 - request["waited_s"]
-            self.traffic.record(request.path if status < 400 else "refused",
+            self.traffic.record(request.path if status < 400 or status == 410 else "refused",
                                 line_in + _header_bytes(request.headers) + body_in, out + 17, seconds)
 
     @web.middleware
@@ -178,7 +178,7 @@ class Service:
         try:
             response = await handler(request)
         except web.HTTPException as err:
-            if 400 <= err.status < 500:
+            if 400 <= err.status < 500 and err.status != 410:       # 410: the run is over, not a refusal
                 self.rejected += 1
                 log.info("%s %s refused: %d %s", request.method, request.path, err.status, err.text)
             raise

@@ -16,8 +16,8 @@ device — and everything in it:
 
 The coordinator reaches the device only through :meth:`Device.handle` (bytes in, bytes out; see
 :mod:`pategail.sdk.messages`) and, for the secure aggregation that follows, through
-:meth:`Device.secagg_step` (frames in, frame out), whose masked upload carries the device's pending vector — the clipped scores
-D_u(s, a) of the last RoundRequest (:mod:`pategail.sdk.discriminator_round`), or its environment
+:meth:`Device.secagg_step` (frames in, frame out), whose masked upload carries the device's pending vector —
+the clipped scores D_u(s, a) of the last RoundRequest (:mod:`pategail.sdk.discriminator_round`), or its environment
 contribution (:mod:`pategail.sdk.contribution`). The caller never supplies (or sees) that vector. A refused
 request changes nothing: checkpoint, pending vector and policy stay as they were. A device whose bundle
 declares the run's privacy plan refuses a request past its own budget (ErrorReply ``budget``) and a signed

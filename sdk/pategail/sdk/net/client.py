@@ -82,6 +82,10 @@ class _Connection:
             self._conn.request(method, path, body=body, headers={**headers, "Content-Length": str(len(body))})
             response = self._conn.getresponse()
             return response.status, response.read()
+        except ssl.SSLCertVerificationError as err:      # not a passing failure: never retried
+            self.close()
+            raise ServiceError(f"{self.host}:{self.port}: the service's TLS certificate is not trusted "
+                               f"({err.verify_message}); give the device its CA with --cafile") from None
         except (OSError, http.client.HTTPException) as err:
             self.close()
             raise _Transient(f"{type(err).__name__}: {err}") from None
@@ -203,7 +207,8 @@ class DeviceClient:
         if len(device.store.days()) == 0:
             days = None if self.days is None else self.days()
             if days is None or not len(days):
-                raise ServiceError(f"{self.store}: the device holds no days; give it its days (--days or --data/--user)")
+                raise ServiceError(f"{self.store}: the device holds no days; give it its days (--days or "
+                                   "--data/--user)")
             device.add_days(days)
         if device.bundle is None or device.bundle.sha256 != enrolled.bundle_sha256:
             self._install_bundle(device, enrolled.bundle_sha256)
