@@ -110,7 +110,14 @@ rounds = []
 
 
 def on_round(stats):
-    agg, ro = seen["agg"], seen["rollout"]
+    ro = seen["rollout"]
+    if "agg" not in seen:                                   # block rewards (issue 13): no per-pair R, ξ, R̂
+        print(f"round {stats.round:3d} acc {stats.disc_accuracy:.2f} R {stats.mean_reward:.3f} stay "
+              f"{np.mean(ro.actions == STAY):.2f}", flush=True)
+        rounds.append({"round": stats.round, "disc_accuracy": stats.disc_accuracy, "mean_R": stats.mean_reward,
+                       "stay_share": float(np.mean(ro.actions == STAY))})
+        return
+    agg = seen["agg"]
     n = ro.cells.shape[0]
     shape = (n, -1)
     k = distinct_cells(ro.cells)

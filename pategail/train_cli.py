@@ -117,7 +117,10 @@ def _train(args, config, dataset, users, run: Path, console_level: int, downstre
     coordinator = Coordinator(config, fleet, dataset.cells, run, seed=args.seed)
     if args.resume and not coordinator.resume():
         log.info("%s: no round was checkpointed yet; starting again (journalled releases are re-used)", run)
-    log.info(plan_line(coordinator.plan, len(users), config.beta))
+    line = plan_line(coordinator.plan, len(users), config.beta, config)
+    log.info(line)
+    if config.tolerance_experiment:        # on the terminal whatever the log level: this run is not private
+        print(line, flush=True)
 
     # The invented-mode guard per round: the emulator holds the data set, so it knows the real days' 99.9th
     # percentile of distinct cells; the coordinator only reports the generated days' histogram.

@@ -14,12 +14,24 @@ NOTES = ("lambda: Laplace scale of the noise on the mean reward (sum scale / dev
          "planned releases and the retry reserve")
 
 
+def tolerance_label(config) -> str | None:
+    """The label of a non-private noise-tolerance experiment (None for any other run)."""
+    if config is None or not config.tolerance_experiment:
+        return None
+    return (f"NON-PRIVATE EXPERIMENT: no privacy; Gaussian noise of std {config.tolerance_noise_std:g} added by "
+            f"the coordinator to each released mean reward at granularity {config.granularity} "
+            "(tolerance_noise_std)")
+
+
 def privacy_section(plan: PrivacyPlan, accountant: PrivacyAccountant, devices: int, beta: float,
-                    releases: int) -> dict:
+                    releases: int, config=None) -> dict:
     """report.json's "privacy": the plan, what was spent, and the noise on a mean over ``devices``."""
     b, b_sq = plan.noise_scales
+    label = tolerance_label(config)
     return {
-        "mechanism": plan.mechanism,
+        "mechanism": label or plan.mechanism,
+        "non_private_experiment": None if label is None else {"tolerance_noise_std": config.tolerance_noise_std,
+                                                              "granularity": config.granularity},
         "epsilon_total": accountant.epsilon() if plan.private else None,
         "delta": plan.target_delta if plan.private else None,
         "epsilon_target": plan.target_epsilon,
@@ -45,8 +57,10 @@ def privacy_line(section: dict) -> str:
             f"{section['lambda']:.3g}, λ_c = {section['lambda_c']:.3g}")
 
 
-def plan_line(plan: PrivacyPlan, devices: int, beta: float) -> str:
+def plan_line(plan: PrivacyPlan, devices: int, beta: float, config=None) -> str:
     """One line for the log at the start of a run."""
+    if tolerance_label(config):
+        return f"privacy: {tolerance_label(config)}"
     if not plan.private:
         return f"privacy: {plan.mechanism}: the same protocol, masked sums released without noise"
     b = plan.sum_noise_scale
