@@ -148,7 +148,7 @@ class TrainConfig:
         try:
             block = Granularity.parse(self.granularity).block
         except ValueError as err:
-            raise PategailError(str(err)) from None
+            raise PategailError(f"granularity {self.granularity!r}: {err}") from None
         if self.mechanism == "laplace" and block != 1 and self.private:
             raise PategailError(f"granularity {self.granularity!r} needs mechanism 'gaussian' (the Laplace "
                                 "mechanism of Theorems 2-3 releases one Σ D and Σ D² per pair)")
