@@ -121,6 +121,15 @@ def _train(args, config, dataset, users, run: Path, console_level: int, downstre
     log.info(line)
     if config.tolerance_experiment:        # on the terminal whatever the log level: this run is not private
         print(line, flush=True)
+    elif coordinator.plan.private:         # issue 13 point 5: say whether it can learn, before training
+        from pategail.server.privacy.feasibility import plan_feasibility
+        feasible = plan_feasibility(coordinator.plan, len(users))
+        print(f"privacy plan: {feasible.line()}", flush=True)
+        if feasible.can_learn is False:
+            log.warning("this run cannot be expected to learn: the noise on each released mean reward (std %.3g) "
+                        "is above the measured tolerance %g at granularity %s (pategail privacy-plan --devices %d "
+                        "--epsilon %g compares mechanisms and granularities)", feasible.noise_std,
+                        feasible.tolerance, feasible.granularity, len(users), config.target_epsilon)
 
     # The invented-mode guard per round: the emulator holds the data set, so it knows the real days' 99.9th
     # percentile of distinct cells; the coordinator only reports the generated days' histogram.
