@@ -70,7 +70,9 @@ ds = load_dataset(args.data)
 threshold = distinct_cells_threshold(ds.train_days)
 args.out.mkdir(parents=True, exist_ok=False)
 users = choose_users(ds.users, None, args.seed)
-write_initial_bundle(config, ds, args.seed, args.out / "bundle-initial")
+write_initial_bundle(config, ds, args.seed, args.out / "bundle-initial",   # private runs declare their plan
+                     privacy=coordinator_module.run_plan(config, ds.cells, args.out / "checkpoint").declare(
+                         config.min_survivors, config.secagg_colluders))
 fleet = EmulatedFleet(ds, users, args.out / "devices", args.out / "bundle-initial", seed=args.seed)
 coord = Coordinator(config, fleet, ds.cells, args.out, seed=args.seed)
 

@@ -9,8 +9,9 @@ from pathlib import Path
 from pategail.errors import PategailError
 
 GRANULARITIES = ("pair", "block:8", "day")
-ENV_VALUES_GEOLIFE = 8_444
-"""Environment values of pategail-geolife's cell table (the issue-13 figure); used without --data."""
+ENV_VALUES_GEOLIFE = 12_657
+"""Environment values of pategail-geolife's 4,210 cells (initial states, explore law and place law); used
+without --data."""
 
 
 def register(sub) -> None:
