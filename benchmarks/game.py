@@ -69,7 +69,9 @@ ds = load_dataset(args.data)
 threshold = distinct_cells_threshold(ds.train_days)
 args.out.mkdir(parents=True, exist_ok=False)
 users = choose_users(ds.users, None, args.seed)
-write_initial_bundle(config, ds, args.seed, args.out / "bundle-initial")
+write_initial_bundle(config, ds, args.seed, args.out / "bundle-initial",   # private runs declare their plan
+                     privacy=coordinator_module.run_plan(config, ds.cells, args.out / "checkpoint").declare(
+                         config.min_survivors, config.secagg_colluders))
 fleet = EmulatedFleet(ds, users, args.out / "devices", args.out / "bundle-initial", seed=args.seed)
 coord = Coordinator(config, fleet, ds.cells, args.out, seed=args.seed)
 
@@ -107,7 +109,14 @@ rounds = []
 
 
 def on_round(stats):
-    agg, ro = seen["agg"], seen["rollout"]
+    ro = seen["rollout"]
+    if "agg" not in seen:                                   # block rewards (issue 13): no per-pair R, ξ, R̂
+        print(f"round {stats.round:3d} acc {stats.disc_accuracy:.2f} R {stats.mean_reward:.3f} stay "
+              f"{np.mean(ro.actions == STAY):.2f}", flush=True)
+        rounds.append({"round": stats.round, "disc_accuracy": stats.disc_accuracy, "mean_R": stats.mean_reward,
+                       "stay_share": float(np.mean(ro.actions == STAY))})
+        return
+    agg = seen["agg"]
     n = ro.cells.shape[0]
     shape = (n, -1)
     k = distinct_cells(ro.cells)

@@ -17,7 +17,7 @@ def build_parser() -> argparse.ArgumentParser:
     from pategail.data import cli as data_cli
     from pategail.export import cli as export_cli
     from pategail.metrics import cli as metrics_cli
-    from pategail import emulate_cli, serve_cli, train_cli
+    from pategail import emulate_cli, privacy_cli, serve_cli, train_cli
     from pategail.sdk import cli as sdk_cli
     from pategail.sdk.net import cli as device_cli
 
@@ -28,7 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"pategail {version('pategail')}")
     parser.add_argument("-q", "--quiet", action="store_true", help="log warnings and errors only")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (data_cli, metrics_cli, baselines_cli, export_cli, train_cli, serve_cli, device_cli,
+    for module in (data_cli, metrics_cli, baselines_cli, export_cli, train_cli, privacy_cli, serve_cli, device_cli,
                    emulate_cli, sdk_cli):
         module.register(sub)
     return parser

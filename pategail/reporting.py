@@ -30,7 +30,7 @@ def write_outputs(coordinator, dataset, run: Path, seed: int = 0, fleet: dict | 
     from pategail.plots import plot_density, plot_statistics
     from pategail.sdk.bundle import Environment
     from pategail.sdk.synthetic import write_synthetic_csv
-    from pategail.server.privacy.summary import privacy_line
+    from pategail.server.privacy.summary import guarantee_lines, privacy_line
 
     summary = coordinator.summary()
     cfg = summary.config
@@ -93,7 +93,8 @@ def write_outputs(coordinator, dataset, run: Path, seed: int = 0, fleet: dict | 
     md = [f"# PateGail run: {run}", "",
           f"{who}, {rounds} rounds, {wall_seconds:.0f} s; {n_days} synthetic days vs "
           f"{n_days} test days (JSD, lower is better).", "",
-          f"Privacy: {privacy_line(summary.privacy)}.", "",
+          f"Privacy: {privacy_line(summary.privacy)}.", "", *guarantee_lines(summary.privacy),
+          *([""] if guarantee_lines(summary.privacy) else []),
           f"km mode{resampled}:", "", format_table(rows_km, mode="km"), "",
           f"paper mode{resampled}:", "", format_table(rows_paper, mode="paper"), "",
           f"spatial{resampled} (Density, Trips: JSD, lower is better; Hot-k: overlap of the top-k cells, "

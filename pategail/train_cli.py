@@ -190,7 +190,19 @@ def run_coordinator(args, config, dataset, run: Path, fleet, downstream_config, 
     if args.resume and not coordinator.resume():
         log.info("%s: no round was checkpointed yet; starting again (journalled releases are re-used)", run)
     n_devices = len(fleet.device_ids)
-    log.info(plan_line(coordinator.plan, n_devices, config.beta))
+    line = plan_line(coordinator.plan, n_devices, config.beta, config)
+    log.info(line)
+    if config.tolerance_experiment:        # on the terminal whatever the log level: this run is not private
+        print(line, flush=True)
+    elif coordinator.plan.private:         # issue 13 point 5: say whether it can learn, before training
+        from pategail.server.privacy.feasibility import plan_feasibility
+        feasible = plan_feasibility(coordinator.plan, n_devices)
+        print(f"privacy plan: {feasible.line()}", flush=True)
+        if feasible.can_learn is False:
+            log.warning("this run cannot be expected to learn: the noise on each released mean reward (std %.3g) "
+                        "is above the measured tolerance %g at granularity %s (pategail privacy-plan --devices %d "
+                        "--epsilon %g compares mechanisms and granularities)", feasible.noise_std,
+                        feasible.tolerance, feasible.granularity, n_devices, config.target_epsilon)
     if on_progress is not None:
         on_progress(coordinator)
 

@@ -171,7 +171,7 @@ class PopulationFleet:
                    num_queries: int):
         from pategail.server.secagg.round import AggregateResult, RoundStats
 
-        if self._pending is None or num_queries != self._length:
+        if self._pending is None or (num_queries != self._length and getattr(config, "mechanism", "") != "gaussian"):
             raise ValueError(f"the devices hold {self._length} pending values, the round asks for {num_queries}")
         agg_id = COORDINATOR if config.aggregator == "coordinator" else int(rng.choice(sorted(participants)))
         contributors = sorted(set(participants) - {agg_id})
@@ -182,18 +182,27 @@ class PopulationFleet:
         if len(contributors) < config.n_min:
             raise SecAggAbort(f"{len(contributors)} devices sent their masked input, fewer than n_min = "
                               f"{config.n_min}: nothing is released")
-        total = self._pending.copy()
-        left_out = self._pending_ids - set(contributors)
-        if left_out:
-            for part in (s.contributions(sorted(left_out)) for s in self.shards):
-                if part is not None:
-                    total -= part
         m = num_queries
+        mechanism = getattr(config, "mechanism", "laplace")
+        if mechanism == "gaussian":
+            # each device's upload is a clipped function of its own vector (centred block means, L2 norm ≤ C),
+            # so the sum is taken over the contributors' uploads, recomputed from the shards' state
+            total = np.zeros(2 * m, dtype=np.int64)          # slots m..2m-1: no Σ D² in this mechanism
+            for part in (s.contributions(contributors, config) for s in self.shards):
+                if part is not None:
+                    total[:m] += part
+        else:
+            total = self._pending.copy()
+            left_out = self._pending_ids - set(contributors)
+            if left_out:
+                for part in (s.contributions(sorted(left_out)) for s in self.shards):
+                    if part is not None:
+                        total -= part
         divisor = config.n_min - config.colluders
         if config.sum_noise_scale > 0:
-            total[:m] += distributed_noise(config.sum_noise_scale * SCALE, divisor, len(contributors), m)
+            total[:m] += distributed_noise(config.sum_noise_scale * SCALE, divisor, len(contributors), m, mechanism)
         if config.sq_sum_noise_scale > 0:
-            total[m:] += distributed_noise(config.sq_sum_noise_scale * SCALE, divisor, len(contributors), m)
+            total[m:] += distributed_noise(config.sq_sum_noise_scale * SCALE, divisor, len(contributors), m, mechanism)
         stats = RoundStats(bytes_up={}, bytes_down={}, device_cpu_s={}, aggregator_cpu_s=0.0, coordinator_cpu_s=0.0)
         return AggregateResult(decode(total[:m]), decode(total[m:]), len(contributors), tuple(contributors),
                                agg_id, stats)

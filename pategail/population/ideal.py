@@ -3,28 +3,40 @@ directly — the exact sum of the contributors' clipped, fixed-point-encoded vec
 their shares add up to.
 
 In the real protocol (pategail.sdk.secagg.client.masked_input) every device whose masked input reaches the
-aggregator adds ``discrete_laplace_share(scale, n_min − t, M)`` to each of its Σ D and Σ D² slots; the
-release carries the sum of those shares over the S contributors. :func:`distributed_noise` draws that sum
-with the SDK's own share function (so a change of mechanism there changes it here) in ⌈S / d⌉ calls rather
-than S: the shares are infinitely divisible, d shares of divisor d add up to one share of divisor 1, and the
-remaining r = S mod d shares to one share of divisor d / r.
+aggregator adds ``noise_share(mechanism, scale, n_min − t, M)`` to each released slot; the release carries
+the sum of those shares over the S contributors. :func:`distributed_noise` draws that sum with the SDK's own
+share function. Discrete-Laplace shares (differences of negative binomials) are infinitely divisible: d shares
+of divisor d add up to one share of divisor 1, and the remaining r = S mod d shares to one share of divisor
+d / r, so ⌈S / d⌉ calls do. A sum of discrete-Gaussian shares is not itself a discrete Gaussian, so those are
+drawn one per contributor, as the devices draw them (in chunks, to bound memory).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from pategail.sdk.secagg.noise import discrete_laplace_share
+from pategail.sdk.secagg.noise import noise_share
+
+CHUNK_VALUES = 1 << 23
+"""Most noise values drawn at once for the discrete-Gaussian sum (64 MiB of int64)."""
 
 
-def distributed_noise(scale_quanta: float, divisor: int, contributors: int, size: int) -> np.ndarray:
-    """int64 (size,): the sum over ``contributors`` devices of one noise share each (scale in quanta, shares
-    sized for ``divisor`` = n_min − colluders devices), drawn from the CSPRNG like the devices' shares."""
+def distributed_noise(scale_quanta: float, divisor: int, contributors: int, size: int,
+                      mechanism: str = "laplace") -> np.ndarray:
+    """int64 (size,): the sum over ``contributors`` devices of one noise share each (total scale, or standard
+    deviation for ``mechanism`` "gaussian", in quanta; shares sized for ``divisor`` = n_min − colluders
+    devices), drawn from the CSPRNG like the devices' shares."""
     if contributors < 1 or divisor < 1:
         raise ValueError("contributors and divisor must be at least 1")
-    whole, rest = divmod(contributors, divisor)
     total = np.zeros(size, dtype=np.int64)
-    for _ in range(whole):
-        total += discrete_laplace_share(scale_quanta, 1, size)
-    if rest:
-        total += discrete_laplace_share(scale_quanta, divisor / rest, size)
+    if mechanism == "laplace":
+        whole, rest = divmod(contributors, divisor)
+        for _ in range(whole):
+            total += noise_share(mechanism, scale_quanta, 1, size)
+        if rest:
+            total += noise_share(mechanism, scale_quanta, divisor / rest, size)
+        return total
+    per_chunk = max(1, CHUNK_VALUES // max(1, size))
+    for start in range(0, contributors, per_chunk):
+        k = min(per_chunk, contributors - start)
+        total += noise_share(mechanism, scale_quanta, divisor, k * size).reshape(k, size).sum(axis=0)
     return total

@@ -28,7 +28,8 @@ from pategail.sdk.files import replacing
 from pategail.sdk.messages import RoundRequest
 from pategail.sdk.places import place_contribution
 from pategail.sdk.contribution import initial_state_contribution
-from pategail.sdk.secagg.fixedpoint import clip_unit, encode
+from pategail.sdk.secagg.client import gaussian_input
+from pategail.sdk.secagg.fixedpoint import clip_unit, encode, encode_signed
 
 from .stacked import Layout, OptimiserSettings, adamw_step, probabilities
 
@@ -52,6 +53,13 @@ class DeviceModel:
     candidates: int
     seed: int
     """The run's seed: device i's minibatches in round r come from default_rng([seed, i, r])."""
+
+
+def encoded_gaussian(values: np.ndarray, config) -> np.ndarray:
+    """int64 (M,): one device's upload in a Gaussian-mechanism round before its noise share — its vector
+    centred, averaged over the round's blocks and L2-clipped on the device (the SDK client's own
+    :func:`~pategail.sdk.secagg.client.gaussian_input`, reading ``config.block`` and ``config.clip_norm``)."""
+    return encode_signed(gaussian_input(np.asarray(values, dtype=np.float64), config))
 
 
 def encoded_pair(values: np.ndarray) -> np.ndarray:
@@ -224,20 +232,24 @@ class PopulationShard:
         self._pending = ("environment", None)
         return total
 
-    def contributions(self, device_ids) -> np.ndarray | None:
+    def contributions(self, device_ids, gaussian=None) -> np.ndarray | None:
         """Σ of the encoded pending contributions of ``device_ids`` (those of this shard among them), int64;
-        None when none of them is here. Recomputed from the current state (the scores are a function of it)."""
+        None when none of them is here. Recomputed from the current state (the scores are a function of it).
+        ``gaussian``: the round's configuration of a Gaussian-mechanism round — each device's vector is then
+        what its secure-aggregation client uploads (:func:`encoded_gaussian`, M values), else (D, D²) (2M)."""
+        encoded = encoded_pair if gaussian is None else (lambda v: encoded_gaussian(v, gaussian))
         rows = np.asarray(sorted(int(d) - int(self.ids[0]) for d in device_ids
                                  if len(self.ids) and self.ids[0] <= int(d) <= self.ids[-1]), dtype=np.int64)
         if not len(rows) or self._pending is None:
             return None
         kind, negatives = self._pending
         if kind == "environment":
-            return sum(encoded_pair(self._environment(self._table_of[r])) for r in rows)
-        total = np.zeros(2 * len(negatives), dtype=np.int64)
+            return sum(encoded(self._environment(self._table_of[r])) for r in rows)
+        total = None
         for lo, hi in self._chunks():        # whole chunks, as scored for the request: bit for bit the same
             inside = rows[(rows >= lo) & (rows < hi)]
             if len(inside):
-                prob = probabilities(self.model.layout, self.params[lo:hi], negatives)
-                total += encoded_pair(prob[inside - lo].astype(np.float64))
+                prob = probabilities(self.model.layout, self.params[lo:hi], negatives)[inside - lo].astype(np.float64)
+                part = encoded_pair(prob) if gaussian is None else sum(encoded(p) for p in prob)
+                total = part if total is None else total + part
         return total

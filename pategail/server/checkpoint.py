@@ -81,7 +81,8 @@ def read_journal(directory: Path) -> dict[int, Release]:
     return out
 
 
-def journal_intent(directory: Path, round_: int, sum_scale: float, sq_sum_scale: float, count: int) -> Path:
+def journal_intent(directory: Path, round_: int, sum_scale: float, sq_sum_scale: float, count: int,
+                   noise=None, shares: int = 1) -> Path:
     """Record that a secure aggregation of ``count`` values is about to run; returns the intent's path.
     Attempts of one round are numbered 0, 1, ... over intents and aborted attempts alike (the number is part
     of the round id devices see, so it is never reused, also after an abort)."""
@@ -89,8 +90,11 @@ def journal_intent(directory: Path, round_: int, sum_scale: float, sq_sum_scale:
     root.mkdir(parents=True, exist_ok=True)
     attempt = sum(len(list(root.glob(f"{state}-{round_:05d}-*.json"))) for state in ("intent", "aborted"))
     path = root / f"intent-{round_:05d}-{attempt:02d}.json"
-    write_atomic(path, json.dumps({"round": round_, "attempt": attempt, "sum_scale": sum_scale,
-                                   "sq_sum_scale": sq_sum_scale, "count": count}).encode())
+    record = {"round": round_, "attempt": attempt, "sum_scale": sum_scale, "sq_sum_scale": sq_sum_scale,
+              "count": count}
+    if noise is not None and noise.mechanism == "gaussian":   # ``noise``: a privacy.plan.ReleaseNoise
+        record.update(mechanism="gaussian", block=noise.block, clip_norm=noise.clip_norm, shares=shares)
+    write_atomic(path, json.dumps(record).encode())
     return path
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pategail.errors import PategailError
+from pategail.sdk.contribution import Granularity
 from pategail.sdk.epr import DEFAULT_ALPHA, DEFAULT_CANDIDATES
 from pategail.server.ppo import PPOConfig
 
@@ -39,6 +40,10 @@ def secagg_degree_for(n_devices: int, configured: int | None = None) -> int:
     if n_devices <= ALL_PAIRS_MAX:
         return 0
     return 2 * math.ceil(2 * math.log2(n_devices))
+
+
+MECHANISMS = ("laplace", "gaussian")
+"""Reward-release mechanisms (``TrainConfig.mechanism``)."""
 
 
 @dataclass(frozen=True)
@@ -73,6 +78,28 @@ class TrainConfig:
     user's reward with probability ≥ 1 − 1/β² when β > 1). Applied to the released mean and variance."""
     kappa: float = 2.0
     """κ > 1 of Theorem 3: the share of the per-query budget spent on the mean is 1/κ, the rest on ξ."""
+    mechanism: str = "laplace"
+    """How rewards are released. ``laplace``: the paper's — Σ D and Σ D² of every (state, action) pair with
+    distributed discrete Laplace noise, R̂ = R − βξ (Theorems 2–3; granularity must be ``pair``).
+    ``gaussian``: each device releases its centred scores D − ½ averaged over each block of ``granularity``,
+    the vector L2-clipped to ``clip_share`` of its largest possible norm, summed by the secure aggregation
+    with distributed discrete Gaussian noise; the coordinator divides by the fixed number of devices
+    (pategail.sdk.secagg.noise, pategail.server.privacy.gaussian). No Σ D² is released, so β does not apply."""
+    granularity: str = "pair"
+    """Decisions per released reward (pategail.sdk.contribution.Granularity): ``pair``, ``block:K`` (K
+    consecutive decisions of a day) or ``day`` (one reward per generated day, 47× fewer values than pair)."""
+    clip_share: float = 1.0
+    """Gaussian mechanism: the L2 clip norm C of a device's released vector as a share of the largest norm
+    ½·√(values) it can have (1: nothing is ever clipped). The noise is proportional to C."""
+    env_epsilon_fraction: float = 0.1
+    """Gaussian mechanism: the share of the total ε spent on the environment release (initial states,
+    explore and place laws), released as one vector query with its L1 sensitivity; the rest goes to the
+    rewards."""
+    tolerance_noise_std: float = 0.0
+    """EXPERIMENT ONLY, NOT PRIVATE (refused with --epsilon): Gaussian noise of this standard deviation added
+    by the coordinator to every released mean reward (per block of ``granularity``), from the run's seeded
+    generator — measures how much noise the generator tolerates (BENCHMARKS.md, issue 13). Every output of
+    such a run says it is not private."""
     target_epsilon: float | None = None
     """Total (ε, δ) of the whole run, initial-state release included; None trains without noise (the paper's
     Table 1 setting). The per-query ε is chosen so that the composition meets it."""
@@ -142,12 +169,38 @@ class TrainConfig:
                                 "from the number of devices)")
         if self.retry_rounds < 0:
             raise PategailError(f"retry_rounds must be >= 0, got {self.retry_rounds}")
+        if self.mechanism not in MECHANISMS:
+            raise PategailError(f"mechanism must be one of {', '.join(MECHANISMS)}, got {self.mechanism!r}")
+        try:
+            block = Granularity.parse(self.granularity).block
+        except ValueError as err:
+            raise PategailError(f"granularity {self.granularity!r}: {err}") from None
+        if self.mechanism == "laplace" and block != 1 and self.private:
+            raise PategailError(f"granularity {self.granularity!r} needs mechanism 'gaussian' (the Laplace "
+                                "mechanism of Theorems 2-3 releases one Σ D and Σ D² per pair)")
+        if not 0 < self.clip_share <= 1:
+            raise PategailError(f"clip_share must be in (0, 1], got {self.clip_share}")
+        if not 0 < self.env_epsilon_fraction < 1:
+            raise PategailError(f"env_epsilon_fraction must be in (0, 1), got {self.env_epsilon_fraction}")
+        if not (self.tolerance_noise_std >= 0 and math.isfinite(self.tolerance_noise_std)):
+            raise PategailError(f"tolerance_noise_std must be >= 0, got {self.tolerance_noise_std}")
+        if self.tolerance_noise_std > 0 and self.private:
+            raise PategailError("tolerance_noise_std is an experiment without privacy: not with --epsilon")
         if self.secagg_colluders < 0:
             raise PategailError(f"secagg_colluders must be >= 0, got {self.secagg_colluders}")
 
     @property
     def private(self) -> bool:
         return self.target_epsilon is not None
+
+    @property
+    def reward_granularity(self) -> Granularity:
+        return Granularity.parse(self.granularity)
+
+    @property
+    def tolerance_experiment(self) -> bool:
+        """True for a non-private noise-tolerance experiment (``tolerance_noise_std`` > 0)."""
+        return self.tolerance_noise_std > 0
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

@@ -35,7 +35,7 @@ from pategail.server.fleet import Fleet
 from pategail.server.initial_states import InitialStates
 from pategail.server.policy import Policy, PolicyConfig
 from pategail.server.ppo import ppo_update
-from pategail.server.privacy.plan import PrivacyPlan, load_or_make_plan
+from pategail.server.privacy.plan import GaussianSpec, PrivacyPlan, load_or_make_plan
 from pategail.server.privacy.summary import privacy_section
 from pategail.server.releases import SecureReleases
 from pategail.server.rewards import ensemble_verdict, rewards_from_release
@@ -66,8 +66,13 @@ def run_plan(config: TrainConfig, cells: np.ndarray, ckpt_dir: Path,
     """The run's privacy plan: made once, the first time it is asked for (before the initial bundle that
     declares it), and read back from ``ckpt_dir`` by every later caller — the coordinator included."""
     geometry = geometry or CellGeometry.build(np.asarray(cells, dtype=np.float64), candidates=config.candidates)
+    gaussian = None
+    if config.mechanism == "gaussian":
+        gaussian = GaussianSpec(config.granularity, config.reward_granularity.count(config.days_per_round),
+                                config.rounds + config.retry_rounds, environment_length(cells, geometry),
+                                config.clip_share, config.env_epsilon_fraction)
     return load_or_make_plan(ckpt_dir, config.target_epsilon, config.target_delta, config.kappa,
-                             planned_queries(config, cells, geometry), reserve_queries(config))
+                             planned_queries(config, cells, geometry), reserve_queries(config), gaussian)
 
 
 class Coordinator:
@@ -133,10 +138,17 @@ class Coordinator:
         """The privacy plan the run's bundles declare to devices (None without privacy)."""
         return self.plan.declare(self.config.min_survivors, self.config.secagg_colluders)
 
-    def _check_budget(self, round_: int, length: int) -> None:
+    def _check_budget(self, round_: int, length: int, kind: str) -> None:
         """No release past the target is started (BudgetExhausted, exit status 4): checked before the devices
         are asked for round ``round_``."""
-        self.releases.check_budget(round_, length, self.plan.noise_scales, self.config.retry_rounds)
+        self.releases.check_budget(round_, length, self.plan.release_noise(kind), self.config.retry_rounds)
+
+    def _released_length(self, n_queries: int) -> int:
+        """Values the secure aggregation sums for a round of ``n_queries`` scored pairs: one per pair, or one
+        per block of the Gaussian mechanism's granularity."""
+        if self.plan.is_gaussian:
+            return self.config.reward_granularity.count(self.config.days_per_round)
+        return n_queries
 
     # -- checkpoint ---------------------------------------------------------------------------------------
     def resume(self) -> bool:
@@ -172,15 +184,17 @@ class Coordinator:
     # -- the run ------------------------------------------------------------------------------------------
     def learn_initial_states(self) -> None:
         participants = []
+        noise = self.plan.release_noise("initial_states")
         if 0 not in self.releases.journal():               # else the journalled release is re-used
-            self._check_budget(0, self._environment_length())
+            self._check_budget(0, self._environment_length(), "initial_states")
             participants, _, _ = self.releases.broadcast(to_bytes(InitialStatesRequest(0)),
                                                          self._environment_length())
         release, _, _ = self.releases.release(0, "initial_states", participants, self._environment_length(),
-                                              self.plan.noise_scales)
+                                              noise)
+        # a Laplace(b) has standard deviation b·√2; the Gaussian's scale is its standard deviation
+        std = release.sum_scale * (1.0 if noise.mechanism == "gaussian" else math.sqrt(2))
         self.state.initial_states = InitialStates.from_noisy_sums(
-            release.sum, len(self.cells), n_rank_bins(self.geometry.candidates),
-            noise_std=math.sqrt(2) * release.sum_scale)            # a Laplace(b) has standard deviation b·√2
+            release.sum, len(self.cells), n_rank_bins(self.geometry.candidates), noise_std=std)
         log.info("initial states learned from %d devices", release.n_survivors)
         self._checkpoint()
 
@@ -197,18 +211,22 @@ class Coordinator:
         else:
             request = RoundRequest(round_, cfg.disc_steps, cfg.disc_batch_size, rollout.cells.astype(np.int32),
                                    homes, rollout.actions.astype(np.int8))
-            self._check_budget(round_, request.n_queries)
+            released = self._released_length(request.n_queries)
+            self._check_budget(round_, released, "rewards")
             participants, down, up = self.releases.broadcast(to_bytes(request), request.n_queries)
-            release, d2, u2 = self.releases.release(round_, "rewards", participants, request.n_queries,
-                                                    self.plan.noise_scales)
+            release, d2, u2 = self.releases.release(round_, "rewards", participants, released,
+                                                    self.plan.release_noise("rewards"))
             down, up = down + d2, up + u2
-        rollout = replace(rollout, rewards=rewards_from_release(release, cfg))
+        public_count = self.releases.public_count()
+        # the tolerance experiment's noise: its own stream of (seed, round), so a resumed run draws the same
+        noise_rng = np.random.default_rng([self.seed, round_, 0x7013])
+        rollout = replace(rollout, rewards=rewards_from_release(release, cfg, noise_rng, public_count))
         ppo_stats = ppo_update(self.policy, self.optimizer, rollout, cfg.ppo, self.torch_gen)
         n = len(self.fleet.device_ids)
         per_device = (None, None) if down is None else (down / n, up / n)
         if down is not None:
             self.state.bytes_by_round.append(per_device)
-        mean_reward, disc_accuracy = ensemble_verdict(release)
+        mean_reward, disc_accuracy = ensemble_verdict(release, cfg, public_count)
         return RoundStats(round=round_, devices=n, survivors=release.n_survivors, mean_reward=mean_reward,
                           disc_accuracy=disc_accuracy, ppo=ppo_stats, bytes_up=per_device[1],
                           bytes_down=per_device[0], seconds=time.perf_counter() - t0, epsilon=None,
@@ -261,6 +279,7 @@ class Coordinator:
     def summary(self) -> RunSummary:
         """What a report says about the run so far."""
         n_dev = len(self.fleet.device_ids)
-        privacy = privacy_section(self.plan, self.accountant, n_dev, self.config.beta, len(self.releases.journal()))
+        privacy = privacy_section(self.plan, self.accountant, n_dev, self.config.beta, len(self.releases.journal()),
+                                  self.config)
         return RunSummary.of(self.state, self.config, self.seed, n_dev, self.geometry.candidates, privacy,
                              self.place_law())

@@ -21,6 +21,7 @@ from pategail.server.checkpoint import (Release, abort_intent, journal_intent, j
 from pategail.server.config import TrainConfig, secagg_degree_for
 from pategail.server.fleet import Fleet, request_all
 from pategail.server.privacy.accountant import PrivacyAccountant
+from pategail.server.privacy.plan import ReleaseNoise
 from pategail.server.secagg import SecAggAbort, SecAggCoordinator, SecureRoundConfig
 
 log = logging.getLogger(__name__)
@@ -41,6 +42,11 @@ class SecureReleases:
         for device_id, keys in sorted(fleet.public_keys().items()):
             self.secagg.enroll(device_id, keys)
 
+    def public_count(self) -> int:
+        """The fixed public number of contributors a Gaussian release's sum is divided by: every device of
+        the fleet (the aggregator device sits out), known before any round."""
+        return len(self.fleet.device_ids) - (self.config.aggregator == "device")
+
     def journal(self) -> dict[int, Release]:
         """Every release journalled so far, by round (0 = the environment release)."""
         return read_journal(self.ckpt_dir)
@@ -50,17 +56,18 @@ class SecureReleases:
         checkpoint and one whose result never reached the coordinator (see pategail/server/checkpoint.py)."""
         self.accountant = PrivacyAccountant(target_delta=self.config.target_delta)
         for intent in read_intents(self.ckpt_dir):
-            if intent["sum_scale"] > 0:
-                self.accountant.record(intent["sum_scale"], intent["sq_sum_scale"], intent["count"])
+            noise = ReleaseNoise(intent.get("mechanism", "laplace"), intent["sum_scale"], intent["sq_sum_scale"],
+                                 intent.get("block", 0), intent.get("clip_norm", 0.0))
+            if noise.noisy:
+                self.accountant.record_release(noise.accounting(intent["count"], intent.get("shares", 1)))
 
-    def check_budget(self, round_: int, length: int, noise_scales: tuple[float, float], reserve_rounds: int) -> None:
+    def check_budget(self, round_: int, length: int, noise: ReleaseNoise, reserve_rounds: int) -> None:
         """The promise of --epsilon: a release of ``length`` queries that would take the composed ε past the
         target is never started — checked before the devices are even asked, so nothing of the round happens.
         Raises BudgetExhausted (exit status 4)."""
-        sum_scale, sq_scale = noise_scales
-        if sum_scale <= 0:
+        if not noise.noisy:
             return
-        after = self.accountant.epsilon_after(sum_scale, sq_scale, length)
+        after = self.accountant.epsilon_after_release(noise.accounting(length, self._shares()))
         if after > self.config.target_epsilon:
             from pategail.errors import BudgetExhausted
             raise BudgetExhausted(
@@ -94,17 +101,25 @@ class SecureReleases:
                 log.warning("device %d refused round: %s (%s)", device_id, answer.message, answer.code)
         return ok, down, up
 
+    def _n_min(self) -> int:
+        n_devices = len(self.fleet.device_ids)
+        return max(1, math.ceil(self.config.min_survivors * (n_devices - (self.config.aggregator == "device"))))
+
+    def _shares(self) -> int:
+        """Honest noise shares of a round: n_min − t (for the discrete Gaussian's τ)."""
+        return max(1, self._n_min() - self.config.secagg_colluders)
+
     def release(self, round_: int, kind: str, participants: list[int], length: int,
-                noise_scales: tuple[float, float]) -> tuple[Release, int, int]:
+                noise: ReleaseNoise) -> tuple[Release, int, int]:
         """The release of round ``round_``: the journalled one if there is one (nothing spent again), else a
-        secure aggregation of ``length`` values over ``participants`` with the total Laplace scales
-        ``noise_scales`` on each Σ and Σ². Returns it and the bytes down / up of the secure round. Raises
-        SecAggAbort (nothing released, nothing counted) below n_min."""
+        secure aggregation of ``length`` values over ``participants`` with ``noise`` (the mechanism, its total
+        scales on each Σ and Σ², and the Gaussian mechanism's block and clip norm). Returns it and the bytes
+        down / up of the secure round. Raises SecAggAbort (nothing released, nothing counted) below n_min."""
         journal = self.journal()
         if round_ in journal:                      # released before a crash: re-use it, spend nothing again
             log.info("round %d: re-using the release journalled before the interruption", round_)
             return journal[round_], 0, 0
-        sum_scale, sq_scale = noise_scales
+        sum_scale, sq_scale = noise.sum_scale, noise.sq_sum_scale
         aggregator_sits_out = self.config.aggregator == "device"
         n_devices = len(self.fleet.device_ids)
         n_min = max(1, math.ceil(self.config.min_survivors * (n_devices - aggregator_sits_out)))
@@ -118,12 +133,14 @@ class SecureReleases:
         degree = secagg_degree_for(len(participants), self.config.secagg_degree)   # None: from the cohort size
         config = SecureRoundConfig(round_id=round_ << 16, n_min=n_min, sum_noise_scale=sum_scale,
                                    sq_sum_noise_scale=sq_scale, degree=degree,
-                                   aggregator=self.config.aggregator, colluders=self.config.secagg_colluders)
-        intent = journal_intent(self.ckpt_dir, round_, sum_scale, sq_scale, length)   # counted from here on
+                                   aggregator=self.config.aggregator, colluders=self.config.secagg_colluders,
+                                   mechanism=noise.mechanism, block=noise.block, clip_norm=noise.clip_norm)
+        intent = journal_intent(self.ckpt_dir, round_, sum_scale, sq_scale, length,   # counted from here on
+                                noise=noise, shares=self._shares())
         attempt = int(intent.stem.rsplit("-", 1)[1])
         config = replace(config, round_id=(round_ << 16) | attempt)
-        if sum_scale > 0:
-            self.accountant.record(sum_scale, sq_scale, length)
+        if noise.noisy:
+            self.accountant.record_release(noise.accounting(length, self._shares()))
         # the aggregator draw (aggregator="device") comes from (seed, round, attempt), not a running stream,
         # so a resumed run draws what an uninterrupted one would
         rng = np.random.default_rng([self.seed, round_, attempt])

@@ -115,3 +115,28 @@ def test_below_n_min_nothing_is_released(runs):
                            np.random.default_rng(0), pop._length)
     finally:
         pop.dropout = 0.0
+
+
+def test_a_gaussian_round_sums_the_clipped_uploads_as_the_protocol_does(runs):
+    """Gaussian mechanism (noise off to compare exactly): each device uploads its vector L2-clipped to C, so
+    the population fleet must clip per device before summing — a clip of the sum would differ."""
+    _, sdk, _, pop = runs
+    _environment_round(pop, 7)
+    length = pop._length
+    config = SecureRoundConfig(round_id=70 << 16, n_min=16, mechanism="gaussian", block=0, clip_norm=0.5)
+    ours = pop.secure_sum(list(pop.device_ids), config, None, np.random.default_rng(0), length)
+    _environment_round(sdk, 7)
+    coordinator = SecAggCoordinator()
+    for i, keys in sdk.public_keys().items():
+        coordinator.enroll(i, keys)
+    endpoints = [sdk.devices[i].secagg_endpoint(coordinator.directory) for i in sdk.device_ids]
+    theirs = run_secure_round(endpoints, None, config, np.random.default_rng(0), coordinator=coordinator,
+                              num_queries=length)
+    assert ours.n_survivors == theirs.n_survivors == N_DEVICES
+    assert np.abs(theirs.sum - ours.sum).max() < 1e-6
+    assert not ours.sq_sum.any()
+    # the clip bites: every upload has norm ≤ C, and the unclipped sum (a Laplace round's Σ) is another one
+    assert np.linalg.norm(ours.sum) <= N_DEVICES * 0.5 + 1e-6
+    plain = pop.secure_sum(list(pop.device_ids), SecureRoundConfig(round_id=71 << 16, n_min=16), None,
+                           np.random.default_rng(0), length)
+    assert np.abs(plain.sum - ours.sum).max() > 0.1

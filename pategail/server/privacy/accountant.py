@@ -52,6 +52,15 @@ class PrivacyAccountant:
         new = QueryRelease(float(sum_scale), None if sq_sum_scale is None else float(sq_sum_scale), int(count))
         self._releases = merge_release(self._releases, new)
 
+    def record_release(self, release) -> None:
+        """Record a ``QueryRelease`` or ``GaussianRelease`` (merged with an identical last entry)."""
+        self._releases = merge_release(self._releases, release)
+
+    def epsilon_after_release(self, release) -> float:
+        """Composed ε (at target_delta) if ``release`` were added."""
+        return composed_epsilon(merge_release(self._releases, release), self.target_delta,
+                                self.value_discretization_interval)
+
     def epsilon(self, delta: float | None = None) -> float:
         """Composed ε of everything recorded, at ``delta`` (default: target_delta)."""
         return composed_epsilon(self._releases, self.target_delta if delta is None else delta,
@@ -68,9 +77,10 @@ class PrivacyAccountant:
         return composed_delta(self._releases, epsilon, self.value_discretization_interval)
 
     def max_per_query_epsilon(self) -> float:
-        """The largest pure ε of a single query recorded (the paper's ε of the noisiest-spending release)."""
-        return max((r.per_query_epsilon for r in self._releases), default=0.0)
+        """The largest pure ε of a single query recorded (the paper's ε of the noisiest-spending release;
+        Laplace releases only — a Gaussian release has no pure ε)."""
+        return max((r.per_query_epsilon for r in self._releases if isinstance(r, QueryRelease)), default=0.0)
 
     def basic_epsilon(self) -> float:
-        """Pure-DP total by basic composition, Σ count * per-query ε (an upper bound at δ = 0)."""
-        return math.fsum(r.count * r.per_query_epsilon for r in self._releases)
+        """Pure-DP total by basic composition, Σ count * per-query ε (an upper bound at δ = 0; Laplace only)."""
+        return math.fsum(r.count * r.per_query_epsilon for r in self._releases if isinstance(r, QueryRelease))

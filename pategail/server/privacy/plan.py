@@ -24,11 +24,14 @@ from pathlib import Path
 from dp_accounting.mechanism_calibration import LowerEndpointAndGuess, calibrate_dp_mechanism
 from dp_accounting.pld import pld_privacy_accountant
 
-from pategail.sdk.accounting import PLAN_INTERVAL
+from pategail.sdk.accounting import (PLAN_INTERVAL, GaussianRelease, QueryRelease, Release, composed_epsilon,
+                                     gaussian_sensitivity)
+from pategail.sdk.contribution import Granularity
 from pategail.sdk.files import write_atomic
 from pategail.sdk.secagg.policy import DeclaredPlan
-from pategail.server.privacy.accountant import QueryRelease, to_dp_event
+from pategail.server.privacy.accountant import to_dp_event
 from pategail.server.privacy.calibration import sum_noise_scales
+from pategail.server.privacy.gaussian import ENV_L2_BOUND, plan_gaussian, reward_clip_norm
 
 # PLAN_INTERVAL (3e-4, defined in pategail.sdk.accounting because devices' ledgers compose on the same grid)
 # is three steps of the accountant's 1e-4. The hand-written bisection this replaces searched on a 1e-3 grid,
@@ -40,6 +43,36 @@ RELATIVE_TOLERANCE = 1e-4
 result always meets the target."""
 PLAN_FILE = "privacy-plan.json"
 MECHANISM = "distributed discrete Laplace on securely aggregated sums (Theorem 3 split)"
+GAUSSIAN_MECHANISM = ("distributed discrete Gaussian on securely aggregated, device-clipped centred rewards "
+                      "(Kairouz et al. 2021; RDP accounting)")
+
+
+@dataclass(frozen=True)
+class ReleaseNoise:
+    """The noise of one secure release — what its signed round configuration carries (value units)."""
+
+    mechanism: str = "laplace"
+    sum_scale: float = 0.0
+    """Laplace: the scale b on each Σ D; Gaussian: σ on each released sum."""
+    sq_sum_scale: float = 0.0
+    """Laplace: b_sq on each Σ D²; 0 for the Gaussian mechanism."""
+    block: int = 0
+    """Gaussian: 0 = the vector as it is (environment); K = centred K-decision block means."""
+    clip_norm: float = 0.0
+    """Gaussian: the device's L2 clip norm."""
+
+    @property
+    def noisy(self) -> bool:
+        return self.sum_scale > 0
+
+    def accounting(self, values: int, shares: int = 1) -> Release | None:
+        """What a release of ``values`` values at this noise costs (None without noise); ``shares``: the honest
+        noise shares (n_min − t), for the discrete Gaussian's τ."""
+        if not self.noisy:
+            return None
+        if self.mechanism == "gaussian":
+            return GaussianRelease(self.sum_scale, gaussian_sensitivity(self.clip_norm, values), 1, shares)
+        return QueryRelease(self.sum_scale, self.sq_sum_scale, values)
 NO_MECHANISM = "none (--no-privacy)"
 
 
@@ -65,14 +98,46 @@ class PrivacyPlan:
     expected_epsilon: float | None = None
     """The planned releases' and the reserve's composed ε at ``target_delta`` (PLD, ``PLAN_INTERVAL``);
     ≤ target_epsilon."""
+    mechanism_name: str = "laplace"
+    """``TrainConfig.mechanism``: "laplace" (the fields above) or "gaussian" (``gaussian`` below)."""
+    granularity: str = "pair"
+    """Decisions per released reward (``TrainConfig.granularity``)."""
+    reward_values: int = 0
+    """Gaussian: values of one round's reward vector."""
+    env_values: int = 0
+    """Gaussian: values of the environment vector."""
+    gaussian: dict | None = None
+    """Gaussian: the noise (``pategail.server.privacy.gaussian.GaussianPlan`` as a dict); None otherwise."""
 
     @property
     def private(self) -> bool:
         return self.target_epsilon is not None
 
     @property
+    def is_gaussian(self) -> bool:
+        return self.mechanism_name == "gaussian"
+
+    @property
     def mechanism(self) -> str:
-        return MECHANISM if self.private else NO_MECHANISM
+        if not self.private:
+            return NO_MECHANISM
+        return GAUSSIAN_MECHANISM if self.is_gaussian else MECHANISM
+
+    def release_noise(self, kind: str) -> ReleaseNoise:
+        """The noise of a release of ``kind`` ("initial_states" or "rewards") — what its signed round
+        configuration carries (zero noise, in the same vector layout, without privacy)."""
+        if not self.is_gaussian:
+            return ReleaseNoise("laplace", self.sum_noise_scale, self.sq_sum_noise_scale)
+        g = self.gaussian or {}
+        environment = kind == "initial_states"
+        block = 0 if environment else Granularity.parse(self.granularity).block
+        clip = ENV_L2_BOUND if environment else reward_clip_norm(self.reward_values, self.clip_share)
+        std = g.get("env_noise_std" if environment else "noise_std", 0.0)
+        return ReleaseNoise("gaussian", std, 0.0, block, clip)
+
+    @property
+    def clip_share(self) -> float:
+        return (self.gaussian or {}).get("clip_share", 1.0)
 
     @property
     def noise_scales(self) -> tuple[float, float]:
@@ -81,8 +146,9 @@ class PrivacyPlan:
 
     @property
     def per_query_epsilon(self) -> float | None:
-        """The paper's ε of one query (both sums), by basic composition: 1/b + 1/b_sq; None without privacy."""
-        if not self.private:
+        """The paper's ε of one query (both sums), by basic composition: 1/b + 1/b_sq; None without privacy
+        (and for the Gaussian mechanism, which has no per-query ε)."""
+        if not self.private or self.is_gaussian:
             return None
         return QueryRelease(self.sum_noise_scale, self.sq_sum_noise_scale, 1).per_query_epsilon
 
@@ -93,9 +159,13 @@ class PrivacyPlan:
 
     def declare(self, min_survivors: float, colluders: int) -> DeclaredPlan | None:
         """What a private run's bundles tell devices (their floors and their own budget): the target, the
-        noise scales on Σ D and Σ D², n_min's share and t. None without privacy."""
+        noise scales on Σ D and Σ D² (or the Gaussian noise multipliers), n_min's share and t. None without
+        privacy."""
         if not self.private:
             return None
+        if self.is_gaussian:
+            return DeclaredPlan(self.target_epsilon, self.target_delta, 0.0, 0.0, min_survivors, colluders,
+                                "gaussian", self.gaussian["noise_multiplier"], self.gaussian["env_noise_multiplier"])
         return DeclaredPlan(self.target_epsilon, self.target_delta, self.sum_noise_scale, self.sq_sum_noise_scale,
                             min_survivors, colluders)
 
@@ -145,17 +215,61 @@ def plan_privacy(target_epsilon: float | None, target_delta: float, kappa: float
                        float(b / (kappa - 1.0)), float(expected))
 
 
+@dataclass(frozen=True)
+class GaussianSpec:
+    """What a Gaussian-mechanism plan is made for (from the run's TrainConfig)."""
+
+    granularity: str
+    reward_values: int
+    """Values of one round's reward vector (Granularity.count(days_per_round))."""
+    reward_releases: int
+    """Reward releases budgeted: rounds + retry_rounds."""
+    env_values: int
+    clip_share: float
+    env_fraction: float
+
+
+def plan_gaussian_run(target_epsilon: float | None, target_delta: float, kappa: float, planned_queries: int,
+                      reserve_queries: int, spec: GaussianSpec) -> PrivacyPlan:
+    """The plan of a Gaussian-mechanism run (zero noise without privacy)."""
+    base = dict(mechanism_name="gaussian", granularity=spec.granularity, reward_values=spec.reward_values,
+                env_values=spec.env_values)
+    settings = {"clip_share": spec.clip_share, "env_fraction": spec.env_fraction,
+                "reward_releases": spec.reward_releases}
+    if target_epsilon is None:
+        return PrivacyPlan(None, target_delta, kappa, planned_queries, reserve_queries, **base, gaussian=settings)
+    g = plan_gaussian(target_epsilon, target_delta, spec.reward_values, spec.reward_releases, spec.env_values,
+                      spec.clip_share, spec.env_fraction)
+    releases = [GaussianRelease(g.env_noise_std, gaussian_sensitivity(g.env_clip_norm, spec.env_values), 1),
+                GaussianRelease(g.noise_std, gaussian_sensitivity(g.clip_norm, spec.reward_values),
+                                spec.reward_releases)]
+    expected = composed_epsilon(releases, target_delta)
+    return PrivacyPlan(target_epsilon, target_delta, kappa, planned_queries, reserve_queries,
+                       expected_epsilon=float(expected), **base,
+                       gaussian={**asdict(g), **settings})
+
+
 def load_or_make_plan(directory: Path, target_epsilon: float | None, target_delta: float, kappa: float,
-                      planned_queries: int, reserve_queries: int = 0) -> PrivacyPlan:
+                      planned_queries: int, reserve_queries: int = 0,
+                      gaussian: GaussianSpec | None = None) -> PrivacyPlan:
     """The plan kept in ``directory`` when it was made for these settings; otherwise a new one, written there
-    (atomically) before any release can use it."""
+    (atomically) before any release can use it. ``gaussian``: the Gaussian mechanism's settings."""
     path = Path(directory) / PLAN_FILE
+    if gaussian is not None:
+        fresh = lambda: plan_gaussian_run(target_epsilon, target_delta, kappa, planned_queries,  # noqa: E731
+                                          reserve_queries, gaussian)
+    else:
+        fresh = lambda: plan_privacy(target_epsilon, target_delta, kappa, planned_queries,  # noqa: E731
+                                     reserve_queries=reserve_queries)
     if path.is_file():
         plan = PrivacyPlan.from_dict(json.loads(path.read_text()))
-        if (plan.target_epsilon, plan.target_delta, plan.kappa, plan.planned_queries, plan.reserve_queries) == \
-                (target_epsilon, target_delta, kappa, planned_queries, reserve_queries):
+        spec = None if not plan.is_gaussian else GaussianSpec(
+            plan.granularity, plan.reward_values, (plan.gaussian or {}).get("reward_releases", 0), plan.env_values,
+            plan.clip_share, (plan.gaussian or {}).get("env_fraction", 0.0))
+        if (plan.target_epsilon, plan.target_delta, plan.kappa, plan.planned_queries, plan.reserve_queries,
+                spec) == (target_epsilon, target_delta, kappa, planned_queries, reserve_queries, gaussian):
             return plan
-    plan = plan_privacy(target_epsilon, target_delta, kappa, planned_queries, reserve_queries=reserve_queries)
+    plan = fresh()
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, (json.dumps(plan.to_dict(), indent=1) + "\n").encode())
     return plan

@@ -14,12 +14,24 @@ NOTES = ("lambda: Laplace scale of the noise on the mean reward (sum scale / dev
          "planned releases and the retry reserve")
 
 
+def tolerance_label(config) -> str | None:
+    """The label of a non-private noise-tolerance experiment (None for any other run)."""
+    if config is None or not config.tolerance_experiment:
+        return None
+    return (f"NON-PRIVATE EXPERIMENT: no privacy; Gaussian noise of std {config.tolerance_noise_std:g} added by "
+            f"the coordinator to each released mean reward at granularity {config.granularity} "
+            "(tolerance_noise_std)")
+
+
 def privacy_section(plan: PrivacyPlan, accountant: PrivacyAccountant, devices: int, beta: float,
-                    releases: int) -> dict:
+                    releases: int, config=None) -> dict:
     """report.json's "privacy": the plan, what was spent, and the noise on a mean over ``devices``."""
     b, b_sq = plan.noise_scales
+    label = tolerance_label(config)
     return {
-        "mechanism": plan.mechanism,
+        "mechanism": label or plan.mechanism,
+        "non_private_experiment": None if label is None else {"tolerance_noise_std": config.tolerance_noise_std,
+                                                              "granularity": config.granularity},
         "epsilon_total": accountant.epsilon() if plan.private else None,
         "delta": plan.target_delta if plan.private else None,
         "epsilon_target": plan.target_epsilon,
@@ -33,22 +45,95 @@ def privacy_section(plan: PrivacyPlan, accountant: PrivacyAccountant, devices: i
         "reserve_queries": plan.reserve_queries,
         "plan": plan.to_dict(),
         "notes": NOTES,
+        **_mechanism_fields(plan, accountant, devices, config),
     }
+
+
+def _mechanism_fields(plan: PrivacyPlan, accountant: PrivacyAccountant, devices: int, config) -> dict:
+    """Issue 13 point 6: the mechanism's parameters, the budget's parts, the collusion assumption, and the two
+    guarantees stated separately."""
+    if not plan.private:
+        return {"granularity": plan.granularity, "guarantees": None}
+    colluders = 0 if config is None else config.secagg_colluders
+    min_survivors = 1.0 if config is None else config.min_survivors
+    total = accountant.epsilon()
+    out = {"granularity": plan.granularity,
+           "collusion": (f"the distributed noise is sized for n_min − t honest survivors (n_min = "
+                         f"{min_survivors:g} of the devices asked, t = {colluders}): the guarantee holds while at "
+                         f"most {colluders} devices reveal their noise shares to the coordinator and the secure "
+                         "aggregation's threshold is not reached by colluders")}
+    if plan.is_gaussian:
+        g = plan.gaussian
+        out.update(clip_norm=g["clip_norm"], env_clip_norm=g["env_clip_norm"],
+                   noise_multiplier=g["noise_multiplier"], env_noise_multiplier=g["env_noise_multiplier"],
+                   noise_std_on_mean=g["noise_std"] / devices,
+                   epsilon_parts={"environment": g["env_epsilon"], "rewards": g["rewards_epsilon"],
+                                  "split": "basic composition, each part at δ/2; epsilon_total is the joint RDP "
+                                           "composition of what was released"})
+    else:
+        out.update(clip_norm=None, noise_multiplier=None,
+                   noise_std_on_mean=math.sqrt(2) * plan.sum_noise_scale / devices,
+                   epsilon_parts={"split": "none: every query (environment and rewards) at one per-query scale"})
+    out["guarantees"] = {
+        "against_the_coordinator": {
+            "epsilon": total, "delta": plan.target_delta,
+            "statement": "the coordinator knows who took part in every round and sees only the noisy secure sums: "
+                         "the whole run is (ε, δ)-DP for each device's data (one device's contribution present or "
+                         "absent), no amplification by sampling"},
+        "against_observers_of_the_outputs": {
+            "epsilon": total, "delta": plan.target_delta,
+            "statement": "anyone who sees only the published model and synthetic data gets post-processing of the "
+                         "released sums: the same (ε, δ); every device is asked every round (no cohort sampling), "
+                         "so no amplification by sampling is claimed — a fleet that samples cohorts secretly could "
+                         "claim a smaller ε here, never against the coordinator"},
+    }
+    return out
 
 
 def privacy_line(section: dict) -> str:
     """One line for report.md."""
     if section["epsilon_target"] is None:
         return section["mechanism"]
+    if section.get("noise_multiplier") is not None:
+        parts = section["epsilon_parts"]
+        return (f"{section['mechanism']}, granularity {section['granularity']}: total ε = "
+                f"{section['epsilon_total']:.3g} at δ = {section['delta']:g} (target {section['epsilon_target']:g}; "
+                f"environment {parts['environment']:.3g} + rewards {parts['rewards']:.3g} at δ/2 each); clip norm "
+                f"{section['clip_norm']:.3g}, noise multiplier {section['noise_multiplier']:.3g} (environment "
+                f"{section['env_noise_multiplier']:.3g}); noise std {section['noise_std_on_mean']:.3g} on each "
+                "released mean reward")
     return (f"total ε = {section['epsilon_total']:.3g} at δ = {section['delta']:g} (target "
             f"{section['epsilon_target']:g}); per-query ε = {section['epsilon_per_query']:.3g}; λ = "
             f"{section['lambda']:.3g}, λ_c = {section['lambda_c']:.3g}")
 
 
-def plan_line(plan: PrivacyPlan, devices: int, beta: float) -> str:
+def guarantee_lines(section: dict) -> list[str]:
+    """report.md's lines for the two guarantees and the collusion assumption (none without privacy)."""
+    if not section.get("guarantees"):
+        return []
+    g = section["guarantees"]
+    return [f"- Against the coordinator: (ε = {g['against_the_coordinator']['epsilon']:.3g}, δ = "
+            f"{g['against_the_coordinator']['delta']:g}) — {g['against_the_coordinator']['statement']}.",
+            f"- Against observers of the published model and synthetic data: (ε = "
+            f"{g['against_observers_of_the_outputs']['epsilon']:.3g}, δ = "
+            f"{g['against_observers_of_the_outputs']['delta']:g}) — "
+            f"{g['against_observers_of_the_outputs']['statement']}.",
+            f"- Collusion assumption: {section['collusion']}."]
+
+
+def plan_line(plan: PrivacyPlan, devices: int, beta: float, config=None) -> str:
     """One line for the log at the start of a run."""
+    if tolerance_label(config):
+        return f"privacy: {tolerance_label(config)}"
     if not plan.private:
         return f"privacy: {plan.mechanism}: the same protocol, masked sums released without noise"
+    if plan.is_gaussian:
+        g = plan.gaussian
+        return (f"privacy: total (ε={plan.target_epsilon:g}, δ={plan.target_delta:g}); {plan.mechanism}; granularity "
+                f"{plan.granularity} ({plan.reward_values} values a round); clip norm {g['clip_norm']:.3g}, noise "
+                f"multiplier {g['noise_multiplier']:.3g} (std {g['noise_std'] / devices:.3g} on each released mean "
+                f"over {devices} devices); environment ε {g['env_epsilon']:.3g}, rewards ε {g['rewards_epsilon']:.3g} "
+                f"over {g['reward_releases']} releases (joint composition: {plan.expected_epsilon:.4g})")
     b = plan.sum_noise_scale
     return (f"privacy: total (ε={plan.target_epsilon:g}, δ={plan.target_delta:g}) over {plan.budgeted_queries} "
             f"queries ({plan.planned_queries} planned + {plan.reserve_queries} in reserve for retries; together "

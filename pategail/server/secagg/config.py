@@ -27,6 +27,12 @@ class SecureRoundConfig:
     """"coordinator" or "device" (a device drawn at random each round)."""
     colluders: int = 0
     """t: devices that may collude with the coordinator; noise shares are sized for n_min - t."""
+    mechanism: str = "laplace"
+    """"laplace" or "gaussian" (then sum_noise_scale is the discrete Gaussian's σ; see RoundConfig)."""
+    block: int = 0
+    """Gaussian: 0 = the vector as it is; K = centred K-decision block means (RoundConfig.block)."""
+    clip_norm: float = 0.0
+    """Gaussian: the L2 norm each device clips its vector to."""
 
     def __post_init__(self):
         if self.aggregator not in ("coordinator", "device"):

@@ -89,7 +89,8 @@ class SecAggCoordinator:
                           threshold=threshold, degree=degree, sum_noise_scale=float(config.sum_noise_scale),
                           sq_sum_noise_scale=float(config.sq_sum_noise_scale), round_seed=os.urandom(32),
                           envelope_public=crypto.public_bytes(ephemeral), colluders=config.colluders,
-                          aggregator=aggregator)
+                          aggregator=aggregator, mechanism=config.mechanism, block=config.block,
+                          clip_norm=float(config.clip_norm))
         key = os.urandom(32)
         offsets = {d: secrets.randbelow(P61) for d in participants}  # k_u: secret from the aggregator
         envelopes = {d: seal_envelope(ephemeral, self._devices[d].envelope, round_id, cfg.digest, d, key,
@@ -150,8 +151,13 @@ def _check_plausible(cfg: RoundConfig, sums: np.ndarray, n_survivors: int) -> No
     """Every released Σ D and Σ D² must lie in [0, n] widened by the noise's bound (false alarm < 2^-40 per
     round): the checksum cannot see a device that skipped its own clipping (it knows its checksum secrets)."""
     m = cfg.num_queries
-    for name, part, scale in (("sum", sums[:m], cfg.sum_noise_scale), ("sq_sum", sums[m:], cfg.sq_sum_noise_scale)):
-        lo, hi = plausible_range(n_survivors, scale * SCALE, cfg.noise_divisor, 2 * m)
+    # a Gaussian round: centred block means in [-½, ½] (or environment values in [0, 1]), and no Σ D² (zeros)
+    first = ((-0.5, 0.5) if cfg.block else (0.0, 1.0)) if cfg.mechanism == "gaussian" else (0.0, 1.0)
+    second = (0.0, 0.0) if cfg.mechanism == "gaussian" else (0.0, 1.0)
+    for name, part, scale, data in (("sum", sums[:m], cfg.sum_noise_scale, first),
+                                    ("sq_sum", sums[m:], cfg.sq_sum_noise_scale, second)):
+        lo, hi = plausible_range(n_survivors, scale * SCALE, cfg.noise_divisor, 2 * m, mechanism=cfg.mechanism,
+                                 data_range=data)
         bad = np.flatnonzero((part < lo) | (part > hi))
         if bad.size:
             i = int(bad[0])

@@ -12,7 +12,8 @@ device that keeps no budget never loads it, and the SDK's import stays light.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
 
 PLAN_INTERVAL = 3e-4
@@ -42,29 +43,95 @@ class QueryRelease:
         return 1.0 / self.sum_scale + (1.0 / self.sq_sum_scale if self.sq_sum_scale else 0.0)
 
 
+@dataclass(frozen=True)
+class GaussianRelease:
+    """``count`` releases of one vector each through the distributed discrete Gaussian mechanism (Kairouz,
+    Liu, Steinke 2021): ``shares`` devices each add N_Z(0, σ²/shares) per coordinate (in quanta of 2^-24),
+    so every released sum carries total noise of standard deviation ``noise_std`` (value units); one device's
+    vector moves the sum by at most ``sensitivity`` in L2 (value units, its clip norm plus the rounding of
+    the fixed-point encoding, :func:`gaussian_sensitivity`)."""
+
+    noise_std: float
+    sensitivity: float
+    count: int
+    shares: int = 1
+
+    def __post_init__(self):
+        if not (self.noise_std > 0 and self.sensitivity > 0):
+            raise ValueError("noise_std and sensitivity must be > 0 (a release without noise has ε = ∞)")
+        if self.count < 1 or self.shares < 1:
+            raise ValueError("count and shares must be >= 1")
+
+    @property
+    def rho(self) -> float:
+        """zCDP ρ = ε²/2 of one release, ε = sqrt(Δ²/σ² + τ/2) (Kairouz et al. 2021, Theorem 2's L2 branch;
+        τ (:func:`discrete_gaussian_tau`) is the gap between a sum of discrete Gaussians and one discrete
+        Gaussian, negligible unless a share has a scale of a few quanta)."""
+        tau = discrete_gaussian_tau(self.noise_std * QUANTA_PER_UNIT / math.sqrt(self.shares), self.shares)
+        return 0.5 * ((self.sensitivity / self.noise_std) ** 2 + 0.5 * tau)
+
+    @property
+    def noise_multiplier(self) -> float:
+        """The continuous Gaussian's noise multiplier of the same ρ: z = 1/sqrt(2ρ) (= σ/Δ when τ = 0). Its
+        RDP curve, α/(2z²) = αρ, is the discrete mechanism's bound, which is all the RDP accountant uses."""
+        return 1.0 / math.sqrt(2.0 * self.rho)
+
+
+QUANTA_PER_UNIT = float(1 << 24)
+"""Quanta of one value unit in the secure aggregation's fixed point (``pategail.sdk.secagg.fixedpoint``)."""
+
+
+def discrete_gaussian_tau(share_std_quanta: float, shares: int) -> float:
+    """τ = 10 Σ_{k=1}^{n-1} exp(−2π² s² k/(k+1)) for n = ``shares`` shares of N_Z(0, s²), s in quanta."""
+    s2 = float(share_std_quanta) ** 2
+    return 10.0 * math.fsum(math.exp(-2 * math.pi ** 2 * s2 * k / (k + 1)) for k in range(1, int(shares)))
+
+
+def gaussian_sensitivity(clip_norm: float, values: int) -> float:
+    """L2 sensitivity (value units) of one device's vector of ``values`` entries clipped to ``clip_norm``:
+    encoding rounds each entry to the nearest quantum, moving it by at most half a quantum, so the encoded
+    vector's norm is at most C + ½·√values quanta (neighbouring runs: one device's vector present or not).
+    The sum mod 2^64 is a function of the noisy integer sum (post-processing), so wrapping costs no privacy;
+    the round configuration's check keeps its probability below 2^-64 per coordinate for accuracy."""
+    return float(clip_norm) + 0.5 * math.sqrt(values) / QUANTA_PER_UNIT
+
+
+Release = QueryRelease | GaussianRelease
+"""Anything a run or a device's ledger records."""
+
+
 # -- pure functions ---------------------------------------------------------------------------------------
-def to_dp_event(releases: list[QueryRelease]):
+def to_dp_event(releases: list[Release]):
     """All releases as one dp-accounting ``DpEvent`` (Laplace noise multiplier = scale / sensitivity, here
-    scale)."""
+    scale; a Gaussian release as the Gaussian event of its ρ)."""
     from dp_accounting import dp_event
 
     events = []
     for r in releases:
+        if isinstance(r, GaussianRelease):
+            events.append(dp_event.SelfComposedDpEvent(dp_event.GaussianDpEvent(r.noise_multiplier), r.count))
+            continue
         events.append(dp_event.SelfComposedDpEvent(dp_event.LaplaceDpEvent(r.sum_scale), r.count))
         if r.sq_sum_scale:
             events.append(dp_event.SelfComposedDpEvent(dp_event.LaplaceDpEvent(r.sq_sum_scale), r.count))
     return dp_event.ComposedDpEvent(events)
 
 
-def _pld(releases: list[QueryRelease], interval: float):
-    from dp_accounting.pld import pld_privacy_accountant
-
-    acc = pld_privacy_accountant.PLDAccountant(value_discretization_interval=interval)
+def _pld(releases: list[Release], interval: float):
+    """The accountant of ``releases``: PLD for Laplace releases alone; RDP as soon as a Gaussian release is
+    among them (the discrete Gaussian's guarantee is an RDP/zCDP bound — the PLD of a continuous Gaussian
+    would not be a proven bound for it)."""
+    if any(isinstance(r, GaussianRelease) for r in releases):
+        from dp_accounting.rdp import rdp_privacy_accountant
+        acc = rdp_privacy_accountant.RdpAccountant()
+    else:
+        from dp_accounting.pld import pld_privacy_accountant
+        acc = pld_privacy_accountant.PLDAccountant(value_discretization_interval=interval)
     acc.compose(to_dp_event(releases))
     return acc
 
 
-def composed_epsilon(releases: list[QueryRelease], delta: float, interval: float = 1e-4) -> float:
+def composed_epsilon(releases: list[Release], delta: float, interval: float = 1e-4) -> float:
     """Smallest ε such that the composition of ``releases`` is (ε, δ)-DP (PLD, pessimistic estimate)."""
     if not releases:
         return 0.0
@@ -72,22 +139,34 @@ def composed_epsilon(releases: list[QueryRelease], delta: float, interval: float
 
 
 @lru_cache(maxsize=64)
-def _cached_epsilon(releases: tuple[QueryRelease, ...], delta: float, interval: float) -> float:
+def _cached_epsilon(releases: tuple[Release, ...], delta: float, interval: float) -> float:
     # one composition of a run's releases takes ~1 s (more at a fine grid); the coordinator's budget check
     # and its report, and a device's request check and round check, ask for the same one: compose it once
     return float(_pld(list(releases), interval).get_epsilon(delta))
 
 
-def composed_delta(releases: list[QueryRelease], epsilon: float, interval: float = 1e-4) -> float:
+def composed_delta(releases: list[Release], epsilon: float, interval: float = 1e-4) -> float:
     """δ(ε) of the composition of ``releases`` (PLD)."""
     if not releases:
         return 0.0
     return float(_pld(releases, interval).get_delta(epsilon))
 
 
-def merge_release(releases: list[QueryRelease], new: QueryRelease) -> list[QueryRelease]:
-    """``releases`` + ``new``, merged into the last entry when its noise scales are identical."""
+def merge_release(releases: list[Release], new: Release) -> list[Release]:
+    """``releases`` + ``new``, merged into the last entry when it is of the same kind with the same noise."""
     last = releases[-1] if releases else None
-    if last and (last.sum_scale, last.sq_sum_scale) == (new.sum_scale, new.sq_sum_scale):
-        return [*releases[:-1], QueryRelease(new.sum_scale, new.sq_sum_scale, last.count + new.count)]
+    if last is not None and type(last) is type(new) and replace(last, count=new.count) == new:
+        return [*releases[:-1], replace(new, count=last.count + new.count)]
     return [*releases, new]
+
+
+def release_to_dict(release: Release) -> dict:
+    """A JSON-able record (ledgers, journals): Laplace releases as before, Gaussian ones tagged."""
+    d = asdict(release)
+    return {"kind": "gaussian", **d} if isinstance(release, GaussianRelease) else d
+
+
+def release_from_dict(d: dict) -> Release:
+    d = dict(d)
+    return GaussianRelease(**{k: v for k, v in d.items() if k != "kind"}) if d.get("kind") == "gaussian" \
+        else QueryRelease(**d)

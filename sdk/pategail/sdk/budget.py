@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pategail.sdk.accounting import QueryRelease
 from pategail.sdk.messages import BUDGET, MessageError
 from pategail.sdk.secagg.errors import RoundRefused
 from pategail.sdk.secagg.ledger import PrivacyLedger
@@ -27,14 +26,15 @@ def device_ledger(root: Path, plan: DeclaredPlan | None) -> PrivacyLedger:
                          1e-5 if plan is None else plan.target_delta)
 
 
-def check_request_budget(root: Path, plan: DeclaredPlan | None, round_: int, n_queries: int) -> None:
-    """Raise MessageError ``budget`` when answering a request of ``n_queries`` queries, at the declared plan's
-    noise, would take the device at ``root`` past its own budget (or its ledger cannot be read)."""
+def check_request_budget(root: Path, plan: DeclaredPlan | None, round_: int, n_queries: int,
+                         environment: bool = False) -> None:
+    """Raise MessageError ``budget`` when answering a request of ``n_queries`` queries (the environment
+    request when ``environment``), at the declared plan's noise, would take the device at ``root`` past its
+    own budget (or its ledger cannot be read)."""
     if plan is None:
         return
     try:
-        after = device_ledger(root, plan).epsilon(
-            QueryRelease(plan.sum_noise_scale, plan.sq_sum_noise_scale, n_queries))
+        after = device_ledger(root, plan).epsilon(plan.request_release(n_queries, environment))
     except RoundRefused as err:             # an unreadable ledger: refusing is the safe answer
         raise MessageError(BUDGET, str(err)) from None
     if after > plan.target_epsilon:

@@ -60,6 +60,63 @@ def reward_matrix(values: np.ndarray, n_days: int) -> np.ndarray:
     return np.asarray(values).reshape(int(n_days), SLOTS - 1)
 
 
+@dataclass(frozen=True)
+class Granularity:
+    """How many of a day's decisions share one released reward: ``pair`` (1, the paper's), ``block:K``
+    (K consecutive decisions of a day; the day's last block may be shorter) or ``day`` (all 47).
+
+    A coarser granularity releases fewer values per round (47 / K per day), so each carries less noise at the
+    same ε; every decision of a block then gets the block's mean reward."""
+
+    block: int
+    """Decisions per released value (1 = pair, 47 = day)."""
+
+    def __post_init__(self):
+        if not 1 <= self.block <= SLOTS - 1:
+            raise ValueError(f"a block holds 1..{SLOTS - 1} decisions, got {self.block}")
+
+    @classmethod
+    def parse(cls, text: str) -> "Granularity":
+        """``pair``, ``day`` or ``block:K``; ValueError naming the text otherwise."""
+        if text == "pair":
+            return cls(1)
+        if text == "day":
+            return cls(SLOTS - 1)
+        head, _, k = str(text).partition(":")
+        if head == "block" and k.isdigit():
+            return cls(int(k))
+        raise ValueError(f"granularity {text!r}: expected 'pair', 'day' or 'block:K' with K in 1..{SLOTS - 1}")
+
+    @property
+    def name(self) -> str:
+        return "pair" if self.block == 1 else "day" if self.block == SLOTS - 1 else f"block:{self.block}"
+
+    @property
+    def blocks_per_day(self) -> int:
+        return -(-(SLOTS - 1) // self.block)
+
+    def count(self, n_days: int) -> int:
+        """Released values of a round over ``n_days`` generated days."""
+        return int(n_days) * self.blocks_per_day
+
+    def _index(self) -> np.ndarray:
+        return np.arange(SLOTS - 1) // self.block          # decision -> block of its day
+
+    def block_means(self, values: np.ndarray, n_days: int) -> np.ndarray:
+        """float64 (count(n_days),): the mean of per-decision ``values`` (n_days · 47, day-major) over each
+        block."""
+        per_day = reward_matrix(np.asarray(values, dtype=np.float64), n_days)
+        idx = self._index()
+        sums = np.zeros((int(n_days), self.blocks_per_day))
+        np.add.at(sums, (slice(None), idx), per_day)
+        return (sums / np.bincount(idx)).ravel()
+
+    def expand(self, block_values: np.ndarray, n_days: int) -> np.ndarray:
+        """float64 (n_days · 47,): every decision gets the value of its block."""
+        per_block = np.asarray(block_values, dtype=np.float64).reshape(int(n_days), self.blocks_per_day)
+        return per_block[:, self._index()].ravel()
+
+
 # -- the environment vector ---------------------------------------------------------------------------------
 @dataclass(frozen=True, eq=False)
 class EnvironmentParts:

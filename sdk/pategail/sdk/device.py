@@ -266,7 +266,7 @@ class Device:
             initial_state_contribution(days, self.store.home, self.n_cells),
             explore_law_contribution(days, self.store.home, env.cells, alpha=env.alpha, candidates=env.candidates),
             place_contribution(days, self.store.home, self.n_cells, DAYS_CAP))
-        check_request_budget(self.root, self._plan(), msg.round, len(contribution))
+        check_request_budget(self.root, self._plan(), msg.round, len(contribution), environment=True)
         self._pending.set(contribution)
         return Ack(msg.round, KIND_NAMES[KIND_INITIAL_STATES_REQUEST], len(self._pending))
 

@@ -28,21 +28,48 @@ from dataclasses import dataclass, field
 import numpy as np
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
+from pategail.sdk.contribution import Granularity
+from pategail.sdk.features import SLOTS
+
 from . import crypto, shamir
 from .checksum import checksum, envelope_aad, envelope_key, unpack_secrets, weights
 from .config import KeyDirectory, RoundConfig
 from .errors import MessageRejected, ProtocolError, RefusedUnmask, SecAggAbort
-from .fixedpoint import SCALE, clip_unit, encode, to_ring
+from .fixedpoint import SCALE, clip_unit, encode, encode_signed, to_ring
 from .graph import NeighbourGraph
 from .ledger import PrivacyLedger
 from .messages import (KIND_ACK_SET, KIND_KEY_BROADCAST, AdvertiseKeys, ChecksumEnvelope, MaskedInput, RelayedFrames,
                        ShareDelivery, ShareKeys, SurvivorAck, SurvivorSet, UnmaskShares, from_bitmap)
-from .noise import discrete_laplace_share
+from .noise import noise_share
 from .policy import DevicePolicy
 from .prg import add_mask, expand_mask
 from .replay import RoundLog
 
 _SHARE_HEAD = struct.Struct(">QII")
+
+
+def input_length(cfg: RoundConfig, pending: int) -> int:
+    """The length a device's pending vector must have for round ``cfg``: M, or for a Gaussian round over
+    blocks of K decisions, 47 scores per generated day (``pending`` tells how many days it scored)."""
+    if cfg.mechanism == "gaussian" and cfg.block:
+        granularity = Granularity(cfg.block)
+        days = pending // (SLOTS - 1)
+        if pending % (SLOTS - 1) == 0 and granularity.count(days) == cfg.num_queries:
+            return pending
+        return cfg.num_queries // granularity.blocks_per_day * (SLOTS - 1)
+    return cfg.num_queries
+
+
+def gaussian_input(scores: np.ndarray, cfg: RoundConfig) -> np.ndarray:
+    """What a device releases in a Gaussian round: its clipped values (entries in [0, 1]) when ``cfg.block``
+    is 0, else its centred scores D − ½ averaged over each block of ``cfg.block`` decisions of a day; then
+    scaled down to L2 norm ``cfg.clip_norm`` when longer — on the device, so the sensitivity holds whatever
+    the coordinator does with the sum."""
+    v = clip_unit(scores)
+    if cfg.block:
+        v = Granularity(cfg.block).block_means(v - 0.5, len(v) // (SLOTS - 1))
+    norm = float(np.linalg.norm(v))
+    return v * (cfg.clip_norm / norm) if norm > cfg.clip_norm else v
 
 
 class Phase(enum.Enum):
@@ -85,13 +112,14 @@ class SecAggClient:
     """One device's protocol state machine.
 
     ``noise_sampler(scale_quanta, divisor, size) -> int64`` is the source of its noise share, divisor =
-    n_min - colluders (default: the CSPRNG discrete-Laplace share; tests wrap it to record shares).
+    n_min - colluders (default None: ``noise.noise_share`` of the round's signed mechanism, CSPRNG; tests
+    pass one to record shares).
     ``round_log`` keeps the last round accepted per coordinator key; give it a path so it survives restarts.
     ``policy`` holds the device's floors on a signed configuration (``policy.DevicePolicy``), ``ledger`` its
     own privacy ledger (``ledger.PrivacyLedger``); both are checked before the device sends anything."""
 
     def __init__(self, device_id: int, identity: crypto.DeviceIdentity, directory: KeyDirectory,
-                 noise_sampler=discrete_laplace_share, round_log: RoundLog | None = None,
+                 noise_sampler=None, round_log: RoundLog | None = None,
                  policy: DevicePolicy | None = None, ledger: PrivacyLedger | None = None):
         self.device_id = device_id
         self._identity = identity
@@ -199,11 +227,15 @@ class SecAggClient:
         held[self.device_id] = r.own_share
         scores = clip_unit(scores)
         m = cfg.num_queries
-        if scores.shape != (m,):
-            raise ValueError(f"scores must have shape ({m},), got {scores.shape}")
-        x = np.concatenate([encode(scores), encode(scores * scores)])
-        x[:m] += self._noise(cfg.sum_noise_scale * SCALE, cfg.noise_divisor, m)
-        x[m:] += self._noise(cfg.sq_sum_noise_scale * SCALE, cfg.noise_divisor, m)
+        if scores.shape != (input_length(cfg, len(scores)),):
+            raise ValueError(f"scores must have shape ({input_length(cfg, len(scores))},), got {scores.shape}")
+        if cfg.mechanism == "gaussian":
+            x = np.zeros(2 * m, dtype=np.int64)          # slots m..2m-1: no Σ D² in this mechanism
+            x[:m] = encode_signed(gaussian_input(scores, cfg)) + self._draw(cfg, cfg.sum_noise_scale, m)
+        else:
+            x = np.concatenate([encode(scores), encode(scores * scores)])
+            x[:m] += self._draw(cfg, cfg.sum_noise_scale, m)
+            x[m:] += self._draw(cfg, cfg.sq_sum_noise_scale, m)
         y = np.empty(2 * m + 1, dtype=np.uint64)
         y[:-1] = to_ring(x)
         y[-1] = checksum(x, weights(r.checksum_key, 2 * m), r.checksum_offset)
@@ -274,6 +306,12 @@ class SecAggClient:
             self._sign)
         r.held, self.phase = {}, Phase.DONE  # the shares are no longer needed
         return r.response
+
+    def _draw(self, cfg: RoundConfig, scale: float, size: int) -> np.ndarray:
+        """This device's noise share of ``size`` coordinates at the round's total ``scale`` (value units)."""
+        if self._noise is None:
+            return noise_share(cfg.mechanism, scale * SCALE, cfg.noise_divisor, size)
+        return self._noise(scale * SCALE, cfg.noise_divisor, size)        # a test's sampler
 
     def _reveal(self, device: int, secret: str) -> None:
         """Record that a share of ``secret`` ('b' or 's') of ``device`` goes out; refuse the other one."""

@@ -9,16 +9,19 @@ aggregator relays the signed bytes and cannot change them.
 from __future__ import annotations
 
 import hashlib
+import math
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Mapping
 
 from . import crypto
 from .errors import MessageRejected
-from .fixedpoint import FRAC_BITS, MAX_DEVICES, MAX_NOISE_SCALE_QUANTA, SAFE_ABS_SUM, SCALE, sum_bound
+from .fixedpoint import FRAC_BITS, MAX_DEVICES, MAX_NOISE_SCALE_QUANTA, SAFE_ABS_SUM, SCALE, mechanism_noise_bound
 from .wire import Reader, Writer, frame, unframe
 
 KIND_CONFIG = 1
+MECHANISM_GAUSSIAN = 1
+"""Tag of the configuration trailer of a Gaussian-mechanism round (issue 13)."""
 COORDINATOR = 0xFFFFFFFF
 """Aggregator id meaning "the coordinator aggregates this round"."""
 
@@ -83,6 +86,18 @@ class RoundConfig:
     """Who aggregates: ``COORDINATOR`` or the id of the device chosen for this round."""
     frac_bits: int = FRAC_BITS
     """Fixed-point fractional bits (must equal the SDK's)."""
+    mechanism: str = "laplace"
+    """``laplace``: each device uploads its clipped values D and D² (data slots 0..M−1 and M..2M−1) with
+    discrete-Laplace shares of ``sum_noise_scale`` / ``sq_sum_noise_scale``. ``gaussian``: it uploads ONE
+    vector of M values (slots 0..M−1; slots M..2M−1 stay zero, no Σ D² is released), L2-clipped to
+    ``clip_norm``, with distributed discrete Gaussian shares of total standard deviation ``sum_noise_scale``
+    (issue 13). Signed like every other field, so a device knows which guarantee it is asked for."""
+    block: int = 0
+    """Gaussian mechanism: 0 = the pending vector as it is (entries in [0, 1], the environment release); K =
+    the pending per-decision scores (47 per generated day) centred (D − ½) and averaged over blocks of K
+    decisions of a day (``pategail.sdk.contribution.Granularity``)."""
+    clip_norm: float = 0.0
+    """Gaussian mechanism: the L2 norm (value units) a device clips its vector to — the sensitivity."""
 
     def __post_init__(self):
         p, n = self.participants, len(self.participants)
@@ -104,11 +119,20 @@ class RoundConfig:
             raise ValueError(f"frac_bits {self.frac_bits} != SDK's {FRAC_BITS}")
         if len(self.round_seed) != 32 or len(self.envelope_public) != 32:
             raise ValueError("round_seed and envelope_public are 32 bytes")
+        if self.mechanism not in ("laplace", "gaussian"):
+            raise ValueError(f"unknown mechanism {self.mechanism!r}")
+        if self.mechanism == "gaussian":
+            if self.sq_sum_noise_scale != 0 or not 0 <= self.block <= 47:
+                raise ValueError("the Gaussian mechanism releases no Σ D² and blocks of 0..47 decisions")
+            if not 0 < self.clip_norm <= math.sqrt(self.num_queries):
+                raise ValueError(f"clip_norm {self.clip_norm} must be in (0, √M]")
+        elif self.block or self.clip_norm:
+            raise ValueError("block and clip_norm belong to the Gaussian mechanism")
         for scale in (self.sum_noise_scale, self.sq_sum_noise_scale):
             q = scale * SCALE
             if not (q == 0 or 1 <= q <= MAX_NOISE_SCALE_QUANTA):
                 raise ValueError(f"noise scale {scale} outside [2^-{FRAC_BITS}, 2^{50 - FRAC_BITS}] or 0")
-            if sum_bound(n, q, self.noise_divisor) >= SAFE_ABS_SUM:
+            if n * SCALE + mechanism_noise_bound(self.mechanism, n, q, self.noise_divisor) >= SAFE_ABS_SUM:
                 raise ValueError("sums could wrap around Z_2^64 with these parameters")
 
     @property
@@ -131,7 +155,10 @@ class RoundConfig:
         w = Writer().u64(self.round_id).u32s(self.participants).u32(self.num_queries).u32(self.n_min)
         w.u32(self.threshold).u32(self.degree).f64(self.sum_noise_scale).f64(self.sq_sum_noise_scale)
         w.raw(self.round_seed).raw(self.envelope_public).u32(self.colluders).u32(self.aggregator)
-        return w.u8(self.frac_bits).bytes()
+        w.u8(self.frac_bits)
+        if self.mechanism == "gaussian":    # a trailer: Laplace configurations keep wire v2's bytes exactly
+            w.u8(MECHANISM_GAUSSIAN).u8(self.block).f64(self.clip_norm)
+        return w.bytes()
 
     @property
     def digest(self) -> bytes:
@@ -153,6 +180,10 @@ class RoundConfig:
                       threshold=r.u32(), degree=r.u32(), sum_noise_scale=r.f64(), sq_sum_noise_scale=r.f64(),
                       round_seed=r.raw(32), envelope_public=r.raw(32), colluders=r.u32(), aggregator=r.u32(),
                       frac_bits=r.u8())
+        if r.remaining():
+            if r.u8() != MECHANISM_GAUSSIAN:
+                raise MessageRejected("round configuration with an unknown mechanism")
+            fields.update(mechanism="gaussian", block=r.u8(), clip_norm=r.f64())
         r.done()
         try:
             return cls(**fields)

@@ -74,6 +74,32 @@ def noise_bound(n_devices: int, noise_scale_quanta: float, noise_divisor: int, t
     return float(2.0 * (log_mgf + (tail_log2 + 1) * math.log(2)) / a)
 
 
+def gaussian_noise_bound(n_devices: int, noise_std_quanta: float, noise_divisor: int,
+                         tail_log2: float = 64.0) -> float:
+    """A bound T on |Σ_u noise_u| over n devices' discrete-Gaussian shares N_Z(0, s²/d), d = ``noise_divisor``,
+    exceeded with probability < 2^-tail_log2: N_Z(0, v) is v-subgaussian (Canonne, Kamath, Steinke 2020), so
+    the sum is (n s²/d)-subgaussian and P(|Σ| >= T) <= 2 exp(−T² d/(2 n s²))."""
+    if noise_std_quanta <= 0:
+        return 0.0
+    variance = n_devices / noise_divisor * float(noise_std_quanta) ** 2
+    return float(math.sqrt(2.0 * variance * (tail_log2 + 1) * math.log(2)))
+
+
+def mechanism_noise_bound(mechanism: str, n_devices: int, scale_quanta: float, noise_divisor: int,
+                          tail_log2: float = 64.0) -> float:
+    """:func:`noise_bound` (discrete Laplace) or :func:`gaussian_noise_bound`, by the round's mechanism."""
+    bound = gaussian_noise_bound if mechanism == "gaussian" else noise_bound
+    return bound(n_devices, scale_quanta, noise_divisor, tail_log2)
+
+
+def encode_signed(values: np.ndarray) -> np.ndarray:
+    """Values already bounded by the caller (centred, clipped) as int64 quanta, rounded to nearest."""
+    v = np.asarray(values, dtype=np.float64)
+    if not np.all(np.isfinite(v)) or np.any(np.abs(v) > 1.0):
+        raise ValueError("values must be finite and within [-1, 1]")
+    return np.rint(v * SCALE).astype(np.int64)
+
+
 def sum_bound(n_devices: int, noise_scale_quanta: float, noise_divisor: int, tail_log2: float = 64.0) -> float:
     """An upper bound B on |Σ_u (x_u + noise_u)| over n devices, failing with probability < 2^-tail_log2:
     the data, n * 2^FRAC_BITS, plus ``noise_bound``."""
@@ -81,12 +107,15 @@ def sum_bound(n_devices: int, noise_scale_quanta: float, noise_divisor: int, tai
 
 
 def plausible_range(n_survivors: int, noise_scale_quanta: float, noise_divisor: int, n_coordinates: int,
-                    failure_log2: float = 40.0) -> tuple[float, float]:
+                    failure_log2: float = 40.0, mechanism: str = "laplace",
+                    data_range: tuple[float, float] = (0.0, 1.0)) -> tuple[float, float]:
     """[lo, hi] in quanta that every honest released sum of clipped values in [0, 1] (Σ D, or Σ D²) lies in,
     except with probability < 2^-failure_log2 over the whole release of ``n_coordinates`` sums (union bound).
 
     Honest data lie in [0, n * 2^FRAC_BITS]; the noise widens both ends by ``noise_bound``. A device that skips
     its clipping can still hide up to ~that bound per coordinate — no more than the noise already does.
     """
-    t = noise_bound(n_survivors, noise_scale_quanta, noise_divisor, failure_log2 + math.log2(max(1, n_coordinates)))
-    return -t, n_survivors * SCALE + t
+    t = mechanism_noise_bound(mechanism, n_survivors, noise_scale_quanta, noise_divisor,
+                              failure_log2 + math.log2(max(1, n_coordinates)))
+    lo, hi = data_range          # one device's entry: [0, 1], or [-½, ½] for the Gaussian mechanism's centred
+    return n_survivors * SCALE * lo - t, n_survivors * SCALE * hi + t

@@ -15,7 +15,8 @@ import json
 import os
 from pathlib import Path
 
-from pategail.sdk.accounting import PLAN_INTERVAL, QueryRelease, composed_epsilon, merge_release
+from pategail.sdk.accounting import (PLAN_INTERVAL, GaussianRelease, QueryRelease, Release, composed_epsilon,
+                                     gaussian_sensitivity, merge_release, release_from_dict, release_to_dict)
 
 from .config import RoundConfig
 from .errors import RoundRefused
@@ -28,8 +29,14 @@ LEDGER_INTERVAL = PLAN_INTERVAL
 FORMAT = "pategail-device-ledger/1"
 
 
-def round_release(cfg: RoundConfig) -> QueryRelease | None:
-    """The release a device takes part in when it uploads in round ``cfg``; None when a sum has no noise."""
+def round_release(cfg: RoundConfig) -> Release | None:
+    """The release a device takes part in when it uploads in round ``cfg``; None when a sum has no noise.
+    A Gaussian round is one vector query of its clip norm's L2 sensitivity (discretisation included)."""
+    if cfg.mechanism == "gaussian":
+        if cfg.sum_noise_scale <= 0:
+            return None
+        return GaussianRelease(cfg.sum_noise_scale, gaussian_sensitivity(cfg.clip_norm, cfg.num_queries), 1,
+                               cfg.noise_divisor)
     if cfg.sum_noise_scale <= 0 or cfg.sq_sum_noise_scale <= 0:
         return None
     return QueryRelease(cfg.sum_noise_scale, cfg.sq_sum_noise_scale, cfg.num_queries)
@@ -51,17 +58,17 @@ class PrivacyLedger:
                 state = json.loads(self.path.read_text())
                 if state.get("format") != FORMAT:
                     raise ValueError(f"format {state.get('format')!r}")
-                self._releases = [QueryRelease(**r) for r in state["releases"]]
+                self._releases = [release_from_dict(r) for r in state["releases"]]
                 self._unbounded = int(state["unbounded"])
             except (ValueError, KeyError, TypeError) as err:
                 # refusing is safer than starting from zero: the app must repair or reset the file
                 raise RoundRefused(BUDGET, f"{self.path}: unreadable privacy ledger ({err})") from None
 
     @property
-    def releases(self) -> tuple[QueryRelease, ...]:
+    def releases(self) -> tuple[Release, ...]:
         return tuple(self._releases)
 
-    def epsilon(self, extra: QueryRelease | None = None) -> float:
+    def epsilon(self, extra: Release | None = None) -> float:
         """Composed ε at ``target_delta`` of everything recorded (plus ``extra``); ∞ after a noiseless round."""
         if self._unbounded:
             return float("inf")
@@ -86,7 +93,7 @@ class PrivacyLedger:
         releases = self._releases if release is None else merge_release(self._releases, release)
         unbounded = self._unbounded + (release is None)
         if self.path is not None:
-            state = {"format": FORMAT, "releases": [vars(r) for r in releases], "unbounded": unbounded}
+            state = {"format": FORMAT, "releases": [release_to_dict(r) for r in releases], "unbounded": unbounded}
             tmp = self.path.with_name(self.path.name + ".tmp")
             tmp.write_text(json.dumps(state))
             os.replace(tmp, self.path)

@@ -1,4 +1,6 @@
-"""Distributed discrete Laplace noise: each device's share, drawn from a cryptographically secure source.
+"""Distributed noise: each device's share, drawn from a cryptographically secure source — discrete Laplace
+(the paper's mechanism) or discrete Gaussian (``mechanism = "gaussian"``, issue 13); :func:`noise_share`
+dispatches on the round's mechanism.
 
 Target: the survivors' shares sum to (at least) a discrete Laplace DLap(a), P(k) ∝ exp(-a|k|), on every
 coordinate, with a = 1 / scale and ``scale`` in quanta (value scale * 2^FRAC_BITS). With sensitivity
@@ -15,6 +17,12 @@ distribution Log(e^(-a)). Poisson(μ) (μ <= ~36 here) is drawn by inversion of 
 law by Kemp's LS algorithm (as in numpy's ``logseries``), vectorised. Floating point touches only the
 inversion steps (53-bit uniforms); the output is an integer, so there are none of the gaps of a
 floating-point Laplace (Mironov 2012), though probabilities are exact only to ~2^-50.
+
+Discrete Gaussian (Kairouz, Liu, Steinke 2021): each of the d = n_min − t honest shares is N_Z(0, σ²/d),
+drawn exactly (up to the 53-bit floats of its comparisons) by Canonne, Kamath, Steinke's rejection sampler
+(2020, Algorithm 3): a discrete Laplace proposal of scale ⌊s⌋ + 1, accepted with probability
+exp(−(|Y| − s²/scale)²/(2s²)). A sum of d such shares is not exactly N_Z(0, σ²); the accountant pays the
+difference (``pategail.sdk.accounting.discrete_gaussian_tau``).
 
 Randomness: NOT the injected reproducible ``rng``. Uniforms come from AES-256-CTR keyed by 32 fresh bytes
 of ``os.urandom`` per call (a CTR-DRBG style CSPRNG): unpredictable even to someone who knows every seed of
@@ -87,3 +95,55 @@ def discrete_laplace_share(scale_quanta: float, n_min: int, size: int) -> np.nda
     a = 1.0 / scale_quanta
     both = negative_binomial(1.0 / n_min, a, 2 * size)
     return both[:size] - both[size:]
+
+
+def _geometric(scale: float, size: int) -> np.ndarray:
+    """Failures before a success of probability 1 − e^(−1/scale): ⌊−scale · ln U⌋ (inversion)."""
+    return np.floor(-scale * np.log(csprng_uniform(size))).astype(np.int64)
+
+
+def discrete_gaussian(std_quanta: float, size: int) -> np.ndarray:
+    """``size`` draws of N_Z(0, s²), P(k) ∝ exp(−k²/(2s²)), s = ``std_quanta`` (Canonne-Kamath-Steinke)."""
+    s = float(std_quanta)
+    scale = math.floor(s) + 1.0
+    out = np.empty(size, dtype=np.int64)
+    filled = 0
+    while filled < size:
+        want = size - filled
+        batch = int(want * 1.6) + 16                      # the acceptance rate is above 0.6 for s >= 1
+        y = _geometric(scale, batch) - _geometric(scale, batch)
+        excess = (np.abs(y) - s * s / scale) ** 2 / (2 * s * s)
+        accepted = y[csprng_uniform(batch) < np.exp(-excess)][:want]
+        out[filled:filled + len(accepted)] = accepted
+        filled += len(accepted)
+    return out
+
+
+def discrete_gaussian_share(std_quanta: float, n_min: int, size: int) -> np.ndarray:
+    """One device's share (int64, ``size`` coordinates) of distributed discrete Gaussian noise of total
+    standard deviation ``std_quanta`` split among ``n_min`` honest devices: N_Z(0, std²/n_min) each.
+
+    ``std_quanta == 0`` means no noise (zeros), for non-private runs."""
+    if std_quanta == 0:
+        return np.zeros(size, dtype=np.int64)
+    if n_min < 1:
+        raise ValueError("n_min must be at least 1")
+    if not 1.0 <= std_quanta <= MAX_NOISE_SCALE_QUANTA:
+        raise ValueError(f"noise std {std_quanta} quanta outside [1, {MAX_NOISE_SCALE_QUANTA:g}]")
+    return discrete_gaussian(std_quanta / math.sqrt(n_min), size)
+
+
+def noise_share(mechanism: str, scale_quanta: float, n_min: int, size: int) -> np.ndarray:
+    """A device's noise share for one round — the one function every device (and a simulated fleet drawing
+    the ideal functionality's noise) calls, so all draw the same law.
+
+    ``mechanism``: the round's (``RoundConfig.mechanism``): ``"laplace"`` — ``scale_quanta`` is the total
+    discrete-Laplace scale; ``"gaussian"`` — the total discrete-Gaussian standard deviation. ``n_min``: the
+    honest shares the noise is split among (``RoundConfig.noise_divisor`` = n_min − colluders). ``size``:
+    coordinates. Returns int64 quanta; zeros when ``scale_quanta`` is 0. CSPRNG (``os.urandom``-keyed), so
+    nothing about it can be reproduced or predicted."""
+    if mechanism == "laplace":
+        return discrete_laplace_share(scale_quanta, n_min, size)
+    if mechanism == "gaussian":
+        return discrete_gaussian_share(scale_quanta, n_min, size)
+    raise ValueError(f"unknown noise mechanism {mechanism!r}")

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 from typing import Any
 
+from pategail.sdk.accounting import gaussian_sensitivity
+
 from .config import RoundConfig
 from .errors import RoundRefused
 from .graph import default_threshold
@@ -44,6 +46,12 @@ class DevicePolicy:
     """The same for each Σ D²."""
     min_colluders: int = 0
     """Noise shares must be sized for at least this many colluding devices (the plan's t)."""
+    mechanism: str | None = None
+    """The mechanism the plan declares ("laplace" or "gaussian"): a round of another is refused (a Gaussian
+    σ is no Laplace scale). None: any."""
+    min_noise_multiplier: float = 0.0
+    """Gaussian rounds: the smallest σ / Δ₂ (noise std over the L2 sensitivity of the signed clip norm) the
+    plan declares — a coordinator that signs a larger clip norm at the same σ is refused."""
     min_threshold_share: float = 0.5
     """The Shamir threshold must exceed this share of the h share holders: floor(share * h) + 1. 0.5 is a
     strict majority (the protection against split views); lower it only to study the protocol."""
@@ -71,6 +79,14 @@ class DevicePolicy:
             refuse(f"n_min={cfg.n_min} is below this device's floor {n_floor}")
         if cfg.colluders < self.min_colluders:
             refuse(f"noise sized for {cfg.colluders} colluders, the plan declares {self.min_colluders}")
+        if self.mechanism is not None and cfg.mechanism != self.mechanism:
+            refuse(f"a {cfg.mechanism} round, the declared privacy plan's mechanism is {self.mechanism}")
+        if cfg.mechanism == "gaussian":
+            z = cfg.sum_noise_scale / gaussian_sensitivity(cfg.clip_norm, cfg.num_queries)
+            if z < self.min_noise_multiplier * (1 - 1e-12) or (self.mechanism and cfg.sum_noise_scale <= 0):
+                refuse(f"noise multiplier {z:.6g} (σ {cfg.sum_noise_scale:.6g}, clip norm {cfg.clip_norm:.6g}) is "
+                       f"below the declared privacy plan's {self.min_noise_multiplier:.6g}")
+            return
         for name, got, floor in (("Σ D", cfg.sum_noise_scale, self.min_sum_noise_scale),
                                  ("Σ D²", cfg.sq_sum_noise_scale, self.min_sq_sum_noise_scale)):
             if got < floor * (1 - 1e-12):
@@ -93,26 +109,52 @@ class DeclaredPlan:
     """n_min as a share of the devices asked."""
     colluders: int = 0
     """t of the threat model: noise shares sized for n_min − t."""
+    mechanism: str = "laplace"
+    """"laplace" (the scales above) or "gaussian" (the noise multipliers below; the scales are unused, 0)."""
+    noise_multiplier: float = 0.0
+    """Gaussian: σ / Δ₂ of every reward release."""
+    env_noise_multiplier: float = 0.0
+    """Gaussian: σ / Δ₂ of the environment release."""
 
     def __post_init__(self):
-        if not (self.target_epsilon > 0 and 0 < self.target_delta < 1 and self.sum_noise_scale > 0
-                and self.sq_sum_noise_scale > 0 and 0 < self.min_survivors <= 1 and self.colluders >= 0):
-            raise ValueError("need target_epsilon > 0, 0 < target_delta < 1, noise scales > 0, "
-                             "min_survivors in (0, 1], colluders >= 0")
+        if self.mechanism == "gaussian":
+            noise_ok = self.noise_multiplier > 0 and self.env_noise_multiplier > 0
+        else:
+            noise_ok = self.mechanism == "laplace" and self.sum_noise_scale > 0 and self.sq_sum_noise_scale > 0
+        if not (self.target_epsilon > 0 and 0 < self.target_delta < 1 and noise_ok
+                and 0 < self.min_survivors <= 1 and self.colluders >= 0):
+            raise ValueError("need target_epsilon > 0, 0 < target_delta < 1, noise scales (Laplace) or noise "
+                             "multipliers (Gaussian) > 0, min_survivors in (0, 1], colluders >= 0")
 
     def policy(self) -> DevicePolicy:
         """The floors this plan implies for every signed round configuration."""
         return DevicePolicy(min_survivor_share=self.min_survivors, min_sum_noise_scale=self.sum_noise_scale,
-                            min_sq_sum_noise_scale=self.sq_sum_noise_scale, min_colluders=self.colluders)
+                            min_sq_sum_noise_scale=self.sq_sum_noise_scale, min_colluders=self.colluders,
+                            mechanism=self.mechanism,
+                            min_noise_multiplier=min(self.noise_multiplier, self.env_noise_multiplier))
+
+    def request_release(self, values: int, environment: bool = False):
+        """The release answering a request of ``values`` values costs at this plan's noise (a device's
+        budget check before it prepares anything)."""
+        from pategail.sdk.accounting import GaussianRelease, QueryRelease
+        if self.mechanism == "gaussian":
+            return GaussianRelease(self.env_noise_multiplier if environment else self.noise_multiplier, 1.0, 1)
+        return QueryRelease(self.sum_noise_scale, self.sq_sum_noise_scale, values)
 
     def to_manifest(self) -> dict[str, Any]:
-        return {"target_epsilon": self.target_epsilon, "target_delta": self.target_delta,
-                "sum_noise_scale": self.sum_noise_scale, "sq_sum_noise_scale": self.sq_sum_noise_scale,
-                "min_survivors": self.min_survivors, "colluders": self.colluders}
+        out = {"target_epsilon": self.target_epsilon, "target_delta": self.target_delta,
+               "sum_noise_scale": self.sum_noise_scale, "sq_sum_noise_scale": self.sq_sum_noise_scale,
+               "min_survivors": self.min_survivors, "colluders": self.colluders}
+        if self.mechanism == "gaussian":   # Laplace manifests keep their fields (and the Java core's parser)
+            out.update(mechanism=self.mechanism, noise_multiplier=self.noise_multiplier,
+                       env_noise_multiplier=self.env_noise_multiplier)
+        return out
 
     @classmethod
     def from_manifest(cls, section: dict[str, Any]) -> "DeclaredPlan":
         """Parse the manifest's section; raises ValueError (or KeyError / TypeError) when malformed."""
         return cls(float(section["target_epsilon"]), float(section["target_delta"]),
                    float(section["sum_noise_scale"]), float(section["sq_sum_noise_scale"]),
-                   float(section["min_survivors"]), int(section.get("colluders", 0)))
+                   float(section["min_survivors"]), int(section.get("colluders", 0)),
+                   str(section.get("mechanism", "laplace")), float(section.get("noise_multiplier", 0.0)),
+                   float(section.get("env_noise_multiplier", 0.0)))

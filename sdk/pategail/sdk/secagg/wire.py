@@ -74,6 +74,10 @@ class Reader:
         self._pos += n
         return out
 
+    def remaining(self) -> int:
+        """Bytes not read yet."""
+        return len(self._data) - self._pos
+
     def u8(self) -> int:
         return self._take(1)[0]
 

@@ -1,0 +1,89 @@
+"""`pategail privacy-plan`: before training, whether a population of devices at a total (ε, δ) can learn — for
+each mechanism and reward granularity, the noise std on each released mean reward against the measured
+tolerance (issue 13 point 5)."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from pategail.errors import PategailError
+
+GRANULARITIES = ("pair", "block:8", "day")
+ENV_VALUES_GEOLIFE = 12_657
+"""Environment values of pategail-geolife's 4,210 cells (initial states, explore law and place law); used
+without --data."""
+
+
+def register(sub) -> None:
+    p = sub.add_parser("privacy-plan", help="noise on each released mean reward per mechanism and granularity, "
+                                            "against the measured tolerance", description=__doc__.splitlines()[0])
+    p.add_argument("--devices", required=True, type=int, help="devices taking part in every round")
+    p.add_argument("--epsilon", required=True, type=float, help="total ε of the whole run")
+    p.add_argument("--delta", type=float, default=None, help="total δ (default: the config's, 1e-5)")
+    p.add_argument("--config", type=Path, default=None, help="JSON file of TrainConfig settings (rounds, days "
+                                                             "per round, clip_share, env_epsilon_fraction, ...)")
+    p.add_argument("--data", type=Path, default=None,
+                   help=f"prepared data set whose cell table sizes the environment release (default: "
+                        f"{ENV_VALUES_GEOLIFE:,} values, pategail-geolife's)")
+    p.add_argument("--granularity", nargs="+", default=list(GRANULARITIES),
+                   help=f"granularities of the Gaussian mechanism (default: {' '.join(GRANULARITIES)})")
+    p.set_defaults(func=run_privacy_plan)
+
+
+def _environment_values(data: Path | None, candidates: int) -> int:
+    if data is None:
+        return ENV_VALUES_GEOLIFE
+    import numpy as np
+
+    from pategail.data.dataset import load_dataset
+    from pategail.sdk.epr import CellGeometry
+    from pategail.server.coordinator import environment_length
+    cells = load_dataset(data).cells
+    return environment_length(cells, CellGeometry.build(np.asarray(cells, dtype=np.float64), candidates=candidates))
+
+
+def feasibility_table(devices: int, config, env_values: int, granularities) -> list:
+    """One Feasibility per mechanism and granularity: the paper's Laplace (pair), then the Gaussian mechanism
+    at each of ``granularities`` — each calibrated as a run of ``config`` would be."""
+    from pategail.sdk.contribution import Granularity, reward_count
+    from pategail.server.privacy.feasibility import Feasibility, tolerance_for
+    from pategail.server.privacy.gaussian import plan_gaussian
+    from pategail.server.privacy.plan import plan_privacy
+
+    eps, delta, days = config.target_epsilon, config.target_delta, config.days_per_round
+    laplace = plan_privacy(eps, delta, config.kappa, env_values + config.rounds * reward_count(days),
+                           reserve_queries=config.retry_rounds * reward_count(days))
+    rows = [Feasibility("laplace", "pair", devices, math.sqrt(2) * laplace.sum_noise_scale / devices,
+                        tolerance_for("pair"))]
+    for name in granularities:
+        values = Granularity.parse(name).count(days)
+        g = plan_gaussian(eps, delta, values, config.rounds + config.retry_rounds, env_values, config.clip_share,
+                          config.env_epsilon_fraction)
+        rows.append(Feasibility("gaussian", name, devices, g.noise_std / devices, tolerance_for(name)))
+    return rows
+
+
+def run_privacy_plan(args) -> int:
+    from pategail.sdk.contribution import Granularity
+    from pategail.server.config import TrainConfig
+    from pategail.server.privacy.feasibility import TOLERANCE_SOURCE
+
+    if args.devices < 1:
+        raise PategailError(f"--devices {args.devices}: must be at least 1")
+    for name in args.granularity:
+        try:
+            Granularity.parse(name)
+        except ValueError as err:
+            raise PategailError(f"--granularity: {err}") from None
+    overrides = {"target_epsilon": args.epsilon} | ({} if args.delta is None else {"target_delta": args.delta})
+    config = (TrainConfig.from_file(args.config, **overrides) if args.config
+              else TrainConfig.from_dict(overrides, where="options"))
+    env_values = _environment_values(args.data, config.candidates)
+    print(f"{args.devices:,} devices, total ε = {config.target_epsilon:g}, δ = {config.target_delta:g}, "
+          f"{config.rounds} rounds of {config.days_per_round} generated days (+{config.retry_rounds} in reserve), "
+          f"{env_values:,} environment values; tolerance: {TOLERANCE_SOURCE}", flush=True)
+    for row in feasibility_table(args.devices, config, env_values, args.granularity):
+        need = "" if row.tolerance is None or row.can_learn else \
+            f"; needs about {math.ceil(args.devices * row.noise_std / row.tolerance):,} devices"
+        print(row.line() + need, flush=True)
+    return 0

@@ -1,0 +1,92 @@
+"""The Gaussian mechanism's privacy plan (issue 13) — pure functions.
+
+Each device releases one vector per round (its centred rewards averaged over blocks of the granularity,
+L2-clipped to C on the device) and one environment vector before round 1 (clipped to ``ENV_L2_BOUND``,
+which honest contributions never exceed); the secure aggregation adds distributed discrete Gaussian noise
+(``pategail.sdk.secagg.noise``). Each release is a Gaussian mechanism of L2 sensitivity Δ = C + ½√d quanta
+(``pategail.sdk.accounting.gaussian_sensitivity``; neighbouring runs differ in one device's vector being
+present or absent), accounted in Rényi DP by dp-accounting (``GaussianRelease.noise_multiplier``).
+
+The budget is split by basic composition: the environment release is (f·ε, δ/2)-DP on its own, the reward
+releases of every planned round and the retry reserve are ((1 − f)·ε, δ/2)-DP together (f =
+``env_epsilon_fraction``), so the run is (ε, δ)-DP; the accountant reports the joint RDP composition, which
+is never larger.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from pategail.sdk.accounting import GaussianRelease, composed_epsilon, gaussian_sensitivity
+
+ENV_L2_BOUND = 3.0
+"""L2 norm no honest environment vector exceeds (pategail.sdk.contribution): seven parts — home one-hot,
+first cells with the at-home share, the weight, explore observed, explore expected, place visits — each
+with entries ≥ 0 summing to at most w ≤ 1 (L2 ≤ L1 ≤ 1), and the return law's three entries in [0, 1]:
+√(6·1 + 3) = 3. The device clips to it, so it is the sensitivity whatever a modified device sends."""
+RELATIVE_TOLERANCE = 1e-4
+"""Brent's method stops within this share of the noise multiplier; the result always meets the target."""
+
+
+def reward_clip_norm(values: int, clip_share: float) -> float:
+    """C = ``clip_share`` × ½√values: the largest norm of ``values`` centred entries in [−½, ½] is ½√values."""
+    return float(clip_share) * 0.5 * math.sqrt(values)
+
+
+def gaussian_epsilon(noise_multiplier: float, count: int, delta: float) -> float:
+    """ε at δ of ``count`` Gaussian releases of noise multiplier z = σ/Δ, composed in RDP."""
+    return composed_epsilon([GaussianRelease(noise_multiplier, 1.0, count)], delta)
+
+
+def calibrate_noise_multiplier(epsilon: float, delta: float, count: int) -> float:
+    """The smallest z (within ``RELATIVE_TOLERANCE``) whose ``count`` releases compose to at most (ε, δ)."""
+    from dp_accounting import dp_event
+    from dp_accounting.mechanism_calibration import ExplicitBracketInterval, calibrate_dp_mechanism
+    from dp_accounting.rdp import rdp_privacy_accountant
+
+    if not (epsilon > 0 and 0 < delta < 1 and count >= 1):
+        raise ValueError("need epsilon > 0, 0 < delta < 1 and at least one release")
+    # z/√count of one release is the same RDP curve as count releases of z: the bracket scales with √count
+    guess = math.sqrt(count * 2 * math.log(1.25 / delta)) / epsilon
+    z = calibrate_dp_mechanism(
+        rdp_privacy_accountant.RdpAccountant,
+        lambda z: dp_event.SelfComposedDpEvent(dp_event.GaussianDpEvent(z), count), epsilon, delta,
+        ExplicitBracketInterval(guess / 1000, guess * 10), tol=RELATIVE_TOLERANCE * guess)
+    return float(z)
+
+
+@dataclass(frozen=True)
+class GaussianPlan:
+    """The Gaussian mechanism's part of a run's privacy plan (value units)."""
+
+    noise_multiplier: float
+    """z = σ/Δ of every reward release."""
+    noise_std: float
+    """σ: standard deviation of the noise on each released reward sum (over devices)."""
+    clip_norm: float
+    """C: the L2 norm each device clips its reward vector to."""
+    env_noise_multiplier: float
+    """z of the environment release."""
+    env_noise_std: float
+    """σ on each released environment sum."""
+    env_clip_norm: float
+    """ENV_L2_BOUND."""
+    env_epsilon: float
+    """ε of the environment release alone, at δ/2."""
+    rewards_epsilon: float
+    """ε of every budgeted reward release together, at δ/2."""
+
+
+def plan_gaussian(target_epsilon: float, target_delta: float, reward_values: int, reward_releases: int,
+                  env_values: int, clip_share: float, env_fraction: float) -> GaussianPlan:
+    """Noise of a run of ``reward_releases`` reward vectors of ``reward_values`` entries (planned rounds and
+    the retry reserve) and one environment vector of ``env_values`` entries, (target_epsilon, target_delta)-DP
+    with ``env_fraction`` of ε for the environment."""
+    if not 0 < env_fraction < 1:
+        raise ValueError(f"env_fraction must be in (0, 1), got {env_fraction}")
+    env_eps, rewards_eps = env_fraction * target_epsilon, (1 - env_fraction) * target_epsilon
+    z_env = calibrate_noise_multiplier(env_eps, target_delta / 2, 1)
+    z = calibrate_noise_multiplier(rewards_eps, target_delta / 2, reward_releases)
+    clip = reward_clip_norm(reward_values, clip_share)
+    return GaussianPlan(z, z * gaussian_sensitivity(clip, reward_values), clip, z_env,
+                        z_env * gaussian_sensitivity(ENV_L2_BOUND, env_values), ENV_L2_BOUND, env_eps, rewards_eps)

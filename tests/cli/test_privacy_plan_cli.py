@@ -1,0 +1,51 @@
+"""Issue 13 point 5: `pategail privacy-plan` says, per mechanism and granularity, the noise std on each released
+mean reward and whether it is below the measured tolerance; bad input is one line, exit 2."""
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from pategail.cli import main
+from pategail.server.privacy.feasibility import MEASURED_TOLERANCE, Feasibility, plan_feasibility
+from pategail.server.privacy.gaussian import plan_gaussian
+from pategail.server.privacy.plan import GaussianSpec, plan_gaussian_run, plan_privacy
+
+
+def test_privacy_plan_prints_each_mechanism_against_the_tolerance(tmp_path, capsys):
+    cfg = tmp_path / "small.json"
+    cfg.write_text(json.dumps({"rounds": 3, "days_per_round": 8}))
+    assert main(["privacy-plan", "--devices", "50", "--epsilon", "2", "--config", str(cfg),
+                 "--granularity", "pair", "day"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "50 devices, total ε = 2" in out[0] and len(out) == 4
+    laplace, pair, day = out[1:]
+    assert laplace.startswith("laplace  pair") and pair.startswith("gaussian pair") and day.startswith("gaussian day")
+    # the Gaussian day line is the calibrated σ over 50 devices, and its verdict follows the tolerance
+    g = plan_gaussian(2.0, 1e-5, 8, 4, 12_657, 1.0, 0.1)
+    std = g.noise_std / 50
+    assert f"{std:9.4g}".strip() in day
+    assert ("below" in day) == (std <= MEASURED_TOLERANCE["day"])
+    if std > MEASURED_TOLERANCE["day"]:
+        assert f"needs about {math.ceil(50 * std / MEASURED_TOLERANCE['day']):,} devices" in day
+
+
+@pytest.mark.parametrize("argv, message", [(["--devices", "0", "--epsilon", "1"], "--devices 0"),
+                                           (["--devices", "5", "--epsilon", "-1"], "--epsilon"),
+                                           (["--devices", "5", "--epsilon", "1", "--granularity", "week"], "week")])
+def test_privacy_plan_bad_input_is_one_line(capsys, argv, message):
+    assert main(["privacy-plan", *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0]
+
+
+def test_a_run_plan_s_own_line():
+    laplace = plan_privacy(4.0, 1e-5, 2.0, 500)
+    f = plan_feasibility(laplace, 20)
+    assert f.noise_std == pytest.approx(math.sqrt(2) * laplace.sum_noise_scale / 20) and f.granularity == "pair"
+    gauss = plan_gaussian_run(4.0, 1e-5, 2.0, 500, 0, GaussianSpec("day", 8, 4, 100, 1.0, 0.1))
+    f = plan_feasibility(gauss, 20)
+    assert f.noise_std == pytest.approx(gauss.gaussian["noise_std"] / 20) and f.tolerance == MEASURED_TOLERANCE["day"]
+    assert Feasibility("gaussian", "day", 20, 0.01, 0.3).can_learn and not Feasibility("g", "day", 1, 0.5, 0.3).can_learn
+    assert Feasibility("gaussian", "block:3", 20, 0.01, None).can_learn is None

@@ -1,0 +1,94 @@
+"""Issue 13: a small private run with the Gaussian mechanism at day granularity, end to end — the devices
+check the declared plan and keep their ledgers, the coordinator accounts exactly what was released, and
+PPO gets one reward per generated day; and the non-private tolerance experiment's noise."""
+from __future__ import annotations
+
+import glob
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pategail.data.dataset import load_dataset
+from pategail.data.prepare import prepare_dataset
+from pategail.emulator import EmulatedFleet, choose_users
+from pategail.errors import PategailError
+from pategail.sdk.accounting import GaussianRelease, composed_epsilon, gaussian_sensitivity
+from pategail.sdk.secagg.ledger import PrivacyLedger
+from pategail.server import coordinator as coordinator_module
+from pategail.server.checkpoint import Release
+from pategail.server.config import TrainConfig
+from pategail.server.coordinator import Coordinator, environment_length, run_plan
+from pategail.server.ppo import PPOConfig
+from pategail.server.privacy.gaussian import ENV_L2_BOUND
+from pategail.server.rewards import rewards_from_release
+from pategail.train_cli import write_initial_bundle
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = dict(rounds=2, days_per_round=6, disc_steps=2, disc_batch_size=16, candidates=50, d_model=16,
+            n_layers=1, ppo=PPOConfig(n_epochs=2, batch_size=3))
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    out = tmp_path_factory.mktemp("data") / "default"
+    prepare_dataset("pategail", ROOT / "data" / "default", out, allow_pickle=True)
+    return load_dataset(out)
+
+
+def test_a_private_gaussian_run_at_day_granularity(dataset, tmp_path, monkeypatch):
+    config = TrainConfig(**TINY, mechanism="gaussian", granularity="day", target_epsilon=8.0)
+    plan = run_plan(config, dataset.cells, tmp_path / "checkpoint")
+    write_initial_bundle(config, dataset, 0, tmp_path / "bundle-initial",
+                         privacy=plan.declare(config.min_survivors, config.secagg_colluders))
+    fleet = EmulatedFleet(dataset, choose_users(dataset.users, 3, 0), tmp_path / "devices",
+                          tmp_path / "bundle-initial", seed=0)
+    coordinator = Coordinator(config, fleet, dataset.cells, tmp_path, seed=0)
+    seen = []
+    real_ppo = coordinator_module.ppo_update
+    monkeypatch.setattr(coordinator_module, "ppo_update",
+                        lambda policy, opt, rollout, cfg, gen: seen.append(rollout.rewards) or real_ppo(
+                            policy, opt, rollout, cfg, gen))
+    coordinator.train()
+
+    g = plan.gaussian
+    shares = 3                                                     # n_min = ⌈0.8 · 3⌉, no colluders
+    env = GaussianRelease(g["env_noise_std"], gaussian_sensitivity(ENV_L2_BOUND, environment_length(
+        dataset.cells, coordinator.geometry)), 1, shares)
+    rewards = GaussianRelease(g["noise_std"], gaussian_sensitivity(g["clip_norm"], 6), 2, shares)
+    assert coordinator.accountant.releases == (env, rewards)
+    epsilon = coordinator.accountant.epsilon()
+    assert epsilon == pytest.approx(composed_epsilon([env, rewards], 1e-5), rel=1e-12) and epsilon <= 8.0
+    # every device took part in every release and its own ledger says the same
+    ledgers = sorted(glob.glob(str(tmp_path / "devices" / "*" / "privacy-ledger.json")))
+    assert len(ledgers) == 3
+    for path in ledgers:
+        assert PrivacyLedger(path, 8.0).releases == (env, rewards)
+    # one reward per generated day: all 47 decisions of a day share it
+    assert len(seen) == 2 and all(np.ptp(r, axis=1).max() == 0 for r in seen)
+    assert all(np.ptp(r[:, 0]) > 0 for r in seen)                  # but days differ
+    section = coordinator.summary().privacy
+    assert section["mechanism"].startswith("distributed discrete Gaussian")
+
+
+def _release(values, n=2):
+    return Release(1, "rewards", np.asarray(values, dtype=np.float64) * n, np.zeros(len(values)), n, 0.0, 0.0)
+
+
+def test_tolerance_noise_is_added_per_released_mean_and_only_without_privacy():
+    base = dict(days_per_round=2, beta=0.0)
+    values = np.tile(np.linspace(0.1, 0.9, 47), 2)
+    cfg = TrainConfig(**base, granularity="block:10", tolerance_noise_std=0.5)
+    a = rewards_from_release(_release(values), cfg, np.random.default_rng(1))
+    b = rewards_from_release(_release(values), cfg, np.random.default_rng(1))
+    assert np.array_equal(a, b)                                    # the run's seeded stream
+    assert [len(np.unique(day)) for day in a] == [5, 5]            # one noisy value per block of 10
+    clean = rewards_from_release(_release(values), TrainConfig(**base, granularity="block:10"))
+    assert not np.allclose(a, clean)
+    with pytest.raises(PategailError, match="experiment"):
+        TrainConfig(tolerance_noise_std=0.1, target_epsilon=4.0)
+    with pytest.raises(PategailError, match="gaussian"):
+        TrainConfig(granularity="day", target_epsilon=4.0)
+    with pytest.raises(PategailError, match="granularity"):
+        TrainConfig(granularity="block:0")
