@@ -136,10 +136,11 @@ def run_serve(args) -> int:
             service.fix_directory(KeyDirectory(service.coordinator_public, devices))
             code = run_coordinator(args, config, dataset, run, fleet, downstream_config, console_level,
                                    signing_key=key, on_progress=on_progress)
-        finally:
             status.update(phase="finished")
             hub.close()
             time.sleep(LINGER_S)           # for polling devices to learn that the run is over (410)
+        finally:
+            # stopped by an error: the devices are not told the run is over — they keep retrying, for a --resume
             service.stop()
     return code
 

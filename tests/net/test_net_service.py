@@ -166,3 +166,27 @@ def test_a_device_over_its_request_rate_gets_429(service, tmp_path):
 
 def _key(svc):
     return svc._signing_key
+
+
+def test_only_the_newest_poll_of_a_device_takes_its_orders(service):
+    """A device killed while polling and restarted polls again before the service notices the dead
+    connection: the order must go to the new poll, not to the old one."""
+    import asyncio
+
+    svc, _ = service
+    hub = svc.hub
+
+    async def scenario():
+        old = asyncio.ensure_future(hub.next_order(777, 5.0))
+        await asyncio.sleep(0.05)
+        new = asyncio.ensure_future(hub.next_order(777, 5.0))
+        await asyncio.sleep(0.05)
+        assert old.done() and old.result() is None            # retired at once
+        exchange = asyncio.get_running_loop().run_in_executor(
+            None, lambda: hub.exchange("request", {777: (b"work",)}, 0.5))
+        order = await new
+        await exchange
+        return order
+
+    order = asyncio.run(scenario())
+    assert order is not None and Order.from_bytes(order, svc.coordinator_public, 777).parts == (b"work",)

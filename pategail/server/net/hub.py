@@ -48,6 +48,7 @@ class Hub:
         self._queued: dict[int, deque[_Ticket]] = {}
         self._open: dict[int, dict[int, _Ticket]] = {}       # delivered, awaiting the reply
         self._waiters: dict[int, tuple[asyncio.AbstractEventLoop, asyncio.Future]] = {}
+        self._polls: dict[int, int] = {}                      # the newest poll of each device
         self._last_seq = 0
         self._closed = False
         self.stats = HubStats()
@@ -102,10 +103,17 @@ class Hub:
 
     # -- the event loop ------------------------------------------------------------------------------------
     async def next_order(self, device_id: int, wait_s: float) -> bytes | None:
-        """The device's next order, waiting up to ``wait_s`` for one (None: nothing for it)."""
+        """The device's next order, waiting up to ``wait_s`` for one (None: nothing for it). Only the device's
+        newest poll takes orders: an older one — e.g. still held open for a process that was killed and
+        restarted — returns None rather than hand an order to a connection nobody reads."""
         end = time.monotonic() + wait_s
+        with self._lock:
+            mine = self._polls[device_id] = self._polls.get(device_id, 0) + 1
+            self._wake(device_id)                             # retire the older poll, if any
         while True:
             with self._lock:
+                if self._polls[device_id] != mine:
+                    return None
                 queue = self._queued.get(device_id)
                 if queue:
                     ticket = queue.popleft()

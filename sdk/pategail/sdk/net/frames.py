@@ -2,8 +2,9 @@
 (:mod:`pategail.sdk.messages`) and the secure aggregation's (:mod:`pategail.sdk.secagg.messages`), which they
 carry unchanged.
 
-Frame: MAGIC "PGNT" | version u8 | kind u8 | body length u32 | body | Ed25519 signature (64 bytes) over
-"pategail-net-v1/frame" and everything before it.
+Frame: the secure aggregation's framing (:func:`pategail.sdk.secagg.wire.frame`) with MAGIC "PGNT" and its
+own version: MAGIC | version u8 | kind u8 | body length u32 | body | signature length u8 | Ed25519 signature
+(64 bytes) over "pategail-net-v1/frame" and everything before the length byte.
 
 - ``Enrolment`` (device → service): the device's public keys and the id it asks for, signed with the very
   signing key it enrols (proof of possession).
@@ -17,10 +18,9 @@ Frame: MAGIC "PGNT" | version u8 | kind u8 | body length u32 | body | Ed25519 si
 """
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 
-from pategail.sdk.secagg import crypto
+from pategail.sdk.secagg import crypto, wire
 from pategail.sdk.secagg.config import DevicePublicKeys, KeyDirectory
 from pategail.sdk.secagg.errors import MessageRejected
 from pategail.sdk.secagg.wire import Reader, Writer
@@ -34,32 +34,20 @@ ANY_ID = 0xFFFFFFFF
 WORK_REQUEST = "request"
 """Order work: a device-protocol request for :meth:`pategail.sdk.device.Device.handle`."""
 WORKS = (WORK_REQUEST,) + SECAGG_STEPS
-_HEAD = struct.Struct(">4sBBI")
 _DOMAIN = b"pategail-net-v1/frame"
 MAX_PARTS = 4
 
 
 def _frame(kind: int, body: bytes, sign) -> bytes:
-    head = _HEAD.pack(MAGIC, VERSION, kind, len(body)) + body
-    return head + sign(_DOMAIN + head)
+    return wire.frame(kind, body, lambda head: sign(_DOMAIN + head), magic=MAGIC, version=VERSION)
 
 
 def _body(data: bytes, kind: int) -> tuple[bytes, bytes, bytes]:
     """(body, signed bytes, signature) of a frame of ``kind``; MessageRejected when it is not one."""
-    data = bytes(data)
-    if len(data) < _HEAD.size + crypto.SIGNATURE_BYTES:
-        raise MessageRejected("frame too short")
-    magic, version, got, n = _HEAD.unpack_from(data)
-    if magic != MAGIC:
-        raise MessageRejected("not a pategail network frame")
-    if version != VERSION:
-        raise MessageRejected(f"network frame version {version}, expected {VERSION}")
-    if got != kind:
-        raise MessageRejected(f"frame kind {got}, expected {kind}")
-    if _HEAD.size + n + crypto.SIGNATURE_BYTES != len(data):
-        raise MessageRejected("bad frame length")
-    end = _HEAD.size + n
-    return data[_HEAD.size:end], _DOMAIN + data[:end], data[end:]
+    body, signed, sig = wire.unframe(bytes(data), kind, magic=MAGIC, version=VERSION)
+    if len(sig) != crypto.SIGNATURE_BYTES:
+        raise MessageRejected("unsigned frame")
+    return body, _DOMAIN + signed, sig
 
 
 def _verified(data: bytes, kind: int, public: bytes) -> Reader:

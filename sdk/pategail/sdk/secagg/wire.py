@@ -116,22 +116,24 @@ class Reader:
             raise MessageRejected("trailing bytes in message")
 
 
-def frame(kind: int, body: bytes, sign=None) -> bytes:
-    """A frame of ``kind`` around ``body``, signed by ``sign(data) -> signature`` when given."""
-    head = _HEAD.pack(MAGIC, VERSION, kind, len(body)) + body
+def frame(kind: int, body: bytes, sign=None, *, magic: bytes = MAGIC, version: int = VERSION) -> bytes:
+    """A frame of ``kind`` around ``body``, signed by ``sign(data) -> signature`` when given. ``magic`` and
+    ``version`` name the protocol (the network frames of :mod:`pategail.sdk.net.frames` use their own)."""
+    head = _HEAD.pack(magic, version, kind, len(body)) + body
     sig = sign(head) if sign is not None else b""
     return head + struct.pack(">B", len(sig)) + sig
 
 
-def unframe(data: bytes, kind: int) -> tuple[bytes, bytes, bytes]:
-    """(body, signed_part, signature) of a frame that must be of ``kind``; signature may be b''."""
+def unframe(data: bytes, kind: int, *, magic: bytes = MAGIC, version: int = VERSION) -> tuple[bytes, bytes, bytes]:
+    """(body, signed_part, signature) of a frame that must be of ``kind`` (of the protocol ``magic``,
+    ``version``); signature may be b''."""
     if len(data) < _HEAD.size + 1:
         raise MessageRejected("message too short")
-    magic, version, got_kind, n = _HEAD.unpack_from(data)
-    if magic != MAGIC:
-        raise MessageRejected("not a secure-aggregation message")
-    if version != VERSION:
-        raise MessageRejected(f"protocol version {version}, expected {VERSION}")
+    got_magic, got_version, got_kind, n = _HEAD.unpack_from(data)
+    if got_magic != magic:
+        raise MessageRejected("not a secure-aggregation message" if magic == MAGIC else "not a pategail frame")
+    if got_version != version:
+        raise MessageRejected(f"protocol version {got_version}, expected {version}")
     if got_kind != kind:
         raise MessageRejected(f"message kind {got_kind}, expected {kind}")
     end = _HEAD.size + n
