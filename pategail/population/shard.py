@@ -20,14 +20,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from pategail.sdk.contribution import DAYS_CAP, EnvironmentLayout
+from pategail.sdk.contribution import DAYS_CAP, EnvironmentLayout, initial_state_contribution
 from pategail.sdk.discriminator_round import positive_pairs
 from pategail.sdk.epr import candidate_count, explore_law_contribution, n_rank_bins
-from pategail.sdk.features import N_PAIR_FEATURES, SLOTS, infer_home, pair_features
+from pategail.sdk.features import N_PAIR_FEATURES, infer_home, pair_features
 from pategail.sdk.files import replacing
 from pategail.sdk.messages import RoundRequest
 from pategail.sdk.places import place_contribution
-from pategail.sdk.contribution import initial_state_contribution
 from pategail.sdk.secagg.client import gaussian_input
 from pategail.sdk.secagg.fixedpoint import clip_unit, encode, encode_signed
 
@@ -36,7 +35,6 @@ from .stacked import Layout, OptimiserSettings, adamw_step, probabilities
 log = logging.getLogger(__name__)
 CHUNK = 256
 """Devices trained and scored together; chunk boundaries are multiples of it in device ids."""
-PAIRS_PER_DAY = SLOTS - 1
 
 
 @dataclass(frozen=True, eq=False)
