@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 import pategail.server.coordinator as coordinator_module
-import pategail.server.releases as releases_module
+import pategail.emulator as emulator_module
 import pategail.server.rewards as rewards_module
 from pategail.baselines.epr import fit_epr_baseline, sample_epr
 from pategail.data.dataset import load_dataset
@@ -107,7 +107,7 @@ rewards_module.aggregate_rewards, coordinator_module.ppo_update = aggregate, ppo
 if args.plain_sums:
     if config.private:
         raise SystemExit("--plain-sums: only without privacy (the noise is added by the devices' protocol)")
-    releases_module.run_secure_round = plain_sums
+    emulator_module.run_secure_round = plain_sums          # what the in-process fleet's secure_sum runs
 rounds = []
 
 

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from pategail.data.dataset import load_dataset
+from pategail.emulator import InProcessFleet
 from pategail.export.bundle import export_bundle
 from pategail.export.discriminator import Discriminator
 from pategail.sdk.bundle import Environment
@@ -28,7 +29,7 @@ from pategail.server.coordinator import Coordinator
 from pategail.server.policy import Policy, PolicyConfig
 
 
-class CopiedFleet:
+class CopiedFleet(InProcessFleet):
     """SCALE TEST ONLY: device i holds a copy of user (i mod n_users)'s days."""
 
     def __init__(self, dataset, n_devices, root, bundle):
@@ -40,15 +41,6 @@ class CopiedFleet:
             d.install_bundle(bundle)
             self.devices[i] = d
         self.device_ids = tuple(self.devices)
-
-    def public_keys(self):
-        return {i: d.public_keys for i, d in self.devices.items()}
-
-    def request(self, device_id, message):
-        return self.devices[device_id].handle(message)
-
-    def secagg_endpoints(self, ids, directory):
-        return [self.devices[i].secagg_endpoint(directory) for i in ids]
 
 
 def main():

@@ -15,6 +15,7 @@ import numpy as np
 from pategail.errors import PategailError
 from pategail.sdk.device import Device
 from pategail.sdk.messages import peek_round
+from pategail.server.secagg.round import run_secure_round
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +32,26 @@ def choose_users(users: np.ndarray, n_devices: int | None, seed: int) -> np.ndar
     return np.sort(np.random.default_rng([seed, 0xD]).choice(users, n_devices, replace=False))
 
 
-class EmulatedFleet:
+class InProcessFleet:
+    """SDK devices in this process (``self.devices``: id -> Device), behind the byte-level :class:`Fleet`
+    interface; the secure sums run through the in-process driver of the real protocol, every message as bytes."""
+
+    devices: dict[int, Device]
+    device_ids: tuple[int, ...]
+
+    def public_keys(self):
+        return {i: d.public_keys for i, d in self.devices.items()}
+
+    def request(self, device_id: int, message: bytes) -> bytes:
+        return self.devices[device_id].handle(message)
+
+    def secure_sum(self, participants: Sequence[int], config, coordinator, rng: np.random.Generator,
+                   num_queries: int):
+        endpoints = [self.devices[i].secagg_endpoint(coordinator.directory) for i in participants]
+        return run_secure_round(endpoints, None, config, rng, coordinator=coordinator, num_queries=num_queries)
+
+
+class EmulatedFleet(InProcessFleet):
     """Devices in one process. Device i holds the days of ``users[i]``; its directory is ``root/device-i``.
 
     Each device's minibatch generator is re-derived from (seed, device, round) at every round request, so a
@@ -52,17 +72,11 @@ class EmulatedFleet:
         self.device_ids = tuple(self.devices)
         log.info("%d emulated devices in %s", len(self.devices), self.root)
 
-    def public_keys(self):
-        return {i: d.public_keys for i, d in self.devices.items()}
-
     def request(self, device_id: int, message: bytes) -> bytes:
         device = self.devices[device_id]
         rnd = peek_round(message)
         device.rng = np.random.default_rng([self.seed, device_id, max(rnd, 0)])
         return device.handle(message)
-
-    def secagg_endpoints(self, device_ids: Sequence[int], directory) -> list:
-        return [self.devices[i].secagg_endpoint(directory) for i in device_ids]
 
 
 def _sha(bundle_dir: Path) -> str:

@@ -1,11 +1,17 @@
-"""The devices as the coordinator sees them: ids, enrolled public keys, a request/reply byte channel and
-secure-aggregation endpoints — never a data set. The emulator (:class:`pategail.emulator.EmulatedFleet`)
-is one implementation; a network transport or a population of fleets is another."""
+"""The devices as the coordinator sees them: ids, enrolled public keys, a request/reply byte channel and one
+secure sum per release — never a data set, never a device object. The emulator
+(:class:`pategail.emulator.EmulatedFleet`) is one implementation; a network transport or a population
+simulation is another, and the coordinator's code is the same for all of them."""
 from __future__ import annotations
 
 from typing import Protocol, Sequence
 
+import numpy as np
+
 from pategail.sdk.secagg.config import DevicePublicKeys
+from pategail.server.secagg.config import SecureRoundConfig
+from pategail.server.secagg.coordinator import SecAggCoordinator
+from pategail.server.secagg.round import AggregateResult
 
 
 class Fleet(Protocol):
@@ -19,6 +25,9 @@ class Fleet(Protocol):
     def request(self, device_id: int, message: bytes) -> bytes:
         """Deliver one device-protocol message, return the device's reply."""
 
-    def secagg_endpoints(self, device_ids: Sequence[int], directory) -> list:
-        """The devices' secure-aggregation endpoints (each brings its own pending vector); ``directory`` is
-        the public-key directory the coordinator distributes to them."""
+    def secure_sum(self, participants: Sequence[int], config: SecureRoundConfig, coordinator: SecAggCoordinator,
+                   rng: np.random.Generator, num_queries: int) -> AggregateResult:
+        """One secure noisy sum of the ``num_queries``-long vectors the ``participants`` hold pending (set by
+        the round or initial-states request they acknowledged). ``coordinator`` signs the round's
+        configuration and verifies the result; ``rng`` draws public choices (the aggregating device).
+        Raises SecAggAbort (nothing released) below ``config.n_min`` and TamperDetected on a failed check."""

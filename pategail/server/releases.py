@@ -22,7 +22,7 @@ from pategail.server.config import TrainConfig
 from pategail.server.fleet import Fleet
 from pategail.server.privacy.accountant import PrivacyAccountant
 from pategail.server.privacy.plan import ReleaseNoise
-from pategail.server.secagg import SecAggAbort, SecAggCoordinator, SecureRoundConfig, run_secure_round
+from pategail.server.secagg import SecAggAbort, SecAggCoordinator, SecureRoundConfig
 
 log = logging.getLogger(__name__)
 
@@ -132,12 +132,11 @@ class SecureReleases:
         config = replace(config, round_id=(round_ << 16) | attempt)
         if noise.noisy:
             self.accountant.record_release(noise.accounting(length, self._shares()))
-        endpoints = self.fleet.secagg_endpoints(participants, self.secagg.directory)
         # the aggregator draw (aggregator="device") comes from (seed, round, attempt), not a running stream,
         # so a resumed run draws what an uninterrupted one would
         rng = np.random.default_rng([self.seed, round_, attempt])
         try:
-            result = run_secure_round(endpoints, None, config, rng, coordinator=self.secagg, num_queries=length)
+            result = self.fleet.secure_sum(participants, config, self.secagg, rng, length)
         except SecAggAbort:                        # below n_min: the protocol released nothing
             abort_intent(intent)                   # not counted; its attempt number is never used again
             self.rebuild_accountant()

@@ -20,7 +20,6 @@ from pategail.sdk.bundle import Environment, load_bundle
 from pategail.sdk.epr import candidate_count, explore_law_contribution, n_rank_bins
 from pategail.sdk.features import infer_home
 from pategail.server import coordinator as coordinator_module
-from pategail.server import releases as releases_module
 from pategail.server.checkpoint import read_journal
 from pategail.server.config import TrainConfig
 from pategail.server.coordinator import Coordinator
@@ -252,18 +251,17 @@ def test_a_device_preparing_a_vector_of_another_length_is_left_out(dataset, tmp_
 def test_a_release_whose_result_never_arrived_is_still_counted(dataset, tmp_path, monkeypatch):
     run = tmp_path / "private"
     first = _coordinator(dataset, run, target_epsilon=50.0, rounds=1)
-    real_round = releases_module.run_secure_round
+    real_sum = first.fleet.secure_sum
     calls = {"n": 0}
 
     def lost_result(*args, **kwargs):
         calls["n"] += 1
         if calls["n"] == 2:                    # round 1: the aggregator unmasked, the coordinator crashed
             raise RuntimeError("connection lost")
-        return real_round(*args, **kwargs)
-    monkeypatch.setattr(releases_module, "run_secure_round", lost_result)
+        return real_sum(*args, **kwargs)
+    monkeypatch.setattr(first.fleet, "secure_sum", lost_result)
     with pytest.raises(RuntimeError):
         first.train()
-    monkeypatch.setattr(releases_module, "run_secure_round", real_round)
     again = _coordinator(dataset, run, target_epsilon=50.0, rounds=1)
     assert again.resume()
     again.train()
