@@ -11,7 +11,6 @@ Run: .venv/bin/python benchmarks/privacy_utility.py --data runs/pategail-geolife
 """
 import argparse
 import json
-import math
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor

@@ -12,7 +12,6 @@ import pytest
 from scipy import stats
 
 from pategail.sdk.contribution import Granularity
-from pategail.sdk.secagg import SecAggClient
 from pategail.sdk.secagg.client import gaussian_input
 from pategail.sdk.secagg.config import RoundConfig
 from pategail.sdk.secagg.errors import RoundRefused

@@ -4,14 +4,10 @@ PPO gets one reward per generated day; and the non-private tolerance experiment'
 from __future__ import annotations
 
 import glob
-import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from pategail.data.dataset import load_dataset
-from pategail.data.prepare import prepare_dataset
 from pategail.emulator import EmulatedFleet, choose_users
 from pategail.errors import PategailError
 from pategail.sdk.accounting import GaussianRelease, composed_epsilon, gaussian_sensitivity
@@ -25,16 +21,8 @@ from pategail.server.privacy.gaussian import ENV_L2_BOUND
 from pategail.server.rewards import rewards_from_release
 from pategail.train_cli import write_initial_bundle
 
-ROOT = Path(__file__).resolve().parents[2]
 TINY = dict(rounds=2, days_per_round=6, disc_steps=2, disc_batch_size=16, candidates=50, d_model=16,
             n_layers=1, ppo=PPOConfig(n_epochs=2, batch_size=3))
-
-
-@pytest.fixture(scope="module")
-def dataset(tmp_path_factory):
-    out = tmp_path_factory.mktemp("data") / "default"
-    prepare_dataset("pategail", ROOT / "data" / "default", out, allow_pickle=True)
-    return load_dataset(out)
 
 
 def test_a_private_gaussian_run_at_day_granularity(dataset, tmp_path, monkeypatch):

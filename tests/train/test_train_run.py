@@ -33,13 +33,6 @@ TINY = dict(rounds=3, days_per_round=6, disc_steps=2, disc_batch_size=16, candid
             n_layers=1, ppo=PPOConfig(n_epochs=2, batch_size=3))
 
 
-@pytest.fixture(scope="module")
-def dataset(tmp_path_factory):
-    out = tmp_path_factory.mktemp("data") / "default"
-    prepare_dataset("pategail", ROOT / "data" / "default", out, allow_pickle=True)
-    return load_dataset(out)
-
-
 def _coordinator(dataset, run: Path, seed=0, **overrides) -> Coordinator:
     config = TrainConfig(**{**TINY, **overrides})
     bundle = run / "bundle-initial"

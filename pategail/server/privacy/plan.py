@@ -7,7 +7,10 @@ its secure aggregation began, a detected tampering — is counted and asked for 
 so that the composition of both meets the target, and records the result: the Laplace scales on each released
 Σ D and Σ D² (Theorem 3's split, :func:`pategail.server.privacy.calibration.sum_noise_scales`), the
 per-query ε they amount to, and the ε the planned releases are expected to compose to. The plan is stored
-in the run's checkpoint and report; the accountant then counts what was actually released.
+in the run's checkpoint and report; the accountant then counts what was actually released. A run with
+``mechanism = "gaussian"`` is planned by :func:`plan_gaussian_run` instead (``pategail.server.privacy.gaussian``:
+noise multipliers, clip norms, the environment's budget share); :meth:`PrivacyPlan.release_noise` gives either
+kind of release's noise.
 
 Calibration is dp-accounting's own ``calibrate_dp_mechanism`` (Brent's method on the PLD accountant's ε)
 over the Laplace scale b of the sums, on a PLD grid (``PLAN_INTERVAL``) that the accountant's finer 1e-4

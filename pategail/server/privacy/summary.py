@@ -59,9 +59,10 @@ def _mechanism_fields(plan: PrivacyPlan, accountant: PrivacyAccountant, devices:
     total = accountant.epsilon()
     out = {"granularity": plan.granularity,
            "collusion": (f"the distributed noise is sized for n_min − t honest survivors (n_min = "
-                         f"{min_survivors:g} of the devices asked, t = {colluders}): the guarantee holds while at "
-                         f"most {colluders} devices reveal their noise shares to the coordinator and the secure "
-                         "aggregation's threshold is not reached by colluders")}
+                         f"{min_survivors:g} of the devices asked, t = {colluders}): the guarantee holds while "
+                         + ("no device reveals" if colluders == 0 else f"at most {colluders} devices reveal")
+                         + " their noise shares to the coordinator and colluders do not reach the secure "
+                         "aggregation's threshold")}
     if plan.is_gaussian:
         g = plan.gaussian
         out.update(clip_norm=g["clip_norm"], env_clip_norm=g["env_clip_norm"],

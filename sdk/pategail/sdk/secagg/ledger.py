@@ -51,7 +51,7 @@ class PrivacyLedger:
             raise ValueError("target_epsilon must be > 0 (or None)")
         self.path = None if path is None else Path(path)
         self.target_epsilon, self.target_delta = target_epsilon, target_delta
-        self._releases: list[QueryRelease] = []
+        self._releases: list[Release] = []
         self._unbounded = 0  # rounds taken part in without noise (only possible without a budget)
         if self.path is not None and self.path.is_file():
             try:
