@@ -78,6 +78,8 @@ def main() -> None:
     ap.add_argument("--degree", type=int, default=None, help="secagg_degree (default: the configuration's)")
     ap.add_argument("--config", type=Path, default=None, help="JSON TrainConfig overrides (default: defaults)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--keep-sessions", action="store_true",
+                    help="keep every device's ONNX Runtime sessions open between requests (the emulator releases them)")
     ap.add_argument("--tracemalloc", action="store_true", help="also report Python allocations that grew")
     ap.add_argument("--json", type=Path, default=None, help="write the measurements here too")
     ap.add_argument("--keep", type=Path, default=None, help="work in this directory and keep it")
@@ -109,7 +111,9 @@ def main() -> None:
         bundle = write_initial_bundle(config, dataset, args.seed, root / "bundle-initial",
                                       privacy=run_plan(config, dataset.cells, root / "run" / "checkpoint").declare(
                                           config.min_survivors, config.secagg_colluders))
-        fleet = EmulatedFleet(dataset, users, root / "devices", bundle, seed=args.seed)
+        # (keep_sessions is passed only when asked for, so the script also measures code from before it existed)
+        fleet = EmulatedFleet(dataset, users, root / "devices", bundle, seed=args.seed,
+                              **({"keep_sessions": True} if args.keep_sessions else {}))
         coordinator = Coordinator(config, fleet, dataset.cells, root / "run", seed=args.seed)
         point("set-up", seconds=round(time.perf_counter() - t0, 1))
         t0 = time.perf_counter()
@@ -131,6 +135,7 @@ def main() -> None:
             for stat in snapshots[1].compare_to(snapshots[0], "filename")[:10]:
                 print("tracemalloc:", stat)
         summary = {"devices": args.devices, "secagg_degree": config.secagg_degree, "rounds": config.rounds,
+                   "keep_sessions": args.keep_sessions,
                    "days_per_round": config.days_per_round, "disc_steps": config.disc_steps,
                    "population": "resampled", "points": points}
         if args.json:

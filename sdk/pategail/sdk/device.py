@@ -179,6 +179,14 @@ class Device:
             self._positives = positive_pairs(self._require_days(), self.store.home, self.bundle.environment.cells)
         return self._positives
 
+    def release_sessions(self) -> None:
+        """Close this device's ONNX Runtime sessions (the discriminator's training state, the policy); each
+        reopens from the device's files when it is next needed. Nothing is lost: between requests the
+        discriminator checkpoint on disk is the session's state (saved after every round), and a session
+        reopened from it trains exactly as the one it replaces. For an app between rounds, and for the
+        emulator, which holds many devices in one process (BENCHMARKS.md, "Memory of the SDK fleet")."""
+        self._session = self._policy = self._step_session = None
+
     # -- bundle ----------------------------------------------------------------------------------------------
     def install_bundle(self, bundle_dir: str | os.PathLike, expected_sha256: str | None = None) -> Bundle:
         """Verify the bundle at ``bundle_dir`` (hashes, versions, runtime; ``expected_sha256`` if given),
@@ -221,8 +229,10 @@ class Device:
         return reply.to_bytes()
 
     def _require_session(self) -> TrainingSession:
-        if self._session is None:
+        if self.bundle is None:
             raise MessageError(NOT_READY, "no model bundle installed")
+        if self._session is None:                   # released (release_sessions): reopen from the checkpoint
+            self._session = checkpoint.open_checkpoint(self.root, self.bundle, self.device_id)
         return self._session
 
     def _require_days(self) -> np.ndarray:
