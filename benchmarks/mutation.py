@@ -85,8 +85,8 @@ def _stage_tree(tests_ref: str | None) -> None:
 SELECTION = ["tests/secagg", "tests/privacy", "tests/server", "tests/sdk", "tests/metrics", "tests/baselines"]
 
 
-def _write_config(paths: list[str]) -> None:
-    selection = json.dumps(SELECTION)
+def _write_config(paths: list[str], selection: list[str] | None = None) -> None:
+    selection = json.dumps(selection or SELECTION)
     only = ",\n    ".join(json.dumps(p) for p in paths)
     (STAGE / "pyproject.toml").write_text(f"""\
 [tool.pytest.ini_options]
@@ -110,11 +110,12 @@ timeout_multiplier = 5.0
 """)
 
 
-def stage(tests_ref: str | None) -> None:
+def stage(tests_ref: str | None, selection: list[str] | None = None) -> None:
     """Stage the tree; every module is mutated (generation takes a minute) so that the seeded draw of each
-    module is the same whichever modules a run then checks."""
+    module is the same whichever modules a run then checks. ``selection``: the test paths mutmut may choose
+    from (default SELECTION)."""
     _stage_tree(tests_ref)
-    _write_config(list(MODULES.values()))
+    _write_config(list(MODULES.values()), selection)
 
 
 _GENERATE = """
@@ -252,6 +253,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--module", action="append", choices=sorted(MODULES), help="default: all of them")
     ap.add_argument("--tests-ref", help="git ref whose tests/ to run (default: the work tree's)")
+    ap.add_argument("--tests", action="append", metavar="PATH",
+                    help="test paths mutmut selects from (repeatable; default: " + " ".join(SELECTION) + "); "
+                         "fewer paths shorten mutmut's two whole-selection passes, and the score is a lower bound")
     ap.add_argument("--max-children", type=int, default=2, help="parallel mutant runs (default 2)")
     ap.add_argument("--stage", type=Path, default=STAGE, help=f"work folder (default {STAGE.relative_to(ROOT)})")
     ap.add_argument("--sample", type=int, help="at most this many mutants per module (seeded draw)")
@@ -282,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.resume:
             chosen = unchecked(sample(names, args.sample, args.seed, args.limit, args.limit_prefix), names)
         else:
-            stage(args.tests_ref)
+            stage(args.tests_ref, args.tests)
             generate()
             chosen = sample(names, args.sample, args.seed, args.limit, args.limit_prefix)
         rc = run(chosen, args.max_children) if chosen else 0

@@ -61,19 +61,29 @@ class EmulatedFleet(InProcessFleet):
 
     Each device's minibatch generator is re-derived from (seed, device, round) at every round request, so a
     round replayed after a crash draws the same minibatches as the first time.
+
+    Memory: a device's ONNX Runtime sessions are released after each request it answers (and after its set-up)
+    and reopen from its files at the next one, with the same results (``Device.release_sessions``); so the
+    process holds one device's sessions at a time, not every device's (about 1.3 MiB each, and what its
+    allocator keeps around them). ``keep_sessions=True`` keeps them open instead (BENCHMARKS.md, "Memory of
+    the SDK fleet", measures both).
     """
 
-    def __init__(self, dataset, users: Sequence[int], root: Path, bundle_dir: Path, seed: int = 0, population=None):
+    def __init__(self, dataset, users: Sequence[int], root: Path, bundle_dir: Path, seed: int = 0, population=None,
+                 keep_sessions: bool = False):
         self.root = Path(root)
         self.seed = seed
+        self.keep_sessions = keep_sessions
         self.devices: dict[int, Device] = {}
+        bundle_sha256 = _sha(bundle_dir)                      # verified once, not once per device
         for i, user in enumerate(users):
             device = Device(self.root / f"device-{i:05d}", i, rng=np.random.default_rng([seed, i]))
             if len(device.store.days()) == 0:                 # a restarted device keeps its store
                 device.add_days(dataset.user_days(int(user)) if population is None
                                 else population.device_days(dataset, i))
-            if device.bundle is None or device.bundle.sha256 != _sha(bundle_dir):
+            if device.bundle is None or device.bundle.sha256 != bundle_sha256:
                 device.install_bundle(bundle_dir)
+            self._rest(device)
             self.devices[i] = device
         self.device_ids = tuple(self.devices)
         log.info("%d emulated devices in %s", len(self.devices), self.root)
@@ -82,7 +92,14 @@ class EmulatedFleet(InProcessFleet):
         device = self.devices[device_id]
         rnd = peek_round(message)
         device.rng = np.random.default_rng([self.seed, device_id, max(rnd, 0)])
-        return device.handle(message)
+        try:
+            return device.handle(message)
+        finally:
+            self._rest(device)
+
+    def _rest(self, device: Device) -> None:
+        if not self.keep_sessions:
+            device.release_sessions()
 
 
 def _sha(bundle_dir: Path) -> str:

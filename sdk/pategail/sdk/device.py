@@ -81,7 +81,8 @@ class Device:
         self.bundle: Bundle | None = None
         self._bundle_sha256: str | None = None
         self._session: TrainingSession | None = None
-        self._policy = None
+        self._policy = None                         # opened on the first generate() (_generation_session)
+        self._policy_path: Path | None = None
         self._policy_sha256: str | None = None
         self._step_session = None
         self._pending = PendingVector()
@@ -96,7 +97,7 @@ class Device:
             except BundleError as err:
                 log.warning("device %d: the installed bundle is unusable (%s); install one again",
                             self.device_id, err)
-                self.bundle = self._session = self._policy = None
+                self.bundle = self._session = self._policy = self._policy_path = None
 
     # -- local API (the app) ---------------------------------------------------------------------------------
     def add_days(self, days) -> int:
@@ -148,7 +149,7 @@ class Device:
         """``n_days`` synthetic days made here with the policy in use and the EPR environment, starting from
         this device's own initial states (its home, first cells drawn from its days' first cells). Nothing
         leaves the device."""
-        if self._policy is None:
+        if self.bundle is None:
             raise DeviceError("no model bundle installed")
         days = self.store.days()
         if not len(days):
@@ -166,6 +167,8 @@ class Device:
         policy only); the policy in use (full prefix) after a PolicyUpdate or with an older bundle."""
         bundle_policy = self.bundle.manifest["files"][self.bundle.policy.path.name]["sha256"]
         if self.bundle.policy_step is None or self._policy_sha256 != bundle_policy:
+            if self._policy is None:
+                self._policy = policy_update.open_policy_file(self._policy_path, self._policy_sha256)
             return self._policy
         if self._step_session is None:
             self._step_session = open_generation_session(self.bundle)
@@ -176,6 +179,14 @@ class Device:
         if self._positives is None:
             self._positives = positive_pairs(self._require_days(), self.store.home, self.bundle.environment.cells)
         return self._positives
+
+    def release_sessions(self) -> None:
+        """Close this device's ONNX Runtime sessions (the discriminator's training state, the policy); each
+        reopens from the device's files when it is next needed. Nothing is lost: between requests the
+        discriminator checkpoint on disk is the session's state (saved after every round), and a session
+        reopened from it trains exactly as the one it replaces. For an app between rounds, and for the
+        emulator, which holds many devices in one process (BENCHMARKS.md, "Memory of the SDK fleet")."""
+        self._session = self._policy = self._step_session = None
 
     # -- bundle ----------------------------------------------------------------------------------------------
     def install_bundle(self, bundle_dir: str | os.PathLike, expected_sha256: str | None = None) -> Bundle:
@@ -193,8 +204,8 @@ class Device:
         self.bundle, self._bundle_sha256 = bundle, sha
         self.store.n_cells = len(bundle.environment.cells)
         self._session = checkpoint.open_checkpoint(self.root, bundle, self.device_id)
-        self._step_session = None                   # belongs to the bundle being replaced
-        self._policy, self._policy_sha256 = policy_update.open_policy(self.root, bundle, self.device_id)
+        self._step_session = self._policy = None    # belong to the bundle being replaced
+        self._policy_path, self._policy_sha256 = policy_update.policy_in_use(self.root, bundle, self.device_id)
         if changed:
             self._pending.set(None)
             self._positives = self._geometry = None
@@ -219,8 +230,10 @@ class Device:
         return reply.to_bytes()
 
     def _require_session(self) -> TrainingSession:
-        if self._session is None:
+        if self.bundle is None:
             raise MessageError(NOT_READY, "no model bundle installed")
+        if self._session is None:                   # released (release_sessions): reopen from the checkpoint
+            self._session = checkpoint.open_checkpoint(self.root, self.bundle, self.device_id)
         return self._session
 
     def _require_days(self) -> np.ndarray:
@@ -231,8 +244,8 @@ class Device:
 
     def _on_policy_update(self, msg: PolicyUpdate) -> Ack:
         self._require_session()
-        self._policy = policy_update.accept_policy(self.root, msg, self.bundle)
-        self._policy_sha256 = msg.policy_sha256
+        self._policy_path = policy_update.accept_policy(self.root, msg, self.bundle)
+        self._policy, self._policy_sha256 = None, msg.policy_sha256      # opened when the app generates
         return Ack(msg.round, KIND_NAMES[KIND_POLICY_UPDATE], 0)
 
     def _plan(self) -> DeclaredPlan | None:
