@@ -47,6 +47,14 @@ class TrainConfig:
     training days (BENCHMARKS.md, issue 19)."""
     disc_weight_decay: float = 0.01
     """Decoupled (AdamW) weight decay of the devices' discriminators (baked into the bundle's optimizer model)."""
+    disc_replay_share: float = 0.0
+    """Share of the generated half of each discriminator minibatch that devices draw from earlier rounds'
+    generated pairs (replay against the game's cycling; pategail.sdk.replay); 0 = off (the bundle then
+    declares no replay). BENCHMARKS.md (issue 19, session 2) has the measurement behind the default."""
+    disc_replay_rounds: int = 10
+    """Earlier rounds a device's replay buffer spans."""
+    disc_replay_pairs: int = 256
+    """Generated pairs of each round a device keeps in its replay buffer."""
     beta: float = 0.5
     """β of R̂ = R − βξ (the paper's reward dynamics compensation; Theorem 1: R̂ lower-bounds a random
     user's reward with probability ≥ 1 − 1/β² when β > 1). Applied to the released mean and variance."""
@@ -97,6 +105,8 @@ class TrainConfig:
             raise PategailError("rounds and days_per_round must be >= 1, disc_steps >= 0, disc_batch_size >= 2")
         if self.disc_weight_decay < 0:
             raise PategailError(f"disc_weight_decay must be >= 0, got {self.disc_weight_decay}")
+        if not 0 <= self.disc_replay_share < 1 or self.disc_replay_rounds < 1 or self.disc_replay_pairs < 1:
+            raise PategailError("disc_replay_share must be in [0, 1), disc_replay_rounds and disc_replay_pairs >= 1")
         if not 0 <= self.disc_label_smoothing < 0.5:
             raise PategailError(f"disc_label_smoothing must be in [0, 0.5), got {self.disc_label_smoothing}")
         if self.average_rounds < 1:

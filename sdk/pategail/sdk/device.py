@@ -5,7 +5,8 @@ device — and everything in it:
 
 - ``days.npy``               the owner's days (:class:`~pategail.sdk.store.TrajectoryStore`); never sent;
 - ``bundle/``                the verified model bundle (:mod:`pategail.sdk.install`);
-- ``discriminator.ckpt``     the personal discriminator D_u and its bundle tag (:mod:`pategail.sdk.checkpoint`);
+- ``discriminator.ckpt``     the personal discriminator D_u and its bundle tag (:mod:`pategail.sdk.checkpoint`),
+  with the buffer of earlier generated pairs it replays when the bundle asks for it (:mod:`pategail.sdk.replay`);
 - ``policy.onnx``, ``policy.json``  the latest policy accepted from the coordinator
   (:mod:`pategail.sdk.policy_update`);
 - ``identity.key``           the secure-aggregation identity (:mod:`pategail.sdk.identity`);
@@ -49,6 +50,7 @@ from pategail.sdk.messages import (DEFAULT_LIMITS, KIND_INITIAL_STATES_REQUEST, 
                                    KIND_ROUND_REQUEST, NOT_READY, Ack, ErrorReply, InitialStatesRequest,
                                    MessageError, MessageLimits, PolicyUpdate, RoundRequest, from_bytes, peek_round)
 from pategail.sdk.places import place_contribution
+from pategail.sdk.replay import remember
 from pategail.sdk.secagg.client import SecAggClient
 from pategail.sdk.secagg.config import DevicePublicKeys, KeyDirectory
 from pategail.sdk.secagg.policy import DeclaredPlan
@@ -80,6 +82,7 @@ class Device:
         self.bundle: Bundle | None = None
         self._bundle_sha256: str | None = None
         self._session: TrainingSession | None = None
+        self._replay: np.ndarray | None = None
         self._policy = None
         self._policy_sha256: str | None = None
         self._step_session = None
@@ -192,6 +195,7 @@ class Device:
         self.bundle, self._bundle_sha256 = bundle, sha
         self.store.n_cells = len(bundle.environment.cells)
         self._session = checkpoint.open_checkpoint(self.root, bundle, self.device_id)
+        self._replay = checkpoint.open_replay(self.root, bundle.replay, self.device_id)
         self._step_session = None                   # belongs to the bundle being replaced
         self._policy, self._policy_sha256 = policy_update.open_policy(self.root, bundle, self.device_id)
         if changed:
@@ -241,16 +245,23 @@ class Device:
     def _on_round_request(self, msg: RoundRequest) -> Ack:
         self._require_session()
         check_request_budget(self.root, self._plan(), msg.round, msg.n_queries)
-        session = self._session = checkpoint.before_round(self.root, self._require_session(), self.bundle,
-                                                          self._bundle_sha256, msg.round, self.device_id)
+        session, replay = checkpoint.before_round(self.root, self._require_session(), self.bundle,
+                                                  self._bundle_sha256, msg.round, self.device_id, self._replay)
+        self._session, self._replay = session, replay
         positives = self.positive_pairs()
+        settings = self.bundle.replay
         try:
-            prob = train_and_score(session, positives, msg, self.bundle.environment.cells,
-                                   self.bundle.manifest["discriminator"]["labels"], self.rng)
-            checkpoint.save_checkpoint(self.root, session, self.bundle)
+            prob, generated = train_and_score(session, positives, msg, self.bundle.environment.cells,
+                                              self.bundle.manifest["discriminator"]["labels"], self.rng,
+                                              replay=replay, replay_share=0.0 if settings is None else settings.share)
+            if settings is not None:
+                replay = remember(replay, generated, settings, self.rng)
+            checkpoint.save_checkpoint(self.root, session, self.bundle, replay)
+            self._replay = replay
         except BaseException:
             # a half-trained discriminator must not survive a failure: back to the checkpoint on disk
             self._session = checkpoint.open_checkpoint(self.root, self.bundle, self.device_id)
+            self._replay = checkpoint.open_replay(self.root, settings, self.device_id)
             raise
         self._pending.set(reward_vector(prob))
         return Ack(msg.round, KIND_NAMES[KIND_ROUND_REQUEST], len(self._pending))
