@@ -216,7 +216,7 @@ def discriminator_training(config):
     if config.disc_replay_share > 0:
         replay = ReplaySettings(config.disc_replay_share, config.disc_replay_rounds, config.disc_replay_pairs)
     return TrainingConfig(expert_label=1.0 - config.disc_label_smoothing, weight_decay=config.disc_weight_decay,
-                          replay=replay)
+                          replay=replay, owner_scaling=config.disc_owner_scaling)
 
 
 def write_initial_bundle(config, dataset, seed: int, out: Path, privacy=None) -> Path:

@@ -84,6 +84,9 @@ class TrainingConfig:
     replay: ReplaySettings | None = None
     """Replay of earlier rounds' generated pairs in the devices' minibatches (written to the manifest as
     ``discriminator.replay``; :mod:`pategail.sdk.replay`); None: each round trains on its own pairs only."""
+    owner_scaling: bool = False
+    """Devices standardise D's inputs by their owner's real pairs (manifest ``discriminator.input_scaling``
+    "owner"; :func:`pategail.sdk.discriminator_round.owner_scaler`); False: raw pair features."""
 
     def __post_init__(self):
         if not (self.learning_rate > 0 and self.weight_decay >= 0 and self.max_grad_norm > 0 and self.eps > 0):

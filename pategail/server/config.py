@@ -47,6 +47,9 @@ class TrainConfig:
     training days (BENCHMARKS.md, issue 19)."""
     disc_weight_decay: float = 0.01
     """Decoupled (AdamW) weight decay of the devices' discriminators (baked into the bundle's optimizer model)."""
+    disc_owner_scaling: bool = False
+    """Devices standardise their discriminator's inputs by their owner's real pairs (mean, std floored at one
+    count unit; pategail.sdk.discriminator_round.owner_scaler). BENCHMARKS.md (issue 19, session 2)."""
     disc_replay_share: float = 0.0
     """Share of the generated half of each discriminator minibatch that devices draw from earlier rounds'
     generated pairs (replay against the game's cycling; pategail.sdk.replay); 0 = off (the bundle then
@@ -55,6 +58,15 @@ class TrainConfig:
     """Earlier rounds a device's replay buffer spans."""
     disc_replay_pairs: int = 256
     """Generated pairs of each round a device keeps in its replay buffer."""
+    reward: str = "r_hat"
+    """PPO's reward of a generated pair, from the release: "r_hat" = R̂ = R − βξ (the paper's eq. for the
+    dynamics-compensated reward, bounded in [−β, 1]); "log" = log max(R̂, ``reward_floor``), GAIL's log D form
+    (Ho & Ermon 2016) — a post-processing of the release, so no privacy cost. R̂ caps what a pair that no real
+    day has can cost at ~0.5 below a typical pair; log R̂ makes it cost ~log(0.5 / floor), which is what a
+    rare invented move (an explore past every real day's number of cells) needs to be driven out. Days have a
+    fixed 47 decisions, so negative rewards carry no early-termination bias here."""
+    reward_floor: float = 1e-3
+    """Floor of R̂ under the "log" reward (R̂ can be ≤ 0: β·ξ, or noise under privacy)."""
     beta: float = 0.5
     """β of R̂ = R − βξ (the paper's reward dynamics compensation; Theorem 1: R̂ lower-bounds a random
     user's reward with probability ≥ 1 − 1/β² when β > 1). Applied to the released mean and variance."""
@@ -111,6 +123,9 @@ class TrainConfig:
             raise PategailError(f"disc_label_smoothing must be in [0, 0.5), got {self.disc_label_smoothing}")
         if self.average_rounds < 1:
             raise PategailError(f"average_rounds must be >= 1, got {self.average_rounds}")
+        if self.reward not in ("r_hat", "log") or not 0 < self.reward_floor < 1:
+            raise PategailError(f"reward must be 'r_hat' or 'log' and reward_floor in (0, 1), got "
+                                f"{self.reward!r}, {self.reward_floor}")
         if self.kappa <= 1 or self.beta < 0:
             raise PategailError(f"kappa must be > 1 and beta >= 0 (got kappa {self.kappa}, beta {self.beta})")
         if self.target_epsilon is not None and not self.target_epsilon > 0:

@@ -184,6 +184,9 @@ class Bundle:
     replay: ReplaySettings | None = None
     """How the discriminator replays earlier generated pairs (manifest "discriminator.replay",
     :mod:`pategail.sdk.replay`); None: no replay."""
+    owner_scaling: bool = False
+    """The discriminator takes its inputs standardised by the owner's real pairs (manifest
+    "discriminator.input_scaling" = "owner"; :func:`pategail.sdk.discriminator_round.owner_scaler`)."""
 
     @property
     def sha256(self) -> str:
@@ -280,6 +283,9 @@ def load_bundle(path: str | os.PathLike, *, onnxruntime_version: str | None = No
         checkpoint = root / disc["checkpoint"]
         parameters = tuple((str(p["name"]), tuple(int(s) for s in p["shape"])) for p in disc["parameters"])
         replay = ReplaySettings.from_manifest(disc.get("replay"))
+        scaling = disc.get("input_scaling", "raw")
+        if scaling not in ("raw", "owner"):
+            raise BundleError(f"{manifest_path}: discriminator input_scaling {scaling!r} is not 'raw' or 'owner'")
         environment = None
         if "environment" in manifest:
             env = manifest["environment"]
@@ -306,7 +312,7 @@ def load_bundle(path: str | os.PathLike, *, onnxruntime_version: str | None = No
             raise BundleError(f"{manifest_path}: invalid privacy plan ({type(e).__name__}: {e})") from None
     return Bundle(root=root, manifest=manifest, policy=policy, discriminator=models, checkpoint=checkpoint,
                   parameters=parameters, environment=environment, policy_step=policy_step, privacy=privacy,
-                  replay=replay)
+                  replay=replay, owner_scaling=scaling == "owner")
 
 
 def session_options(threads: int = 1):

@@ -39,7 +39,7 @@ from pategail.sdk.budget import check_request_budget, device_ledger
 from pategail.sdk.bundle import MANIFEST, Bundle, TrainingSession, ensure_training_api, open_generation_session
 from pategail.sdk.checkpoint import CHECKPOINT
 from pategail.sdk.contribution import DAYS_CAP, EnvironmentLayout, initial_state_contribution, reward_vector
-from pategail.sdk.discriminator_round import positive_pairs, train_and_score
+from pategail.sdk.discriminator_round import InputScaler, owner_scaler, positive_pairs, train_and_score
 from pategail.sdk.epr import CellGeometry, candidate_count, explore_law_contribution, n_rank_bins
 from pategail.sdk.errors import BundleError, DeviceError
 from pategail.sdk.features import N_PAIR_FEATURES
@@ -88,6 +88,7 @@ class Device:
         self._step_session = None
         self._pending = PendingVector()
         self._positives: np.ndarray | None = None
+        self._scaler: InputScaler | None = None
         self._geometry: CellGeometry | None = None
         self._secagg: SecAggClient | None = None
         self._secagg_directory: KeyDirectory | None = None
@@ -105,7 +106,7 @@ class Device:
         """Store more of the owner's days (int (n, 48); cell ids checked against the bundle's cell table once
         one is installed). Returns the number of days stored."""
         n = self.store.add_days(days)
-        self._positives = None
+        self._positives = self._scaler = None
         return n
 
     @property
@@ -143,7 +144,8 @@ class Device:
     def score(self, pairs: np.ndarray) -> np.ndarray:
         """float64 (batch,): D_u(s, a) ∈ [0, 1] of ``pair_features`` rows (batch, 15), for the app's own use."""
         pairs = np.asarray(pairs, dtype=np.float32).reshape(-1, N_PAIR_FEATURES)
-        _, prob = self._require_session().score(pairs)
+        scaler = self.input_scaler()
+        _, prob = self._require_session().score(pairs if scaler is None else scaler(pairs))
         return np.clip(prob.astype(np.float64), 0.0, 1.0)
 
     def generate(self, n_days: int, rng: np.random.Generator) -> GeneratedDays:
@@ -179,6 +181,14 @@ class Device:
             self._positives = positive_pairs(self._require_days(), self.store.home, self.bundle.environment.cells)
         return self._positives
 
+    def input_scaler(self) -> InputScaler | None:
+        """The map D_u's inputs go through (the owner's standardisation) when the bundle declares one."""
+        if self.bundle is None or not self.bundle.owner_scaling:
+            return None
+        if self._scaler is None:
+            self._scaler = owner_scaler(self.positive_pairs())
+        return self._scaler
+
     # -- bundle ----------------------------------------------------------------------------------------------
     def install_bundle(self, bundle_dir: str | os.PathLike, expected_sha256: str | None = None) -> Bundle:
         """Verify the bundle at ``bundle_dir`` (hashes, versions, runtime; ``expected_sha256`` if given),
@@ -200,7 +210,7 @@ class Device:
         self._policy, self._policy_sha256 = policy_update.open_policy(self.root, bundle, self.device_id)
         if changed:
             self._pending.set(None)
-            self._positives = self._geometry = None
+            self._positives = self._geometry = self._scaler = None
 
     # -- protocol --------------------------------------------------------------------------------------------
     def handle(self, request: bytes) -> bytes:
@@ -253,7 +263,8 @@ class Device:
         try:
             prob, generated = train_and_score(session, positives, msg, self.bundle.environment.cells,
                                               self.bundle.manifest["discriminator"]["labels"], self.rng,
-                                              replay=replay, replay_share=0.0 if settings is None else settings.share)
+                                              replay=replay, replay_share=0.0 if settings is None else settings.share,
+                                              scaler=self.input_scaler())
             if settings is not None:
                 replay = remember(replay, generated, settings, self.rng)
             checkpoint.save_checkpoint(self.root, session, self.bundle, replay)
