@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+import pategail.emulator as emulator_module
 import pategail.server.coordinator as coordinator_module
 import pategail.server.releases as releases_module
 import pategail.server.rewards as rewards_module
@@ -105,7 +106,10 @@ rewards_module.aggregate_rewards, coordinator_module.ppo_update = aggregate, ppo
 if args.plain_sums:
     if config.private:
         raise SystemExit("--plain-sums: only without privacy (the noise is added by the devices' protocol)")
-    releases_module.run_secure_round = plain_sums
+    # the secure round is called from the releases (this layout) or from the emulator's fleet (Fleet.secure_sum)
+    for module in (releases_module, emulator_module):
+        if hasattr(module, "run_secure_round"):
+            module.run_secure_round = plain_sums
 rounds = []
 
 
