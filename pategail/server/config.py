@@ -49,11 +49,15 @@ class TrainConfig:
     """Decoupled (AdamW) weight decay of the devices' discriminators (baked into the bundle's optimizer model)."""
     disc_owner_scaling: bool = False
     """Devices standardise their discriminator's inputs by their owner's real pairs (mean, std floored at one
-    count unit; pategail.sdk.discriminator_round.owner_scaler). BENCHMARKS.md (issue 19, session 2)."""
+    count unit; pategail.sdk.discriminator_round.owner_scaler). Off: on the sparse city it made the
+    discriminators punish a 5th cell (mean D 0.52 → 0.16) but the invented days stayed (3.2% vs 2.9%), and the
+    other metrics got worse (BENCHMARKS.md, issue 19, session 2)."""
     disc_replay_share: float = 0.0
     """Share of the generated half of each discriminator minibatch that devices draw from earlier rounds'
     generated pairs (replay against the game's cycling; pategail.sdk.replay); 0 = off (the bundle then
-    declares no replay). BENCHMARKS.md (issue 19, session 2) has the measurement behind the default."""
+    declares no replay). 0.5 halved the last iterate's swing on the paper's GeoLife (stay std 0.043–0.055 →
+    0.025–0.030, 2 seeds) but cost the published model DailyLoc there and did not steady gps-csv GeoLife in a
+    short run, so it is off by default (BENCHMARKS.md, issue 19, session 2)."""
     disc_replay_rounds: int = 10
     """Earlier rounds a device's replay buffer spans."""
     disc_replay_pairs: int = 256
@@ -62,9 +66,9 @@ class TrainConfig:
     """PPO's reward of a generated pair, from the release: "r_hat" = R̂ = R − βξ (the paper's eq. for the
     dynamics-compensated reward, bounded in [−β, 1]); "log" = log max(R̂, ``reward_floor``), GAIL's log D form
     (Ho & Ermon 2016) — a post-processing of the release, so no privacy cost. R̂ caps what a pair that no real
-    day has can cost at ~0.5 below a typical pair; log R̂ makes it cost ~log(0.5 / floor), which is what a
-    rare invented move (an explore past every real day's number of cells) needs to be driven out. Days have a
-    fixed 47 decisions, so negative rewards carry no early-termination bias here."""
+    day has can cost at ~0.5 below a typical pair; log R̂ makes it cost ~log(0.5 / floor). Days have a fixed 47
+    decisions, so negative rewards carry no early-termination bias here. "r_hat" stays the default: "log" did
+    not reduce the sparse city's invented 5+-cell days (3.7% vs 2.9%; BENCHMARKS.md, issue 19, session 2)."""
     reward_floor: float = 1e-3
     """Floor of R̂ under the "log" reward (R̂ can be ≤ 0: β·ξ, or noise under privacy)."""
     beta: float = 0.5

@@ -16,9 +16,9 @@ pairs; the buffer keeps raw rows.
 """
 from __future__ import annotations
 
-import numpy as np
-
 from dataclasses import dataclass
+
+import numpy as np
 
 from pategail.sdk.bundle import TrainingSession
 from pategail.sdk.features import N_PAIR_FEATURES, N_STATE_FEATURES, SLOTS, label_actions, pair_features
