@@ -301,7 +301,12 @@ def _run_log(path: Path, quiet_terminal: bool):
 def discriminator_training(config):
     """The devices' discriminator training settings (baked into a bundle) for a TrainConfig."""
     from pategail.export.artifacts import TrainingConfig
-    return TrainingConfig(expert_label=1.0 - config.disc_label_smoothing, weight_decay=config.disc_weight_decay)
+    from pategail.sdk.replay import ReplaySettings
+    replay = None
+    if config.disc_replay_share > 0:
+        replay = ReplaySettings(config.disc_replay_share, config.disc_replay_rounds, config.disc_replay_pairs)
+    return TrainingConfig(expert_label=1.0 - config.disc_label_smoothing, weight_decay=config.disc_weight_decay,
+                          replay=replay, owner_scaling=config.disc_owner_scaling)
 
 
 def write_initial_bundle(config, dataset, seed: int, out: Path, privacy=None) -> Path:

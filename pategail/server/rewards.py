@@ -18,6 +18,7 @@ def rewards_from_release(release: Release, config: TrainConfig, rng: np.random.G
       ``public_count`` (the run's devices, known before the round), plus ½, each decision gets its block's
       mean. β does not apply (no Σ D² is released).
     - without privacy at a coarser granularity (an experiment): the block means of Σ D / n.
+    ``config.reward`` "log" takes log max(R̂, floor) of the Laplace pair rewards instead of R̂.
     ``tolerance_noise_std`` (a non-private experiment) adds N(0, s²) from ``rng`` to every released mean.
 
     Standardised because every day has 47 decisions, so shifting all rewards by a constant changes no
@@ -31,7 +32,8 @@ def rewards_from_release(release: Release, config: TrainConfig, rng: np.random.G
         means = np.asarray(release.sum, dtype=np.float64) / public_count + 0.5
     elif granularity.block == 1 and not config.tolerance_experiment and config.mechanism == "laplace":
         agg = aggregate_rewards(release.sum, release.sq_sum, release.n_survivors, config.beta)
-        return _standardised(reward_matrix(agg.r_hat, days))
+        r_hat = agg.r_hat if config.reward == "r_hat" else np.log(np.maximum(agg.r_hat, config.reward_floor))
+        return _standardised(reward_matrix(r_hat, days))
     elif release.count == reward_count(days):          # per-pair Σ D without noise: averaged here
         means = granularity.block_means(np.asarray(release.sum, dtype=np.float64) / release.n_survivors, days)
     else:

@@ -10,7 +10,7 @@ import pytest
 
 
 
-def _export(out: Path, dataset, seed: int, initial_states: bool = True) -> Path:
+def _export(out: Path, dataset, seed: int, initial_states: bool = True, training_config=None) -> Path:
     import torch
 
     from pategail.export.bundle import export_bundle
@@ -31,7 +31,9 @@ def _export(out: Path, dataset, seed: int, initial_states: bool = True) -> Path:
         policy, discriminator = Policy(PolicyConfig(n_cells=dataset.n_cells)), Discriminator()
     env = Environment(cells=dataset.cells, alpha=DEFAULT_ALPHA, candidates=DEFAULT_CANDIDATES,
                       initial_states=states, initial_weights=weights)
-    return export_bundle(policy, discriminator, out, environment=env)
+    if training_config is None:
+        return export_bundle(policy, discriminator, out, environment=env)
+    return export_bundle(policy, discriminator, out, environment=env, training_config=training_config)
 
 
 @pytest.fixture(scope="session")
@@ -44,6 +46,26 @@ def bundle_dir(tmp_path_factory, dataset) -> Path:
 def other_bundle_dir(tmp_path_factory, dataset) -> Path:
     """Another bundle (other initial weights, no initial states): its checkpoints do not belong to bundle_dir."""
     return _export(tmp_path_factory.mktemp("device-bundle-2") / "bundle", dataset, seed=1, initial_states=False)
+
+
+@pytest.fixture(scope="session")
+def replay_bundle_dir(tmp_path_factory, dataset) -> Path:
+    """bundle_dir's models (same seed) with a manifest that declares replay: half of each minibatch's generated
+    pairs from the last 3 rounds, 40 pairs a round."""
+    from pategail.export.artifacts import TrainingConfig
+    from pategail.sdk.replay import ReplaySettings
+
+    return _export(tmp_path_factory.mktemp("device-bundle-replay") / "bundle", dataset, seed=0,
+                   training_config=TrainingConfig(replay=ReplaySettings(0.5, 3, 40)))
+
+
+@pytest.fixture(scope="session")
+def scaling_bundle_dir(tmp_path_factory, dataset) -> Path:
+    """bundle_dir's models (same seed) with a manifest whose discriminator takes owner-standardised inputs."""
+    from pategail.export.artifacts import TrainingConfig
+
+    return _export(tmp_path_factory.mktemp("device-bundle-scaling") / "bundle", dataset, seed=0,
+                   training_config=TrainingConfig(owner_scaling=True))
 
 
 @pytest.fixture(scope="session")

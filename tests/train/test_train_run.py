@@ -27,6 +27,7 @@ from pategail.server.initial_states import FACTOR_RANGE
 from pategail.server.policy import Policy, PolicyConfig
 from pategail.server.privacy.accountant import QueryRelease
 from pategail.server.ppo import PPOConfig
+from pategail.train_cli import discriminator_training
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = dict(rounds=3, days_per_round=6, disc_steps=2, disc_batch_size=16, candidates=50, d_model=16,
@@ -38,8 +39,10 @@ def _coordinator(dataset, run: Path, seed=0, **overrides) -> Coordinator:
     bundle = run / "bundle-initial"
     if not bundle.exists():
         torch.manual_seed(seed)
+        # the default optimiser and labels, plus replay when the config asks for it
+        training = {} if not config.disc_replay_share else {"training_config": discriminator_training(config)}
         export_bundle(Policy(PolicyConfig(n_cells=dataset.n_cells, d_model=16, n_layers=1)), Discriminator(),
-                      bundle, environment=Environment(dataset.cells, config.alpha, config.candidates))
+                      bundle, environment=Environment(dataset.cells, config.alpha, config.candidates), **training)
     users = choose_users(dataset.users, 3, seed)
     fleet = EmulatedFleet(dataset, users, run / "devices", bundle, seed=seed)
     return Coordinator(config, fleet, dataset.cells, run, seed=seed)
@@ -195,11 +198,13 @@ def test_train_cli_two_rounds(dataset, tmp_path, capsys):
     assert "only 10 users" in capsys.readouterr().err
 
 
-def test_a_crash_while_devices_train_is_replayed_exactly(dataset, tmp_path, monkeypatch):
-    whole = _coordinator(dataset, tmp_path / "whole")
+@pytest.mark.parametrize("replay", [0.0, 0.5], ids=["no-replay", "replay"])
+def test_a_crash_while_devices_train_is_replayed_exactly(dataset, tmp_path, monkeypatch, replay):
+    # with replay the devices also rewind their buffers of earlier generated pairs (pategail.sdk.replay)
+    whole = _coordinator(dataset, tmp_path / "whole", disc_replay_share=replay)
     whole.train()
     run = tmp_path / "killed"
-    first = _coordinator(dataset, run)
+    first = _coordinator(dataset, run, disc_replay_share=replay)
     calls = {"n": 0}
     real_request = EmulatedFleet.request
 
@@ -213,10 +218,15 @@ def test_a_crash_while_devices_train_is_replayed_exactly(dataset, tmp_path, monk
     with pytest.raises(KeyboardInterrupt):
         first.train()
     monkeypatch.setattr(EmulatedFleet, "request", real_request)
-    again = _coordinator(dataset, run)        # devices restart from their directories, two of them mid-round
+    again = _coordinator(dataset, run, disc_replay_share=replay)   # devices restart, two of them mid-round
     assert again.resume() and again.round == 1
     again.train()
     assert torch.equal(_params(again), _params(whole))
+    if replay:
+        assert (run / "devices" / "device-00000" / "discriminator.replay.npy").is_file()
+        other = _coordinator(dataset, tmp_path / "plain")
+        other.train()
+        assert not torch.equal(_params(other), _params(whole))     # replay did change the run
 
 
 def test_a_round_without_enough_devices_releases_nothing(dataset, tmp_path, monkeypatch):

@@ -5,7 +5,8 @@ device — and everything in it:
 
 - ``days.npy``               the owner's days (:class:`~pategail.sdk.store.TrajectoryStore`); never sent;
 - ``bundle/``                the verified model bundle (:mod:`pategail.sdk.install`);
-- ``discriminator.ckpt``     the personal discriminator D_u and its bundle tag (:mod:`pategail.sdk.checkpoint`);
+- ``discriminator.ckpt``     the personal discriminator D_u and its bundle tag (:mod:`pategail.sdk.checkpoint`),
+  with the buffer of earlier generated pairs it replays when the bundle asks for it (:mod:`pategail.sdk.replay`);
 - ``policy.onnx``, ``policy.json``  the latest policy accepted from the coordinator
   (:mod:`pategail.sdk.policy_update`);
 - ``identity.key``           the secure-aggregation identity (:mod:`pategail.sdk.identity`);
@@ -38,7 +39,7 @@ from pategail.sdk.budget import check_request_budget, device_ledger
 from pategail.sdk.bundle import MANIFEST, Bundle, TrainingSession, ensure_training_api, open_generation_session
 from pategail.sdk.checkpoint import CHECKPOINT
 from pategail.sdk.contribution import DAYS_CAP, EnvironmentLayout, initial_state_contribution, reward_vector
-from pategail.sdk.discriminator_round import positive_pairs, train_and_score
+from pategail.sdk.discriminator_round import InputScaler, owner_scaler, positive_pairs, train_and_score
 from pategail.sdk.epr import CellGeometry, candidate_count, explore_law_contribution, n_rank_bins
 from pategail.sdk.errors import BundleError, DeviceError
 from pategail.sdk.features import N_PAIR_FEATURES
@@ -49,6 +50,7 @@ from pategail.sdk.messages import (DEFAULT_LIMITS, KIND_INITIAL_STATES_REQUEST, 
                                    KIND_ROUND_REQUEST, NOT_READY, Ack, ErrorReply, InitialStatesRequest,
                                    MessageError, MessageLimits, PolicyUpdate, RoundRequest, from_bytes, peek_round)
 from pategail.sdk.places import place_contribution
+from pategail.sdk.replay import remember
 from pategail.sdk.secagg.client import SecAggClient
 from pategail.sdk.secagg.config import DevicePublicKeys, KeyDirectory
 from pategail.sdk.secagg.policy import DeclaredPlan
@@ -83,10 +85,12 @@ class Device:
         self._session: TrainingSession | None = None
         self._policy = None                         # opened on the first generate() (_generation_session)
         self._policy_path: Path | None = None
+        self._replay: np.ndarray | None = None
         self._policy_sha256: str | None = None
         self._step_session = None
         self._pending = PendingVector()
         self._positives: np.ndarray | None = None
+        self._scaler: InputScaler | None = None
         self._geometry: CellGeometry | None = None
         self._secagg: SecAggClient | None = None
         self._secagg_directory: KeyDirectory | None = None
@@ -104,7 +108,7 @@ class Device:
         """Store more of the owner's days (int (n, 48); cell ids checked against the bundle's cell table once
         one is installed). Returns the number of days stored."""
         n = self.store.add_days(days)
-        self._positives = None
+        self._positives = self._scaler = None
         return n
 
     @property
@@ -142,7 +146,8 @@ class Device:
     def score(self, pairs: np.ndarray) -> np.ndarray:
         """float64 (batch,): D_u(s, a) ∈ [0, 1] of ``pair_features`` rows (batch, 15), for the app's own use."""
         pairs = np.asarray(pairs, dtype=np.float32).reshape(-1, N_PAIR_FEATURES)
-        _, prob = self._require_session().score(pairs)
+        scaler = self.input_scaler()
+        _, prob = self._require_session().score(pairs if scaler is None else scaler(pairs))
         return np.clip(prob.astype(np.float64), 0.0, 1.0)
 
     def generate(self, n_days: int, rng: np.random.Generator) -> GeneratedDays:
@@ -188,6 +193,14 @@ class Device:
         emulator, which holds many devices in one process (BENCHMARKS.md, "Memory of the SDK fleet")."""
         self._session = self._policy = self._step_session = None
 
+    def input_scaler(self) -> InputScaler | None:
+        """The map D_u's inputs go through (the owner's standardisation) when the bundle declares one."""
+        if self.bundle is None or not self.bundle.owner_scaling:
+            return None
+        if self._scaler is None:
+            self._scaler = owner_scaler(self.positive_pairs())
+        return self._scaler
+
     # -- bundle ----------------------------------------------------------------------------------------------
     def install_bundle(self, bundle_dir: str | os.PathLike, expected_sha256: str | None = None) -> Bundle:
         """Verify the bundle at ``bundle_dir`` (hashes, versions, runtime; ``expected_sha256`` if given),
@@ -204,11 +217,12 @@ class Device:
         self.bundle, self._bundle_sha256 = bundle, sha
         self.store.n_cells = len(bundle.environment.cells)
         self._session = checkpoint.open_checkpoint(self.root, bundle, self.device_id)
+        self._replay = checkpoint.open_replay(self.root, bundle.replay, self.device_id)
         self._step_session = self._policy = None    # belong to the bundle being replaced
         self._policy_path, self._policy_sha256 = policy_update.policy_in_use(self.root, bundle, self.device_id)
         if changed:
             self._pending.set(None)
-            self._positives = self._geometry = None
+            self._positives = self._geometry = self._scaler = None
 
     # -- protocol --------------------------------------------------------------------------------------------
     def handle(self, request: bytes) -> bytes:
@@ -255,16 +269,24 @@ class Device:
     def _on_round_request(self, msg: RoundRequest) -> Ack:
         self._require_session()
         check_request_budget(self.root, self._plan(), msg.round, msg.n_queries)
-        session = self._session = checkpoint.before_round(self.root, self._require_session(), self.bundle,
-                                                          self._bundle_sha256, msg.round, self.device_id)
+        session, replay = checkpoint.before_round(self.root, self._require_session(), self.bundle,
+                                                  self._bundle_sha256, msg.round, self.device_id, self._replay)
+        self._session, self._replay = session, replay
         positives = self.positive_pairs()
+        settings = self.bundle.replay
         try:
-            prob = train_and_score(session, positives, msg, self.bundle.environment.cells,
-                                   self.bundle.manifest["discriminator"]["labels"], self.rng)
-            checkpoint.save_checkpoint(self.root, session, self.bundle)
+            prob, generated = train_and_score(session, positives, msg, self.bundle.environment.cells,
+                                              self.bundle.manifest["discriminator"]["labels"], self.rng,
+                                              replay=replay, replay_share=0.0 if settings is None else settings.share,
+                                              scaler=self.input_scaler())
+            if settings is not None:
+                replay = remember(replay, generated, settings, self.rng)
+            checkpoint.save_checkpoint(self.root, session, self.bundle, replay)
+            self._replay = replay
         except BaseException:
             # a half-trained discriminator must not survive a failure: back to the checkpoint on disk
             self._session = checkpoint.open_checkpoint(self.root, self.bundle, self.device_id)
+            self._replay = checkpoint.open_replay(self.root, settings, self.device_id)
             raise
         self._pending.set(reward_vector(prob))
         return Ack(msg.round, KIND_NAMES[KIND_ROUND_REQUEST], len(self._pending))
