@@ -50,8 +50,8 @@ def rss_mib() -> tuple[float, float]:
 def live_ort_objects() -> dict[str, int]:
     """How many ONNX Runtime Python objects of each kind are alive (each holds native sessions or state)."""
     gc.collect()
-    counts = Counter(type(o).__name__ for o in gc.get_objects()
-                     if type(o).__name__ in ORT_TYPES and str(getattr(type(o), "__module__", "")).startswith("onnxruntime"))
+    counts = Counter(type(o).__name__ for o in gc.get_objects() if type(o).__name__ in ORT_TYPES
+                     and str(getattr(type(o), "__module__", "")).startswith("onnxruntime"))
     return {name: counts.get(name, 0) for name in ORT_TYPES}
 
 
