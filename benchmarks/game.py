@@ -22,7 +22,6 @@ import argparse
 import json
 import logging
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np

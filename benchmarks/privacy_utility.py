@@ -53,7 +53,7 @@ def run(job):
 
 rows = list(ThreadPoolExecutor(args.jobs).map(run, [(e, s) for e in args.epsilon for s in args.seeds]))
 (args.out / "privacy_utility.json").write_text(json.dumps(rows, indent=1) + "\n")
-print(f"| total ε | seed | Radius | DailyLoc | Distance | G-rank | I-rank | wins vs epr |")
+print("| total ε | seed | Radius | DailyLoc | Distance | G-rank | I-rank | wins vs epr |")
 print("|---|---:|---:|---:|---:|---:|---:|---:|")
 for r in rows:
     print(f"| {r['epsilon']} | {r['seed']} | " + " | ".join(f"{v:.4f}" for v in r["ours"].values())

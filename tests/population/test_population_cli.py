@@ -83,3 +83,15 @@ def test_secure_aggregation_defaults_follow_the_cohort():
     assert TrainConfig().secagg_degree is None
     with pytest.raises(PategailError):
         TrainConfig(secagg_degree=3)
+
+
+@pytest.mark.parametrize("option", [{"disc_replay_share": 0.5}, {"disc_owner_scaling": True}])
+def test_device_options_the_population_does_not_simulate_are_refused(data, tmp_path, capsys, option):
+    d, _ = data
+    config = tmp_path / "with-option.json"
+    config.write_text(json.dumps({**TINY, **option}))
+    assert main(["-q", "train", "--data", str(d), "--out", str(tmp_path / "run"), "--no-privacy", "--config",
+                 str(config), "--population", "12", "--fleet", "population", "--no-downstream",
+                 "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "population fleet does not simulate" in err[0], err
