@@ -241,8 +241,9 @@ class PopulationShard:
         if not len(rows) or self._pending is None:
             return None
         kind, negatives = self._pending
-        if kind == "environment":
-            return sum(encoded(self._environment(self._table_of[r])) for r in rows)
+        if kind == "environment":         # a device's vector depends only on its user's days: once per user
+            counts = np.bincount(self._table_of[rows], minlength=len(self._tables))
+            return sum(int(c) * encoded(self._environment(t)) for t, c in enumerate(counts) if c)
         total = None
         for lo, hi in self._chunks():        # whole chunks, as scored for the request: bit for bit the same
             inside = rows[(rows >= lo) & (rows < hi)]
