@@ -14,13 +14,15 @@ coordinator's budget check still stops a run at its target), and local generatio
 (PolicyUpdate is checked and acknowledged).
 
 Shards: the devices split into ``shards`` ranges of whole chunks (pategail.population.shard); with
-``ray_address`` (or ``ray_workers``) each shard is a Ray actor — the result is the same numbers either way
-(devices are computed in chunks of ``chunk`` consecutive ids, whatever the shards).
+``ray_address`` (or ``ray_workers``) each shard is a Ray actor (one thread each), else an object of this
+process whose chunks run on ``workers`` threads (default: one a core) — the result is the same numbers every
+way (devices are computed in chunks of ``chunk`` consecutive ids, whatever the shards and threads).
 """
 from __future__ import annotations
 
 import logging
 import math
+import os
 import time
 from pathlib import Path
 from typing import Sequence
@@ -102,9 +104,12 @@ class PopulationFleet:
 
     def __init__(self, dataset, population: Population, bundle_dir: Path, seed: int = 0,
                  state_dir: Path | None = None, *, dropout: float = 0.0, shards: int = 1,
-                 ray_address: str | None = None, ray_workers: int | None = None, chunk: int = CHUNK):
+                 ray_address: str | None = None, ray_workers: int | None = None, chunk: int = CHUNK,
+                 workers: int | None = None):
         if not 0 <= dropout < 1:
             raise PategailError(f"dropout must be in [0, 1), got {dropout}")
+        if workers is not None and workers < 1:
+            raise PategailError(f"the population fleet's threads must be at least 1, got {workers}")
         t0 = time.perf_counter()
         self.population = population
         self.seed = seed
@@ -125,7 +130,8 @@ class PopulationFleet:
             if self.distributed:
                 self.shards.append(_RayShard(remote.remote(np.arange(lo, hi), days, model, where, chunk)))
             else:
-                self.shards.append(PopulationShard(np.arange(lo, hi), days, model, where, chunk))
+                self.shards.append(PopulationShard(np.arange(lo, hi), days, model, where, chunk,
+                                                   workers or os.cpu_count() or 1))
         self._last: tuple[bytes, bytes] | None = None
         self._pending: np.ndarray | None = None
         self._pending_ids: frozenset[int] = frozenset()
