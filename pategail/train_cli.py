@@ -39,6 +39,10 @@ def register(sub) -> None:
                             "'pategail[ray]')")
     scale.add_argument("--ray-workers", type=int, default=None, metavar="N",
                        help="run the population fleet's shards on a local Ray cluster of N workers")
+    scale.add_argument("--population-threads", type=int, default=None, metavar="N",
+                       help="threads of the population fleet in this process (default: one a core); its devices "
+                            "compute the same numbers with any number (unlike --threads, which is the "
+                            "coordinator's)")
     p.set_defaults(func=run_train)
 
 
@@ -96,6 +100,8 @@ def run_train(args) -> int:
         downstream_config = config_from_args(args, args.seed)      # bad budgets stop before training
     if args.threads < 1:
         raise PategailError(f"--threads {args.threads}: must be at least 1")
+    if args.population_threads is not None and args.population_threads < 1:
+        raise PategailError(f"--population-threads {args.population_threads}: must be at least 1")
     # Multi-threaded CPU kernels split reductions by thread count and timing, so two processes with the same
     # seed drifted apart by a float quantum that the adversarial game amplifies; one thread is bit-exact.
     torch.set_num_threads(args.threads)
@@ -113,8 +119,10 @@ def run_train(args) -> int:
     else:
         users = choose_users(dataset.users, args.devices, args.seed)
     fleet_kind = args.fleet if args.fleet != "auto" else ("sdk" if len(users) <= SDK_FLEET_MAX else "population")
-    if fleet_kind == "sdk" and (args.ray_address is not None or args.ray_workers is not None):
-        raise PategailError("--ray-address/--ray-workers run the population fleet; add --fleet population")
+    if fleet_kind == "sdk" and (args.ray_address is not None or args.ray_workers is not None
+                                or args.population_threads is not None):
+        raise PategailError("--ray-address/--ray-workers/--population-threads run the population fleet; add "
+                            "--fleet population")
     # What the run's journal and devices belong to: a resumed run must be the same run (a release in the
     # journal is re-used, so it must come from the same configuration, seed, data and devices).
     identity = {"config": config.to_dict(), "seed": args.seed, "data": str(args.data.resolve()),
@@ -162,7 +170,8 @@ def _fleet(args, kind: str, dataset, users, population, run: Path, config):
     from pategail.population.resample import one_device_per_user
     return PopulationFleet(dataset, population or one_device_per_user(users, args.seed, len(dataset.users)),
                            initial_bundle, seed=args.seed, state_dir=run / "population",
-                           ray_address=args.ray_address, ray_workers=args.ray_workers)
+                           ray_address=args.ray_address, ray_workers=args.ray_workers,
+                           workers=args.population_threads)
 
 
 def ensure_initial_bundle(config, dataset, seed: int, run: Path) -> Path:

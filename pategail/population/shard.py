@@ -17,12 +17,12 @@ from __future__ import annotations
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
+from threadpoolctl import threadpool_limits
 
 from pategail.sdk.contribution import DAYS_CAP, EnvironmentLayout, initial_state_contribution
 from pategail.sdk.discriminator_round import positive_pairs
@@ -173,16 +173,12 @@ class PopulationShard:
     def _map(self, task, chunks: list[tuple[int, int]]):
         """task(lo, hi) over ``chunks``, in order, on the shard's worker threads. numpy's BLAS is held to one
         thread meanwhile: the workers are the parallelism (and its own threads would compete with them)."""
-        if self.workers == 1 or len(chunks) == 1:
-            yield from (task(lo, hi) for lo, hi in chunks)
-            return
-        try:
-            from threadpoolctl import threadpool_limits
-            limits = threadpool_limits(1, user_api="blas")
-        except ImportError:           # only the speed of several workers needs it
-            limits = nullcontext()
-        with limits, ThreadPoolExecutor(min(self.workers, len(chunks))) as pool:
-            yield from pool.map(lambda c: task(*c), chunks)
+        with threadpool_limits(1, user_api="blas"):
+            if self.workers == 1 or len(chunks) == 1:
+                yield from (task(lo, hi) for lo, hi in chunks)
+                return
+            with ThreadPoolExecutor(min(self.workers, len(chunks))) as pool:
+                yield from pool.map(lambda c: task(*c), chunks)
 
     def _train(self, lo: int, hi: int, request: RoundRequest, negatives: np.ndarray, labels: np.ndarray) -> None:
         """Devices ``lo``..``hi`` − 1 (rows of one chunk) take the request's k training steps: minibatches

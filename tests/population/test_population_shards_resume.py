@@ -1,6 +1,6 @@
 """The population fleet gives the same numbers however it is split and however often it is stopped: 12
-devices in chunks of 4 over 1 or 3 in-process shards, or 2 Ray workers (a local cluster), release the same
-sums and end with the same discriminators and policy, bit for bit; a run killed in the middle of round 3
+devices in chunks of 4 over 1 or 3 in-process shards, 1 or 3 threads, or 2 Ray workers (a local cluster),
+release the same sums and end with the same discriminators and policy, bit for bit; a run killed in the middle of round 3
 (after the devices trained, before the release) resumes from the checkpoints — the coordinator's and the
 fleet's own (every discriminator and both AdamW moments) — to the uninterrupted result."""
 from __future__ import annotations
@@ -64,8 +64,16 @@ def assert_same(a, b):
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory, dataset, population, run_bundle, short_config, train):
     root = tmp_path_factory.mktemp("one-shard")
-    fleet = PopulationFleet(dataset, population, run_bundle, seed=0, state_dir=root / "state", chunk=CHUNK)
+    fleet = PopulationFleet(dataset, population, run_bundle, seed=0, state_dir=root / "state", chunk=CHUNK,
+                            workers=1)
     return outcome(train(fleet, dataset.cells, root / "run", short_config), fleet)
+
+
+def test_threads_give_the_one_thread_result(tmp_path, dataset, population, run_bundle, short_config, train,
+                                            uninterrupted):
+    fleet = PopulationFleet(dataset, population, run_bundle, seed=0, chunk=CHUNK, workers=3)
+    assert fleet.shards[0].workers == 3 and len(list(fleet.shards[0]._chunks())) == 3
+    assert_same(outcome(train(fleet, dataset.cells, tmp_path / "run", short_config), fleet), uninterrupted)
 
 
 def test_three_shards_give_the_single_shard_result(tmp_path, dataset, population, run_bundle, short_config, train,
