@@ -123,10 +123,11 @@ def gradients(layout: Layout, flat: np.ndarray, pairs: np.ndarray, labels: np.nd
     ``flat`` float32 (c, P) parameters, ``pairs`` float32 (c, B, 15), ``labels`` (B,). Back-propagation by
     hand through the three layers (d loss / d logit = (σ(x) − t) / B, tanh' = 1 − tanh²)."""
     w1, b1, w2, b2, w3, b3 = layout.arrays(flat)
-    h1 = np.matmul(pairs, w1.transpose(0, 2, 1))
+    # products with a transposed right operand are ~40% slower in the BLAS at these sizes than a copy + plain
+    h1 = np.matmul(pairs, np.ascontiguousarray(w1.transpose(0, 2, 1)))
     h1 += b1[:, None, :]
     _tanh_(h1)
-    h2 = np.matmul(h1, w2.transpose(0, 2, 1))
+    h2 = np.matmul(h1, np.ascontiguousarray(w2.transpose(0, 2, 1)))
     h2 += b2[:, None, :]
     _tanh_(h2)
     z = np.matmul(h2, w3.transpose(0, 2, 1))[..., 0]
