@@ -125,7 +125,7 @@ class PopulationFleet:
         self.ranges = shard_ranges(len(population), shards, chunk)
         self.shards = []
         for lo, hi in self.ranges:
-            days = [population.device_days(dataset, i) for i in range(lo, hi)]
+            days = population.devices_days(dataset, lo, hi)
             where = None if state_dir is None else Path(state_dir) / f"devices-{lo}-{hi - 1}"
             if self.distributed:
                 self.shards.append(_RayShard(remote.remote(np.arange(lo, hi), days, model, where, chunk)))

@@ -41,9 +41,20 @@ class Population:
 
     def device_days(self, dataset, i: int) -> np.ndarray:
         """The days device ``i`` holds."""
-        days = dataset.user_days(int(self.users[i]))
-        subset = self.day_indices(i, len(days))
-        return days if subset is None else days[subset]
+        return self.devices_days(dataset, i, i + 1)[0]
+
+    def devices_days(self, dataset, lo: int, hi: int) -> list[np.ndarray]:
+        """The days of devices ``lo``..``hi`` − 1; devices holding all of one user's days share one array (a
+        copy each would be 1.9 GB at 100,000 devices of this project's data)."""
+        whole: dict[int, np.ndarray] = {}
+        out = []
+        for i in range(lo, hi):
+            user = int(self.users[i])
+            if user not in whole:
+                whole[user] = dataset.user_days(user)
+            subset = self.day_indices(i, len(whole[user]))
+            out.append(whole[user] if subset is None else whole[user][subset])
+        return out
 
     @property
     def method(self) -> str:

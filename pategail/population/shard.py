@@ -1,12 +1,12 @@
 """A shard of the population fleet: a contiguous range of devices, their days and their stacked
 discriminators, answering round and environment requests for all of them at once.
 
-Devices are processed in chunks of :data:`CHUNK` consecutive ids, fixed by the ids alone (trained in groups of
-:data:`TRAIN_GROUP` from the chunk's start), and every device draws its minibatches from its own generator re-derived
-from (seed, device id, round) as the SDK emulator's devices do; so the result does not depend on how the
-devices are split into shards (in one process or over Ray actors) nor on how many worker threads a shard
-runs its chunks on (``workers``: each chunk is computed whole by one thread, and the shard's total is a sum
-of integers): a device computes the same numbers wherever it runs.
+Devices are processed in chunks of :data:`CHUNK` consecutive ids, fixed by the ids alone (trained in groups
+of :data:`TRAIN_GROUP` from the chunk's start), and every device draws its minibatches from its own generator
+re-derived from (seed, device id, round) as the SDK emulator's devices do; so the result does not depend on
+how the devices are split into shards (in one process or over Ray actors) nor on how many worker threads a
+shard runs its chunks on (``workers``: each chunk is computed whole by one thread, and the shard's total is a
+sum of integers): a device computes the same numbers wherever it runs.
 
 State on disk (``state_dir``): after each round request, ``state-<round>.npz`` (parameters, both AdamW
 moments, step), written atomically; the one of the round before is kept, so a round asked for again after a
@@ -99,7 +99,12 @@ class PopulationShard:
         self._homes = np.empty(len(self.ids), dtype=np.int64)
         self._days = []
         seen: dict[bytes, int] = {}
+        same: dict[int, int] = {}       # id of an array already seen -> its table (copies share one array)
         for k, d in enumerate(days):
+            if id(d) in same:
+                self._table_of[k] = same[id(d)]
+                continue
+            original = d
             d = np.ascontiguousarray(d, dtype=np.int32)
             key = d.tobytes()
             if key not in seen:
@@ -107,7 +112,7 @@ class PopulationShard:
                 home = infer_home(d)
                 self._tables.append(positive_pairs(d, home, model.cells))
                 self._days.append(d)
-            self._table_of[k] = seen[key]
+            self._table_of[k] = same[id(original)] = seen[key]
         # all tables in one array: a chunk's minibatches are gathered with one indexing a step
         self._lengths = np.array([len(t) for t in self._tables], dtype=np.int64)
         self._offsets = np.concatenate([[0], np.cumsum(self._lengths)[:-1]]).astype(np.int64)

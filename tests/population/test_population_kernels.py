@@ -1,7 +1,7 @@
 """The population fleet's fast paths compute what their plain definitions compute: the vectorised minibatch
 draws are index for index each device's own loop of Generator.integers calls (rejections, a bound of 1 and
 odd batch halves included), and the hand-written gradient and fused AdamW step are torch autograd's gradient
-of the training loss and torch's AdamW after per-device clipping."""
+of the training loss and torch's AdamW after per-device clipping; copies of one user share one day array."""
 from __future__ import annotations
 
 import numpy as np
@@ -80,7 +80,8 @@ def test_step_is_clipped_torch_adamw(problem):
         adamw_step(layout, opt, ours, m1, m2, step, pairs, labels)
         for i, (p, o) in enumerate(zip(reference, optimisers)):
             o.zero_grad()
-            stable_bce(logits(layout, p[None], torch.from_numpy(pairs[i:i + 1])), torch.from_numpy(labels)).sum().backward()
+            logit = logits(layout, p[None], torch.from_numpy(pairs[i:i + 1]))
+            stable_bce(logit, torch.from_numpy(labels)).sum().backward()
             torch.nn.utils.clip_grad_norm_([p], opt.max_grad_norm)
             o.step()
     expected = torch.stack([p.detach() for p in reference])
@@ -98,3 +99,22 @@ def test_grouped_scores_are_each_devices_forward_graph(problem):
         expected = torch.sigmoid(logits(layout, torch.from_numpy(params), torch.from_numpy(pairs))).numpy()
     assert np.abs(got - expected).max() < 1e-6
     np.testing.assert_array_equal(got[2:3], probabilities(layout, params[2:3], pairs))
+
+
+def test_copies_of_a_user_share_one_day_array_and_subsets_are_per_device(dataset):
+    from pategail.population.resample import resample_population
+
+    whole = resample_population(dataset.users, 40, seed=1)
+    days = whole.devices_days(dataset, 0, 40)
+    for i in range(40):
+        np.testing.assert_array_equal(days[i], dataset.user_days(int(whole.users[i])))
+        np.testing.assert_array_equal(days[i], whole.device_days(dataset, i))
+    twins = [i for i in range(40) if whole.users[i] == whole.users[0]]
+    assert len(twins) > 1 and all(days[i] is days[0] for i in twins)
+    half = resample_population(dataset.users, 40, seed=1, day_share=0.5)
+    subsets = half.devices_days(dataset, 0, 40)
+    for i in twins:
+        own = dataset.user_days(int(half.users[i]))
+        np.testing.assert_array_equal(subsets[i], own[half.day_indices(i, len(own))])
+        np.testing.assert_array_equal(subsets[i], half.device_days(dataset, i))
+    assert any(not np.array_equal(subsets[i], subsets[twins[0]]) for i in twins[1:])

@@ -1,8 +1,9 @@
 """The population fleet gives the same numbers however it is split and however often it is stopped: 12
 devices in chunks of 4 over 1 or 3 in-process shards, 1 or 3 threads, or 2 Ray workers (a local cluster),
-release the same sums and end with the same discriminators and policy, bit for bit; a run killed in the middle of round 3
-(after the devices trained, before the release) resumes from the checkpoints — the coordinator's and the
-fleet's own (every discriminator and both AdamW moments) — to the uninterrupted result."""
+release the same sums and end with the same discriminators and policy, bit for bit; a run killed in the
+middle of round 3 (after the devices trained, before the release) resumes from the checkpoints — the
+coordinator's and the fleet's own (every discriminator and both AdamW moments) — to the uninterrupted
+result."""
 from __future__ import annotations
 
 import importlib.util
