@@ -105,9 +105,9 @@ def stable_bce(logit: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     return (torch.relu(logit) - logit * labels + torch.log(1 + torch.exp(-torch.abs(logit)))).mean(-1)
 
 
-# The hot paths below are numpy: on this project's machines numpy's BLAS runs the devices' small matrix
-# products (64 × 64 × 64) about 3× faster than torch's, and numpy's vectorised tanh is ≈ 5× faster than
-# torch's (measured in BENCHMARKS.md "Population fleet"); the arrays are shared with torch, not copied.
+# The hot paths below are numpy: on the development machine (AMD EPYC) numpy's BLAS ran the devices' small
+# matrix products (64 × 64 × 64, 564 × 64 × 64) 2–3× faster than torch's, and numpy's vectorised tanh was
+# 5–8× faster than torch's (BENCHMARKS.md "Population fleet"); the arrays are shared with torch, not copied.
 
 def _tanh_(a: np.ndarray) -> np.ndarray:
     return np.tanh(a, out=a)
@@ -167,10 +167,10 @@ def adamw_step(layout: Layout, opt: OptimiserSettings, params: torch.Tensor, exp
 
 
 SCORE_GROUP = 16
-"""Devices scored together ..."""
+"""Devices scored together, on blocks of :data:`SCORE_BLOCK` pairs."""
 SCORE_BLOCK = 564
-"""... on blocks of this many pairs (4,512 / 8): a group's hidden activations (16 × 564 × 64 floats, 2.3 MB)
-stay in the caches."""
+"""Pairs scored together (4,512 / 8): a group's hidden activations (16 × 564 × 64 floats, 2.3 MB) stay in the
+caches."""
 
 
 def probabilities(layout: Layout, params, pairs) -> np.ndarray:
