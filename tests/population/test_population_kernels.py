@@ -91,10 +91,16 @@ def test_step_is_clipped_torch_adamw(problem):
     assert (ours - torch.from_numpy(params)).abs().max() > 1e-3      # 3 steps of 1e-3 moved the weights
 
 
-def test_grouped_scores_are_each_devices_forward_graph(problem):
+def test_grouped_scores_of_distinct_pairs_are_each_devices_forward_graph(problem):
     layout, params, _, _ = problem
-    pairs = np.random.default_rng(1).standard_normal((1500, 15)).astype(np.float32)   # several pair blocks
+    rng = np.random.default_rng(1)
+    pairs = rng.standard_normal((1500, 15)).astype(np.float32)            # several pair blocks
+    pairs = pairs[rng.permutation(np.r_[np.arange(1500), np.arange(300)])]   # 300 repeated pairs
     got = probabilities(layout, params, pairs)
+    first = {row.tobytes(): j for j, row in reversed(list(enumerate(pairs)))}
+    twin = np.array([first[row.tobytes()] for row in pairs])
+    assert (twin != np.arange(len(pairs))).sum() == 300
+    np.testing.assert_array_equal(got, got[:, twin])                      # a repeat gets its pair's score
     with torch.no_grad():
         expected = torch.sigmoid(logits(layout, torch.from_numpy(params), torch.from_numpy(pairs))).numpy()
     assert np.abs(got - expected).max() < 1e-6
