@@ -8,8 +8,9 @@ with ``--days`` days drawn from the data set's real days in place of generated o
 for any days of that shape: every device scores all of them). Prints one JSON line: set-up seconds (bundle +
 fleet), seconds of each round (wall clock, and the CPU seconds of this process's threads: on a shared machine
 the steadier figure), peak RSS of this process (Ray workers are separate processes: not counted),
-the torch threads and the machine's load average.
-Dependencies: the package itself (numpy, torch); ray only with ``--ray-workers``.
+the torch threads and the machine's load average. On a many-core machine: ``--workers`` = its cores, e.g.
+``--devices 100000 --rounds 2 --workers 16 --state``.
+Dependencies: the package itself (numpy, torch, threadpoolctl); ray only with ``--ray-workers``.
 """
 from __future__ import annotations
 
@@ -59,7 +60,8 @@ def main():
     ap.add_argument("--devices", type=int, required=True)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--days", type=int, default=TrainConfig().days_per_round, help="generated days a round")
-    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own choice)")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="torch's threads (default 1, as `pategail train`: the fleet's parallelism is --workers)")
     ap.add_argument("--workers", type=int, default=None,
                     help="threads of each in-process shard (default: one a core)")
     ap.add_argument("--shards", type=int, default=1, help="in-process shards (ignored with --ray-workers)")
@@ -69,8 +71,7 @@ def main():
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO,
                         format="%(asctime)s %(name)s: %(message)s")
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    torch.set_num_threads(args.threads)
     config = TrainConfig(days_per_round=args.days)
     dataset = load_dataset(args.data)
     root = Path(tempfile.mkdtemp(prefix="pategail-population-round-"))
