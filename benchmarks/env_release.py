@@ -61,6 +61,7 @@ def clipped(noisy: np.ndarray, *_):
 
 
 def tv(p: np.ndarray, q: np.ndarray) -> float:
+    p = p if p.sum() > 0 else np.ones_like(p)         # all-zero: the coordinator falls back to uniform
     p, q = p / p.sum(), q / q.sum()
     return float(0.5 * np.abs(p - q).sum())
 

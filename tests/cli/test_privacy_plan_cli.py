@@ -19,7 +19,7 @@ def test_privacy_plan_prints_each_mechanism_against_the_tolerance(tmp_path, caps
     assert main(["privacy-plan", "--devices", "50", "--epsilon", "2", "--config", str(cfg),
                  "--granularity", "pair", "day"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert "50 devices, total ε = 2" in out[0] and len(out) == 4
+    assert "50 devices, total ε = 2" in out[0] and len(out) == 4       # 50 devices: no room for a richer share
     laplace, pair, day = out[1:]
     assert laplace.startswith("laplace  pair") and pair.startswith("gaussian pair") and day.startswith("gaussian day")
     # the Gaussian day line is the calibrated σ over 50 devices, and its verdict follows the tolerance
@@ -32,6 +32,16 @@ def test_privacy_plan_prints_each_mechanism_against_the_tolerance(tmp_path, caps
     assert ("below" in day) == (std <= MEASURED_TOLERANCE["day"])
     if std > MEASURED_TOLERANCE["day"]:
         assert f"needs about {math.ceil(50 * std / MEASURED_TOLERANCE['day']):,} devices" in day
+
+
+def test_privacy_plan_suggests_a_larger_environment_share_only_when_the_rewards_afford_it(capsys):
+    assert main(["privacy-plan", "--devices", "1000", "--epsilon", "8", "--granularity", "day"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 4 and out[2].startswith("gaussian day")
+    rich = plan_gaussian(8.0, 1e-5, 96, 61, 12_657 + 3 * 180, 1.0, 0.5)
+    assert f"would keep this noise at {rich.noise_std / 1000:.3g}" in out[3]
+    assert f"lower the environment's to {rich.env_noise_std:.3g}" in out[3]
+    assert rich.noise_std / 1000 <= MEASURED_TOLERANCE["day"] / 2
 
 
 @pytest.mark.parametrize("argv, message", [(["--devices", "0", "--epsilon", "1"], "--devices 0"),
