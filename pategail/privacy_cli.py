@@ -12,6 +12,15 @@ GRANULARITIES = ("pair", "block:8", "day")
 ENV_VALUES_GEOLIFE = 12_657
 """Environment values of pategail-geolife's 4,210 cells (initial states, explore law and place law); used
 without --data."""
+ENV_REGIONS_GEOLIFE = 180
+"""Regions of pategail-geolife's cell table (``pategail.sdk.regions.REGION_CELLS`` = 64): the Gaussian
+mechanism's environment vector adds 3 values per region; used without --data."""
+
+
+RICHER_ENV_FRACTION = 0.5
+"""The environment share ``privacy-plan`` suggests when the rewards can afford it: their noise stays at most half
+the measured tolerance. At 1,000 devices and ε = 8 (day granularity) it cuts the environment's noise ~4× for
+rewards still ~6× below the tolerance (BENCHMARKS.md, issue 13's environment release)."""
 
 
 def register(sub) -> None:
@@ -30,21 +39,23 @@ def register(sub) -> None:
     p.set_defaults(func=run_privacy_plan)
 
 
-def _environment_values(data: Path | None, candidates: int) -> int:
+def _environment_values(data: Path | None, candidates: int, region_cells: int = 0) -> int:
     if data is None:
-        return ENV_VALUES_GEOLIFE
+        return ENV_VALUES_GEOLIFE + (3 * ENV_REGIONS_GEOLIFE if region_cells else 0)
     import numpy as np
 
     from pategail.data.dataset import load_dataset
     from pategail.sdk.epr import CellGeometry
     from pategail.server.coordinator import environment_length
     cells = load_dataset(data).cells
-    return environment_length(cells, CellGeometry.build(np.asarray(cells, dtype=np.float64), candidates=candidates))
+    return environment_length(cells, CellGeometry.build(np.asarray(cells, dtype=np.float64), candidates=candidates),
+                              region_cells)
 
 
-def feasibility_table(devices: int, config, env_values: int, granularities) -> list:
+def feasibility_table(devices: int, config, env_values: int, granularities, gaussian_env_values: int | None = None) -> list:
     """One Feasibility per mechanism and granularity: the paper's Laplace (pair), then the Gaussian mechanism
-    at each of ``granularities`` — each calibrated as a run of ``config`` would be."""
+    at each of ``granularities`` — each calibrated as a run of ``config`` would be. ``gaussian_env_values``:
+    the Gaussian mechanism's environment vector (with its coarse parts), default ``env_values``."""
     from pategail.sdk.contribution import Granularity, reward_count
     from pategail.server.privacy.feasibility import Feasibility, tolerance_for
     from pategail.server.privacy.gaussian import plan_gaussian
@@ -57,9 +68,11 @@ def feasibility_table(devices: int, config, env_values: int, granularities) -> l
                         tolerance_for("pair"))]
     for name in granularities:
         values = Granularity.parse(name).count(days)
-        g = plan_gaussian(eps, delta, values, config.rounds + config.retry_rounds, env_values, config.clip_share,
+        g = plan_gaussian(eps, delta, values, config.rounds + config.retry_rounds,
+                          env_values if gaussian_env_values is None else gaussian_env_values, config.clip_share,
                           config.env_epsilon_fraction)
-        rows.append(Feasibility("gaussian", name, devices, g.noise_std / devices, tolerance_for(name)))
+        rows.append(Feasibility("gaussian", name, devices, g.noise_std / devices, tolerance_for(name),
+                                g.env_noise_std))
     return rows
 
 
@@ -78,12 +91,26 @@ def run_privacy_plan(args) -> int:
     overrides = {"target_epsilon": args.epsilon} | ({} if args.delta is None else {"target_delta": args.delta})
     config = (TrainConfig.from_file(args.config, **overrides) if args.config
               else TrainConfig.from_dict(overrides, where="options"))
+    from pategail.sdk.regions import REGION_CELLS
     env_values = _environment_values(args.data, config.candidates)
+    gaussian_env = _environment_values(args.data, config.candidates, REGION_CELLS)
     print(f"{args.devices:,} devices, total ε = {config.target_epsilon:g}, δ = {config.target_delta:g}, "
           f"{config.rounds} rounds of {config.days_per_round} generated days (+{config.retry_rounds} in reserve), "
-          f"{env_values:,} environment values; tolerance: {TOLERANCE_SOURCE}", flush=True)
-    for row in feasibility_table(args.devices, config, env_values, args.granularity):
-        need = "" if row.tolerance is None or row.can_learn else \
+          f"{env_values:,} environment values ({gaussian_env:,} with the Gaussian mechanism's region sums; "
+          f"env_epsilon_fraction {config.env_epsilon_fraction:g}); tolerance: {TOLERANCE_SOURCE}", flush=True)
+    rows = feasibility_table(args.devices, config, env_values, args.granularity, gaussian_env)
+    richer = {}
+    if config.env_epsilon_fraction < RICHER_ENV_FRACTION:
+        from dataclasses import replace
+        richer = {r.granularity: r for r in feasibility_table(
+            args.devices, replace(config, env_epsilon_fraction=RICHER_ENV_FRACTION), env_values,
+            args.granularity, gaussian_env)[1:]}
+    for row in rows:
+        need = "" if not row.tolerance or row.can_learn else \
             f"; needs about {math.ceil(args.devices * row.noise_std / row.tolerance):,} devices"
         print(row.line() + need, flush=True)
+        alt = richer.get(row.granularity) if row.mechanism == "gaussian" else None
+        if alt is not None and alt.tolerance and alt.noise_std <= alt.tolerance / 2:
+            print(f"  env_epsilon_fraction {RICHER_ENV_FRACTION:g} would keep this noise at {alt.noise_std:.3g} "
+                  f"(at most half the tolerance) and lower the environment's to {alt.env_noise_std:.3g}", flush=True)
     return 0

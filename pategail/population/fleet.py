@@ -171,7 +171,7 @@ class PopulationFleet:
             parts = [s.round_request(msg) for s in self.shards]
             kind = KIND_ROUND_REQUEST
         else:
-            parts = [s.environment_request() for s in self.shards]
+            parts = [s.environment_request(msg.region_cells) for s in self.shards]
             kind = KIND_INITIAL_STATES_REQUEST
         self._pending = np.sum(parts, axis=0)
         self._length = len(self._pending) // 2

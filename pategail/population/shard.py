@@ -24,13 +24,11 @@ import numpy as np
 import torch
 from threadpoolctl import threadpool_limits
 
-from pategail.sdk.contribution import DAYS_CAP, EnvironmentLayout, initial_state_contribution
 from pategail.sdk.discriminator_round import positive_pairs
-from pategail.sdk.epr import candidate_count, explore_law_contribution, n_rank_bins
+from pategail.sdk.environment_vector import environment_vector
 from pategail.sdk.features import N_PAIR_FEATURES, infer_home, pair_features
 from pategail.sdk.files import replacing
 from pategail.sdk.messages import RoundRequest
-from pategail.sdk.places import place_contribution
 from pategail.sdk.secagg.client import gaussian_input
 from pategail.sdk.secagg.fixedpoint import clip_unit, encode, encode_signed
 
@@ -118,7 +116,7 @@ class PopulationShard:
         self._offsets = np.concatenate([[0], np.cumsum(self._lengths)[:-1]]).astype(np.int64)
         self._positives = (np.concatenate(self._tables) if self._tables
                            else np.empty((0, N_PAIR_FEATURES), dtype=np.float32))
-        self._environment_cache: dict[int, np.ndarray] = {}
+        self._environment_cache: dict[tuple[int, int], np.ndarray] = {}
         p = np.broadcast_to(model.initial_parameters.astype(np.float32), (len(self.ids), model.layout.n_parameters))
         self.params = torch.from_numpy(np.ascontiguousarray(p))
         self.exp_avg = torch.zeros_like(self.params)
@@ -241,29 +239,26 @@ class PopulationShard:
         self._save()
         return total
 
-    def _environment(self, table: int) -> np.ndarray:
+    def _environment(self, table: int, region_cells: int = 0) -> np.ndarray:
         """float64: the environment contribution of a device holding ``self._days[table]`` (the SDK device's
         _on_initial_states_request)."""
-        if table not in self._environment_cache:
+        key = (table, region_cells)
+        if key not in self._environment_cache:
             m, days = self.model, self._days[table]
-            n_cells = len(m.cells)
-            home = infer_home(days)
-            layout = EnvironmentLayout(n_cells, n_rank_bins(candidate_count(n_cells, m.candidates)), place_law=True)
-            self._environment_cache[table] = layout.pack(
-                initial_state_contribution(days, home, n_cells),
-                explore_law_contribution(days, home, m.cells, alpha=m.alpha, candidates=m.candidates),
-                place_contribution(days, home, n_cells, DAYS_CAP))
-        return self._environment_cache[table]
+            self._environment_cache[key] = environment_vector(days, infer_home(days), m.cells, m.alpha,
+                                                              m.candidates, region_cells)
+        return self._environment_cache[key]
 
-    def environment_request(self) -> np.ndarray:
-        """Make every device's environment contribution pending; return the shard's Σ of encoded (v, v²)."""
+    def environment_request(self, region_cells: int = 0) -> np.ndarray:
+        """Make every device's environment contribution (coarse parts over regions of at most
+        ``region_cells`` cells when > 0) pending; return the shard's Σ of encoded (v, v²)."""
         counts = np.bincount(self._table_of, minlength=len(self._tables))
         total = None
         for table, count in enumerate(counts):
             if count:
-                part = encoded_pair(self._environment(table)) * count
+                part = encoded_pair(self._environment(table, region_cells)) * count
                 total = part if total is None else total + part
-        self._pending = ("environment", None)
+        self._pending = ("environment", region_cells)
         return total
 
     def contributions(self, device_ids, gaussian=None) -> np.ndarray | None:
@@ -279,7 +274,7 @@ class PopulationShard:
         kind, negatives = self._pending
         if kind == "environment":         # a device's vector depends only on its user's days: once per user
             counts = np.bincount(self._table_of[rows], minlength=len(self._tables))
-            return sum(int(c) * encoded(self._environment(t)) for t, c in enumerate(counts) if c)
+            return sum(int(c) * encoded(self._environment(t, negatives)) for t, c in enumerate(counts) if c)
 
         def chunk(lo: int, hi: int) -> np.ndarray:    # whole chunks, as scored for the request: bit for bit
             inside = rows[(rows >= lo) & (rows < hi)]

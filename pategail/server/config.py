@@ -117,8 +117,8 @@ class TrainConfig:
     ½·√(values) it can have (1: nothing is ever clipped). The noise is proportional to C."""
     env_epsilon_fraction: float = 0.1
     """Gaussian mechanism: the share of the total ε spent on the environment release (initial states,
-    explore and place laws), released as one vector query with its L1 sensitivity; the rest goes to the
-    rewards."""
+    explore and place laws, and their coarse parts over regions), released as one vector query with its L2
+    sensitivity; the rest goes to the rewards. ``pategail privacy-plan`` prints what each part gets."""
     tolerance_noise_std: float = 0.0
     """EXPERIMENT ONLY, NOT PRIVATE (refused with --epsilon): Gaussian noise of this standard deviation added
     by the coordinator to every released mean reward (per block of ``granularity``), from the run's seeded
@@ -225,6 +225,14 @@ class TrainConfig:
     @property
     def reward_granularity(self) -> Granularity:
         return Granularity.parse(self.granularity)
+
+    @property
+    def region_cells(self) -> int:
+        """Cells per region of the environment release's coarse parts: ``pategail.sdk.regions.REGION_CELLS``
+        with the Gaussian mechanism (whose devices clip the whole vector, coarse parts included, to its L2
+        bound), 0 (no coarse parts: the layout the Java core also speaks) with Laplace."""
+        from pategail.sdk.regions import REGION_CELLS
+        return REGION_CELLS if self.mechanism == "gaussian" else 0
 
     @property
     def tolerance_experiment(self) -> bool:

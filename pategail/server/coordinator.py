@@ -27,6 +27,7 @@ from pategail.sdk.contribution import EnvironmentLayout, reward_count
 from pategail.sdk.epr import CellGeometry, n_rank_bins
 from pategail.sdk.features import STAY
 from pategail.sdk.messages import InitialStatesRequest, PolicyUpdate, RoundRequest, to_bytes
+from pategail.sdk.regions import region_map
 from pategail.sdk.secagg.policy import DeclaredPlan
 from pategail.server.averaging import TailAverage
 from pategail.server.checkpoint import load_checkpoint, save_checkpoint
@@ -45,15 +46,22 @@ from pategail.server.sampling import sample_rollout
 log = logging.getLogger(__name__)
 
 
-def environment_length(cells: np.ndarray, geometry: CellGeometry) -> int:
-    """Values of the environment release: initial states, explore law and the place law's n_cells + 3."""
-    return EnvironmentLayout(len(cells), n_rank_bins(geometry.candidates), place_law=True).length
+def environment_layout(cells: np.ndarray, geometry: CellGeometry, region_cells: int = 0) -> EnvironmentLayout:
+    """The environment release's layout: initial states, explore law, the place law's n_cells + 3, and with
+    ``region_cells`` > 0 the coarse parts over the table's regions (``TrainConfig.region_cells``)."""
+    n_regions = int(region_map(cells, region_cells).max()) + 1 if region_cells else 0
+    return EnvironmentLayout(len(cells), n_rank_bins(geometry.candidates), place_law=True, n_regions=n_regions)
+
+
+def environment_length(cells: np.ndarray, geometry: CellGeometry, region_cells: int = 0) -> int:
+    """Values of the environment release (:func:`environment_layout`)."""
+    return environment_layout(cells, geometry, region_cells).length
 
 
 def planned_queries(config: TrainConfig, cells: np.ndarray, geometry: CellGeometry) -> int:
     """Every query an uninterrupted run releases: the environment vector, then 47 per generated day of every
     round."""
-    return environment_length(cells, geometry) + config.rounds * reward_count(config.days_per_round)
+    return environment_length(cells, geometry, config.region_cells) + config.rounds * reward_count(config.days_per_round)
 
 
 def reserve_queries(config: TrainConfig) -> int:
@@ -69,7 +77,8 @@ def run_plan(config: TrainConfig, cells: np.ndarray, ckpt_dir: Path,
     gaussian = None
     if config.mechanism == "gaussian":
         gaussian = GaussianSpec(config.granularity, config.reward_granularity.count(config.days_per_round),
-                                config.rounds + config.retry_rounds, environment_length(cells, geometry),
+                                config.rounds + config.retry_rounds,
+                                environment_length(cells, geometry, config.region_cells),
                                 config.clip_share, config.env_epsilon_fraction)
     return load_or_make_plan(ckpt_dir, config.target_epsilon, config.target_delta, config.kappa,
                              planned_queries(config, cells, geometry), reserve_queries(config), gaussian)
@@ -132,7 +141,7 @@ class Coordinator:
         return planned_queries(self.config, self.cells, self.geometry)
 
     def _environment_length(self) -> int:
-        return environment_length(self.cells, self.geometry)
+        return environment_length(self.cells, self.geometry, self.config.region_cells)
 
     def declared_plan(self) -> DeclaredPlan | None:
         """The privacy plan the run's bundles declare to devices (None without privacy)."""
@@ -187,14 +196,16 @@ class Coordinator:
         noise = self.plan.release_noise("initial_states")
         if 0 not in self.releases.journal():               # else the journalled release is re-used
             self._check_budget(0, self._environment_length(), "initial_states")
-            participants, _, _ = self.releases.broadcast(to_bytes(InitialStatesRequest(0)),
+            request = InitialStatesRequest(0, self.config.region_cells)
+            participants, _, _ = self.releases.broadcast(to_bytes(request),
                                                          self._environment_length())
         release, _, _ = self.releases.release(0, "initial_states", participants, self._environment_length(),
                                               noise)
         # a Laplace(b) has standard deviation b·√2; the Gaussian's scale is its standard deviation
         std = release.sum_scale * (1.0 if noise.mechanism == "gaussian" else math.sqrt(2))
+        region_of = region_map(self.cells, self.config.region_cells) if self.config.region_cells else None
         self.state.initial_states = InitialStates.from_noisy_sums(
-            release.sum, len(self.cells), n_rank_bins(self.geometry.candidates), noise_std=std)
+            release.sum, len(self.cells), n_rank_bins(self.geometry.candidates), noise_std=std, region_of=region_of)
         log.info("initial states learned from %d devices", release.n_survivors)
         self._checkpoint()
 

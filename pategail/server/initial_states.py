@@ -24,6 +24,7 @@ import numpy as np
 from pategail.sdk.contribution import EnvironmentLayout
 from pategail.sdk.places import PlaceLaw
 from pategail.server.places import place_law_from_noisy_sums
+from pategail.server.spatial import two_level_histogram
 
 SIGNAL_GATE = 10.0
 """The explore factors are used only when the released total device weight Σw is at least this many times
@@ -47,20 +48,32 @@ class InitialStates:
     places: PlaceLaw | None = None
 
     @classmethod
-    def from_noisy_sums(cls, sums: np.ndarray, n_cells: int, n_bins: int, noise_std: float = 0.0) -> "InitialStates":
+    def from_noisy_sums(cls, sums: np.ndarray, n_cells: int, n_bins: int, noise_std: float = 0.0,
+                        region_of: np.ndarray | None = None) -> "InitialStates":
+        """From the released sums; ``region_of`` (the cell table's regions, pategail.sdk.regions) when the
+        release has coarse parts: the home, first-cell and visit histograms are then estimated coarse level
+        first (:func:`pategail.server.spatial.two_level_histogram`), else by clipping negative sums to 0."""
         n = n_cells
-        parts = EnvironmentLayout(n_cells, n_bins, place_law=True).unpack(sums)
-        homes = np.clip(parts.homes, 0, None)
-        firsts = np.clip(parts.firsts, 0, None)
-        # all-zero after clipping (only possible under overwhelming noise): fall back to uniform
+        n_regions = 0 if region_of is None else int(np.max(region_of)) + 1
+        parts = EnvironmentLayout(n_cells, n_bins, place_law=True, n_regions=n_regions).unpack(sums)
+        weight = parts.weight
+        s = max(float(noise_std), 0.0)
+        visits = None
+        if n_regions:
+            # totals known from single entries (noise s each): Σ homes = Σ visits = Σw, Σ firsts = Σw − at home
+            homes = two_level_histogram(parts.homes, parts.coarse[0], region_of, s, s, weight)
+            firsts = two_level_histogram(parts.firsts, parts.coarse[1], region_of, s, s, weight - parts.first_at_home)
+            visits = two_level_histogram(parts.places[:n], parts.coarse[2], region_of, s, s, weight)
+        else:
+            homes = np.clip(parts.homes, 0, None)
+            firsts = np.clip(parts.firsts, 0, None)
+        # all-zero (only possible under overwhelming noise): fall back to uniform
         homes = homes / homes.sum() if homes.sum() > 0 else np.full(n, 1 / n)
         firsts = firsts / firsts.sum() if firsts.sum() > 0 else np.full(n, 1 / n)
-        weight = parts.weight
         p_same = parts.first_at_home / weight if weight > 0 else 0.5
         observed = np.clip(parts.explore_observed, 0, None)
         expected = np.clip(parts.explore_expected, 0, None)
-        places = place_law_from_noisy_sums(parts.places, n, noise_std)
-        s = max(float(noise_std), 0.0)
+        places = place_law_from_noisy_sums(parts.places, n, noise_std, visits=visits)
         if s > 0 and weight < SIGNAL_GATE * s:
             factors = np.ones(n_bins)
         else:

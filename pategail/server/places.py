@@ -22,19 +22,26 @@ clipping left at 0 does not exclude a cell. Chosen on training days with the epr
 
 
 def place_law_from_noisy_sums(sums: np.ndarray, n_cells: int, noise_std: float = 0.0,
-                              prior: float = RELEVANCE_PRIOR) -> PlaceLaw:
+                              prior: float = RELEVANCE_PRIOR, visits: np.ndarray | None = None) -> PlaceLaw:
     """The place law from the noisy sums S of the place contributions (``n_cells + 3`` values).
 
     relevance(c) = max(S[c], 0) + prior × max(mean_c S, noise_std); return_last, the weight of the place
     just left in the mixture "place just left, else ∝ visits", by the method of moments from the released
     share F that went to it and the share V the visits law alone gave it (both ×Σw, divided by W = Σw):
     F/W = q + (1 − q)·V/W, so q = (F − V) / (W − V), clipped to [0, 1]; 0 when W is not above the noise.
+
+    ``visits``: the visit histogram already estimated from the noisy sums (non-negative, noise thresholded:
+    pategail.server.spatial); the floor is then ``prior`` × its mean alone.
     """
     sums = np.asarray(sums, dtype=np.float64)
     if len(sums) != place_contribution_length(n_cells):
         raise ValueError("noisy sums do not have the place-law layout")
-    visits = np.clip(sums[:n_cells], 0, None)
-    floor = prior * max(float(visits.mean()), float(noise_std), 1e-12)
+    if visits is None:
+        visits = np.clip(sums[:n_cells], 0, None)
+        floor = prior * max(float(visits.mean()), float(noise_std), 1e-12)
+    else:
+        visits = np.asarray(visits, dtype=np.float64)
+        floor = prior * max(float(visits.mean()), 1e-12)
     went, expected, weight = sums[n_cells:]
     s = max(float(noise_std), 0.0)
     q = 0.0

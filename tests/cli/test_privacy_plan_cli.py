@@ -19,16 +19,29 @@ def test_privacy_plan_prints_each_mechanism_against_the_tolerance(tmp_path, caps
     assert main(["privacy-plan", "--devices", "50", "--epsilon", "2", "--config", str(cfg),
                  "--granularity", "pair", "day"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert "50 devices, total ε = 2" in out[0] and len(out) == 4
+    assert "50 devices, total ε = 2" in out[0] and len(out) == 4       # 50 devices: no room for a richer share
     laplace, pair, day = out[1:]
     assert laplace.startswith("laplace  pair") and pair.startswith("gaussian pair") and day.startswith("gaussian day")
     # the Gaussian day line is the calibrated σ over 50 devices, and its verdict follows the tolerance
-    g = plan_gaussian(2.0, 1e-5, 8, 4, 12_657, 1.0, 0.1)
+    g = plan_gaussian(2.0, 1e-5, 8, 4, 12_657 + 3 * 180, 1.0, 0.1)    # + pategail-geolife's 180 regions
     std = g.noise_std / 50
     assert f"{std:9.4g}".strip() in day
+    # and the environment release's noise against what a region must hold to be seen (3σ device weights)
+    assert f"environment: noise std {g.env_noise_std:.3g}" in day and f"from {3 * g.env_noise_std:.3g} device" in day
+    assert "environment" not in laplace
     assert ("below" in day) == (std <= MEASURED_TOLERANCE["day"])
     if std > MEASURED_TOLERANCE["day"]:
         assert f"needs about {math.ceil(50 * std / MEASURED_TOLERANCE['day']):,} devices" in day
+
+
+def test_privacy_plan_suggests_a_larger_environment_share_only_when_the_rewards_afford_it(capsys):
+    assert main(["privacy-plan", "--devices", "1000", "--epsilon", "8", "--granularity", "day"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 4 and out[2].startswith("gaussian day")
+    rich = plan_gaussian(8.0, 1e-5, 96, 61, 12_657 + 3 * 180, 1.0, 0.5)
+    assert f"would keep this noise at {rich.noise_std / 1000:.3g}" in out[3]
+    assert f"lower the environment's to {rich.env_noise_std:.3g}" in out[3]
+    assert rich.noise_std / 1000 <= MEASURED_TOLERANCE["day"] / 2
 
 
 @pytest.mark.parametrize("argv, message", [(["--devices", "0", "--epsilon", "1"], "--devices 0"),
@@ -47,5 +60,8 @@ def test_a_run_plan_s_own_line():
     gauss = plan_gaussian_run(4.0, 1e-5, 2.0, 500, 0, GaussianSpec("day", 8, 4, 100, 1.0, 0.1))
     f = plan_feasibility(gauss, 20)
     assert f.noise_std == pytest.approx(gauss.gaussian["noise_std"] / 20) and f.tolerance == MEASURED_TOLERANCE["day"]
+    assert f.env_noise_std == gauss.gaussian["env_noise_std"] and f.env_units_to_be_seen == 3 * f.env_noise_std
+    # 20 devices of weight ≤ 1 can make at most ⌊20 / 3σ⌋ regions visible
+    assert f"at most {int(20 // (3 * f.env_noise_std)):,} regions can be seen" in f.line()
     assert Feasibility("gaussian", "day", 20, 0.01, 0.3).can_learn and not Feasibility("g", "day", 1, 0.5, 0.3).can_learn
     assert Feasibility("gaussian", "block:3", 20, 0.01, None).can_learn is None

@@ -116,3 +116,20 @@ def test_policy_update_size_limit_is_checked_before_reading():
 def test_peek_round():
     assert m.peek_round(InitialStatesRequest(12).to_bytes()) == 12
     assert m.peek_round(b"junk") == m.NO_ROUND
+
+
+def test_initial_states_request_region_trailer():
+    plain = InitialStatesRequest(0).to_bytes()
+    with_regions = InitialStatesRequest(0, 64)
+    data = with_regions.to_bytes()
+    body = m._HEAD.size
+    assert data[body:-4] == plain[body:] and len(data) == len(plain) + 4       # the same body + a 4-byte trailer
+    assert data[-4:] == (64).to_bytes(4, "big")
+    assert InitialStatesRequest.from_bytes(data) == with_regions and InitialStatesRequest.from_bytes(plain).region_cells == 0
+    # one encoding per message: an explicit trailer of 0 is refused, as is a short one
+    head = m._HEAD.pack(m.MAGIC, m.PROTOCOL_VERSION, m.KIND_INITIAL_STATES_REQUEST, 12)
+    assert _code(head + (0).to_bytes(8, "big") + (0).to_bytes(4, "big")) == m.MALFORMED
+    head = m._HEAD.pack(m.MAGIC, m.PROTOCOL_VERSION, m.KIND_INITIAL_STATES_REQUEST, 10)
+    assert _code(head + (0).to_bytes(8, "big") + (64).to_bytes(2, "big")) == m.MALFORMED
+    with pytest.raises(MessageError):
+        InitialStatesRequest(0, -1)

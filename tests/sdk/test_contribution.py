@@ -33,3 +33,55 @@ def test_reward_vector_layout():
     assert vector.shape == (94,) and vector.min() == 0.0 and vector.max() == 1.0
     matrix = reward_matrix(np.arange(94), 2)
     assert matrix.shape == (2, 47) and matrix[1, 0] == 47           # query j = day j // 47, slot j % 47
+
+
+def test_coarse_parts_are_the_fine_parts_summed_by_region():
+    from pategail.sdk.contribution import coarse_contribution
+    days = np.array([[2] * 48, [1] + [2] * 47, [3] * 48])
+    initial = initial_state_contribution(days, home=2, n_cells=4)
+    places = np.array([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7])
+    region_of = np.array([1, 0, 1, 0])
+    coarse = coarse_contribution(initial, places, region_of, 2)
+    w = contribution_weight(3)
+    np.testing.assert_allclose(coarse, [[0, w], [w / 3 + w / 3, 0], [0.2 + 0.4, 0.1 + 0.3]])
+    layout = EnvironmentLayout(4, 2, place_law=True, n_regions=2)
+    vector = layout.pack(initial, np.zeros(4), places, coarse)
+    assert len(vector) == layout.length == 2 * 4 + 2 + 4 + 7 + 6
+    np.testing.assert_array_equal(layout.unpack(vector).coarse, coarse)
+    with pytest.raises(ValueError):
+        layout.pack(initial, np.zeros(4), places)                  # a regions layout needs the coarse parts
+
+
+def test_no_honest_environment_vector_exceeds_the_accounted_l2_bound():
+    """The Gaussian environment release is accounted with L2 sensitivity ENV_L2_BOUND (√12): every part of
+    an honest device's vector must keep the L2 norm the bound's derivation gives it (≤ 1 each, the return law's
+    three entries ≤ 1 each), whatever its days — a new or changed part that breaks this fails here."""
+    from pategail.sdk.environment_vector import environment_vector
+    from pategail.sdk.places import place_contribution_length
+    from pategail.sdk.regions import REGION_CELLS, region_map
+    from pategail.server.privacy.gaussian import ENV_L2_BOUND
+
+    rng = np.random.default_rng(7)
+    cells = np.column_stack([39.9 + rng.random(300) * 0.5, 116.3 + rng.random(300) * 0.5])
+    n = len(cells)
+    n_regions = int(region_map(cells, REGION_CELLS).max()) + 1
+    largest = 0.0
+    for trial in range(40):
+        n_days = int(rng.choice([1, 5, 60, 150]))
+        spread = int(rng.choice([1, 3, 30, n]))             # how many cells the device ever visits
+        visited = rng.choice(n, spread, replace=False)
+        days = visited[rng.integers(0, spread, (n_days, 48))]
+        if trial % 3 == 0:
+            days[:] = visited[0]                           # a device that never moves
+        home = int(days[0, 0]) if trial % 2 else int(visited[-1])
+        v = environment_vector(days, home, cells, alpha=0.96, candidates=50, region_cells=REGION_CELLS)
+        b = (len(v) - 2 * n - 2 - place_contribution_length(n) - 3 * n_regions) // 2
+        parts = [v[:n], v[n:2 * n + 1], v[2 * n + 1:2 * n + 2], v[2 * n + 2:2 * n + 2 + b],
+                 v[2 * n + 2 + b:2 * n + 2 + 2 * b], v[2 * n + 2 + 2 * b:3 * n + 2 + 2 * b]]
+        ret = v[3 * n + 2 + 2 * b:3 * n + 5 + 2 * b]
+        parts += list(v[3 * n + 5 + 2 * b:].reshape(3, n_regions))
+        assert len(parts) == 9 and all(np.linalg.norm(p) <= 1 + 1e-12 for p in parts)
+        assert ((ret >= 0) & (ret <= 1)).all() and (v >= 0).all()
+        largest = max(largest, float(np.linalg.norm(v)))
+    assert largest <= ENV_L2_BOUND
+    assert largest > 2.0                                   # the bound is not vacuous for these devices

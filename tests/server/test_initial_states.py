@@ -69,3 +69,23 @@ def test_round_trip_through_the_checkpoint_dict():
     assert InitialStates.from_dict(legacy).places is None
     np.testing.assert_array_equal(again.explore_factors, states.explore_factors)
     np.testing.assert_array_equal(again.home_weights, states.home_weights)
+
+
+def test_region_sums_estimate_homes_firsts_and_visits_coarse_level_first():
+    """With the Gaussian release's region sums (4 cells, regions {0, 1} and {2, 3}), hand-valued: the homes
+    of region 0 clear 3σ and keep their region's mass, region 1's do not and get the rest evenly."""
+    region_of = np.array([0, 0, 1, 1])
+    homes, firsts = np.array([10.0, -1.0, 0.5, 0.2]), np.array([0.4, 0.3, 2.0, 9.0])
+    at_home, weight = 4.0, 12.0
+    visits = np.array([0.1, -0.2, 8.0, 0.6])
+    coarse = np.array([[9.0, 0.3], [0.5, 9.5], [0.5, 10.0]])         # homes, firsts, visits by region
+    sums = np.concatenate([homes, firsts, [at_home, weight], NO_EXPLORE, visits, [0.0, 0.0, 0.0], coarse.ravel()])
+    states = InitialStates.from_noisy_sums(sums, 4, 2, noise_std=1.0, region_of=region_of)
+    # homes: region 0 gets 9 (cell 0 clears 3σ and is scaled to 9), the other 3 of Σw = 12 go to region 1
+    np.testing.assert_allclose(states.home_weights, np.array([9.0, 0.0, 1.5, 1.5]) / 12)
+    # firsts (total Σw − at home = 8): region 1 clears with 9.5 (scaled to 8); cell 3 clears 3σ (9 > 8: scaled)
+    np.testing.assert_allclose(states.first_weights, [0, 0, 0, 1])
+    # visits (total 12): region 1 keeps 10, region 0 the 2 left evenly; cell 2 clears with 8, cell 3 gets 2
+    relevance = np.array([1.0, 1.0, 8.0, 2.0])
+    np.testing.assert_allclose(states.places.relevance, relevance + relevance.mean())
+    assert abs(states.p_same - at_home / weight) < 1e-12

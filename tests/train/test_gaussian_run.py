@@ -4,6 +4,7 @@ PPO gets one reward per generated day; and the non-private tolerance experiment'
 from __future__ import annotations
 
 import glob
+import math
 
 import numpy as np
 import pytest
@@ -42,8 +43,12 @@ def test_a_private_gaussian_run_at_day_granularity(dataset, tmp_path, monkeypatc
 
     g = plan.gaussian
     shares = 3                                                     # n_min = ⌈0.8 · 3⌉, no colluders
-    env = GaussianRelease(g["env_noise_std"], gaussian_sensitivity(ENV_L2_BOUND, environment_length(
-        dataset.cells, coordinator.geometry)), 1, shares)
+    # the environment vector carries the region sums (3 per region) and the accountant counts them: its
+    # discretisation term is that of the whole vector, its clip the bound with the region parts (√12)
+    released = environment_length(dataset.cells, coordinator.geometry, config.region_cells)
+    assert config.region_cells > 0 and released > environment_length(dataset.cells, coordinator.geometry)
+    assert ENV_L2_BOUND == pytest.approx(math.sqrt(12))
+    env = GaussianRelease(g["env_noise_std"], gaussian_sensitivity(ENV_L2_BOUND, released), 1, shares)
     rewards = GaussianRelease(g["noise_std"], gaussian_sensitivity(g["clip_norm"], 6), 2, shares)
     assert coordinator.accountant.releases == (env, rewards)
     epsilon = coordinator.accountant.epsilon()

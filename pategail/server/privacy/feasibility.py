@@ -30,6 +30,24 @@ class Feasibility:
     """Standard deviation of the noise on each released mean reward (rewards in [0, 1])."""
     tolerance: float | None
     """The measured tolerance at this granularity (None: not measured)."""
+    env_noise_std: float | None = None
+    """Gaussian mechanism: the noise std on each released environment sum (cell or region), else None."""
+
+    @property
+    def env_units_to_be_seen(self) -> float | None:
+        """Device weight a cell or region must hold for its noisy sum to clear the threshold
+        (``pategail.server.spatial.THRESHOLD`` × the std); a device with 100 days or more weighs 1."""
+        from pategail.server.spatial import THRESHOLD
+        return None if self.env_noise_std is None else THRESHOLD * self.env_noise_std
+
+    def env_line(self) -> str:
+        """The environment release's noise against its signal, or '' without one."""
+        need = self.env_units_to_be_seen
+        if need is None:
+            return ""
+        return (f"; environment: noise std {self.env_noise_std:.3g} on each cell and region sum, a home region is "
+                f"seen from {need:.3g} device weights up (the {self.devices:,} devices weigh at most "
+                f"{self.devices:,}: at most {int(self.devices // need):,} regions can be seen)")
 
     @property
     def can_learn(self) -> bool | None:
@@ -39,13 +57,13 @@ class Feasibility:
     def line(self) -> str:
         head = f"{self.mechanism:8s} {self.granularity:8s} noise std {self.noise_std:9.4g} on each released mean"
         if self.tolerance is None:
-            return head + " (no tolerance measured at this granularity)"
+            return head + " (no tolerance measured at this granularity)" + self.env_line()
         if self.tolerance == 0:
             return head + ": the generator did not beat epr on >= 4 of 5 metrics at this granularity even " \
-                          "without noise (measured tolerance 0)"
+                          "without noise (measured tolerance 0)" + self.env_line()
         verdict = "below" if self.can_learn else "ABOVE"
         return head + f", {verdict} the measured tolerance {self.tolerance:g}" + (
-            "" if self.can_learn else ": the generator is not expected to learn")
+            "" if self.can_learn else ": the generator is not expected to learn") + self.env_line()
 
 
 def tolerance_for(granularity: str) -> float | None:
@@ -55,8 +73,9 @@ def tolerance_for(granularity: str) -> float | None:
 def plan_feasibility(plan, devices: int) -> Feasibility:
     """The run's own line, from its privacy plan (no calibration): Laplace b on Σ D has std √2·b/N on the mean
     over N devices; the Gaussian mechanism's σ is divided by the fixed count N."""
+    env = None
     if plan.is_gaussian:
-        std = plan.gaussian["noise_std"] / devices
+        std, env = plan.gaussian["noise_std"] / devices, plan.gaussian["env_noise_std"]
     else:
         std = math.sqrt(2) * plan.sum_noise_scale / devices
-    return Feasibility(plan.mechanism_name, plan.granularity, devices, std, tolerance_for(plan.granularity))
+    return Feasibility(plan.mechanism_name, plan.granularity, devices, std, tolerance_for(plan.granularity), env)

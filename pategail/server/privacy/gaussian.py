@@ -19,11 +19,13 @@ from dataclasses import dataclass
 
 from pategail.sdk.accounting import GaussianRelease, composed_epsilon, gaussian_sensitivity
 
-ENV_L2_BOUND = 3.0
-"""L2 norm no honest environment vector exceeds (pategail.sdk.contribution): seven parts — home one-hot,
-first cells with the at-home share, the weight, explore observed, explore expected, place visits — each
-with entries ≥ 0 summing to at most w ≤ 1 (L2 ≤ L1 ≤ 1), and the return law's three entries in [0, 1]:
-√(6·1 + 3) = 3. The device clips to it, so it is the sensitivity whatever a modified device sends."""
+ENV_L2_BOUND = math.sqrt(12)
+"""L2 norm no honest environment vector exceeds (pategail.sdk.contribution): nine parts — home one-hot,
+first cells with the at-home share, the weight, explore observed, explore expected, place visits, and the
+coarse home, first-cell and visit parts over regions — each with entries ≥ 0 summing to at most w ≤ 1 (L2 ≤
+L1 ≤ 1), and the return law's three entries in [0, 1]: √(9·1 + 3) = √12 ≈ 3.46. The device clips to it, so it
+is the sensitivity whatever a modified device sends. (The coarse parts raise it from 3: +15% noise on every
+entry, for region sums whose noise does not grow with the region's size.)"""
 RELATIVE_TOLERANCE = 1e-4
 """Brent's method stops within this share of the noise multiplier; the result always meets the target."""
 

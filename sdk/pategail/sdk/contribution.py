@@ -20,6 +20,10 @@ clipping and the noise calibration assume):
       [2n + 2 + 2B, +n + 3) the place contribution (pategail.sdk.places: w × visit shares by cell, then the
                       return law's three entries)
 
+      [.., +3R)       with ``n_regions`` = R > 0 (Gaussian mechanism only): the home, first-cell and visit
+                      parts summed over the R regions of the cell table (pategail.sdk.regions), in that
+                      order (:func:`coarse_contribution`)
+
   with n = n_cells, B = the EPR environment's rank bins and w = :func:`contribution_weight` (days / 100,
   capped at 1). Without ``place_law`` the layout stops after the explore law (the vector as it was before
   the learned place law; every device of this SDK and the Android demo's Java core send the place part).
@@ -136,6 +140,8 @@ class EnvironmentParts:
     """(B,) the power law's expectation of the same, weighted."""
     places: np.ndarray | None = None
     """(n_cells + 3,) the place contribution (pategail.sdk.places), None in a layout without it."""
+    coarse: np.ndarray | None = None
+    """(3, n_regions): homes, firsts and visits summed by region; None in a layout without regions."""
 
 
 @dataclass(frozen=True)
@@ -146,16 +152,18 @@ class EnvironmentLayout:
     n_cells: int
     n_bins: int
     place_law: bool = False
+    n_regions: int = 0
+    """Regions of the coarse parts (0: none; needs ``place_law``)."""
 
     @property
     def length(self) -> int:
         """Entries: initial states (2·n_cells + 2), explore law (2·n_bins), then place law (n_cells + 3)
-        when ``place_law``."""
+        when ``place_law``, then 3·n_regions."""
         places = place_contribution_length(self.n_cells) if self.place_law else 0
-        return 2 * self.n_cells + 2 + 2 * self.n_bins + places
+        return 2 * self.n_cells + 2 + 2 * self.n_bins + places + 3 * self.n_regions
 
     def pack(self, initial_states: np.ndarray, explore_law: np.ndarray,
-             places: np.ndarray | None = None) -> np.ndarray:
+             places: np.ndarray | None = None, coarse: np.ndarray | None = None) -> np.ndarray:
         """float64 (length,): the device's vector from :func:`initial_state_contribution` (2·n_cells + 2),
         ``pategail.sdk.epr.explore_law_contribution`` (2·n_bins) and, in a ``place_law`` layout,
         ``pategail.sdk.places.place_contribution`` (n_cells + 3)."""
@@ -163,7 +171,11 @@ class EnvironmentLayout:
                 or (places is not None) != self.place_law \
                 or (places is not None and len(places) != place_contribution_length(self.n_cells)):
             raise ValueError("contributions do not have the environment layout")
-        parts = [initial_states, explore_law] + ([] if places is None else [places])
+        if (coarse is not None) != (self.n_regions > 0) or (
+                coarse is not None and np.shape(coarse) != (3, self.n_regions)):
+            raise ValueError("the coarse parts do not have the environment layout's regions")
+        parts = [initial_states, explore_law] + ([] if places is None else [places]) + (
+            [] if coarse is None else [np.asarray(coarse).ravel()])
         return np.concatenate(parts).astype(np.float64)
 
     def unpack(self, sums: np.ndarray) -> EnvironmentParts:
@@ -172,15 +184,29 @@ class EnvironmentLayout:
         if len(sums) != self.length or n < 1:
             raise ValueError("noisy sums do not have the initial-state layout")
         end = 2 * n + 2 + 2 * b
+        places_end = end + (place_contribution_length(n) if self.place_law else 0)
         return EnvironmentParts(sums[:n], sums[n:2 * n], float(sums[2 * n]), float(sums[2 * n + 1]),
                                 sums[2 * n + 2:2 * n + 2 + b], sums[2 * n + 2 + b:end],
-                                sums[end:] if self.place_law else None)
+                                sums[end:places_end] if self.place_law else None,
+                                sums[places_end:].reshape(3, self.n_regions) if self.n_regions else None)
 
 
 def contribution_length(n_cells: int, n_bins: int) -> int:
     """Entries of one SDK device's environment vector (``EnvironmentLayout(n_cells, n_bins, True).length``):
     the place contribution included."""
     return EnvironmentLayout(n_cells, n_bins, place_law=True).length
+
+
+def coarse_contribution(initial_states: np.ndarray, places: np.ndarray, region_of: np.ndarray,
+                        n_regions: int) -> np.ndarray:
+    """float64 (3, n_regions): a device's home, first-cell and visit parts (from its
+    :func:`initial_state_contribution` and ``place_contribution``) summed over the regions of ``region_of``
+    (int (n_cells,), pategail.sdk.regions). Each row sums to the part's own sum (≤ w), so each row's L2 norm
+    is at most 1, as each fine part's."""
+    region_of = np.asarray(region_of)
+    n = len(region_of)
+    rows = (initial_states[:n], initial_states[n:2 * n], places[:n])
+    return np.stack([np.bincount(region_of, weights=r, minlength=n_regions) for r in rows])
 
 
 def initial_state_contribution(days: np.ndarray, home: int, n_cells: int) -> np.ndarray:

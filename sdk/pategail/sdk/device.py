@@ -38,9 +38,10 @@ from pategail.sdk import checkpoint, policy_update
 from pategail.sdk.budget import check_request_budget, device_ledger
 from pategail.sdk.bundle import MANIFEST, Bundle, TrainingSession, ensure_training_api, open_generation_session
 from pategail.sdk.checkpoint import CHECKPOINT
-from pategail.sdk.contribution import DAYS_CAP, EnvironmentLayout, initial_state_contribution, reward_vector
+from pategail.sdk.contribution import reward_vector
+from pategail.sdk.environment_vector import environment_vector
 from pategail.sdk.discriminator_round import InputScaler, owner_scaler, positive_pairs, train_and_score
-from pategail.sdk.epr import CellGeometry, candidate_count, explore_law_contribution, n_rank_bins
+from pategail.sdk.epr import CellGeometry
 from pategail.sdk.errors import BundleError, DeviceError
 from pategail.sdk.features import N_PAIR_FEATURES
 from pategail.sdk.generate import GeneratedDays, generate_days
@@ -49,7 +50,6 @@ from pategail.sdk.install import BUNDLE_DIR, install_bundle, open_installed
 from pategail.sdk.messages import (DEFAULT_LIMITS, KIND_INITIAL_STATES_REQUEST, KIND_NAMES, KIND_POLICY_UPDATE,
                                    KIND_ROUND_REQUEST, NOT_READY, Ack, ErrorReply, InitialStatesRequest,
                                    MessageError, MessageLimits, PolicyUpdate, RoundRequest, from_bytes, peek_round)
-from pategail.sdk.places import place_contribution
 from pategail.sdk.replay import remember
 from pategail.sdk.secagg.client import SecAggClient
 from pategail.sdk.secagg.config import DevicePublicKeys, KeyDirectory
@@ -295,12 +295,8 @@ class Device:
         self._require_session()
         days = self._require_days()
         env = self.bundle.environment
-        layout = EnvironmentLayout(self.n_cells, n_rank_bins(candidate_count(self.n_cells, env.candidates)),
-                                   place_law=True)
-        contribution = layout.pack(
-            initial_state_contribution(days, self.store.home, self.n_cells),
-            explore_law_contribution(days, self.store.home, env.cells, alpha=env.alpha, candidates=env.candidates),
-            place_contribution(days, self.store.home, self.n_cells, DAYS_CAP))
+        contribution = environment_vector(days, self.store.home, env.cells, env.alpha, env.candidates,
+                                          msg.region_cells)
         check_request_budget(self.root, self._plan(), msg.round, len(contribution), environment=True)
         self._pending.set(contribution)
         return Ack(msg.round, KIND_NAMES[KIND_INITIAL_STATES_REQUEST], len(self._pending))

@@ -259,9 +259,13 @@ class InitialStatesRequest(_Wire):
     :func:`pategail.sdk.contribution.initial_state_contribution`), the explore-law contribution
     (float (2·B,), :func:`pategail.sdk.epr.explore_law_contribution`) and the place contribution
     (float (n_cells + 3,), :func:`pategail.sdk.places.place_contribution`); the layout is
-    :class:`pategail.sdk.contribution.EnvironmentLayout` with ``place_law=True``."""
+    :class:`pategail.sdk.contribution.EnvironmentLayout` with ``place_law=True`` — followed, when
+    ``region_cells`` > 0 (Gaussian runs), by the coarse parts over the cell table's regions of at most that
+    many cells (:mod:`pategail.sdk.regions`)."""
 
     round: int
+    region_cells: int = 0
+    """0: no coarse parts (the body is the round alone, as before); else a 4-byte trailer carries it."""
     KIND: ClassVar[int] = KIND_INITIAL_STATES_REQUEST
 
     def __post_init__(self):
@@ -269,13 +273,21 @@ class InitialStatesRequest(_Wire):
 
     def validate(self, limits: MessageLimits) -> None:
         _check_round(self.round, limits)
+        if isinstance(self.region_cells, bool) or not isinstance(self.region_cells, (int, np.integer)) \
+                or not 0 <= self.region_cells < 1 << 31:
+            _fail(MALFORMED, f"region_cells {self.region_cells!r} is not a count of cells")
 
     def body(self) -> bytes:
-        return _i64(self.round)
+        return _i64(self.round) + (struct.pack(">I", self.region_cells) if self.region_cells else b"")
 
     @classmethod
     def read(cls, r: Reader, limits: MessageLimits) -> "InitialStatesRequest":
-        return _build(cls, limits, round=_read_i64(r))
+        round_ = _read_i64(r)
+        trailer = r.remaining() > 0
+        region_cells = r.u32() if trailer else 0
+        if trailer and region_cells == 0:       # one encoding per message: 0 is sent as no trailer
+            _fail(MALFORMED, "region_cells trailer of 0")
+        return _build(cls, limits, round=round_, region_cells=region_cells)
 
 
 @dataclass(frozen=True)
