@@ -61,6 +61,11 @@ class PolicyConfig:
             raise ValueError("dropout must be in [0, 1)")
 
 
+def filled_rows_bias(capacity: int, slot: torch.Tensor) -> torch.Tensor:
+    """float (capacity,): 0 for the cache rows < ``slot`` (filled), :data:`MASKED_LOGIT` for the rest."""
+    return torch.where(torch.arange(capacity) < slot, 0.0, MASKED_LOGIT)
+
+
 class CausalSelfAttention(nn.Module):
     """Multi-head self-attention where token t sees tokens ≤ t."""
 
@@ -93,7 +98,7 @@ class CausalSelfAttention(nn.Module):
         return self._attend(q, k, v, self.causal_bias[P:P + T, :P + T]), k, v
 
     def forward_step(self, x: torch.Tensor, slot: torch.Tensor, key_buffer: torch.Tensor,
-                     value_buffer: torch.Tensor, query_scaled: bool = False):
+                     value_buffer: torch.Tensor):
         """Attention of T new tokens at positions slot..slot+T-1 over fixed-length cache buffers.
 
         key_buffer, value_buffer: (B, heads, S, head_dim) whose rows < ``slot`` hold the keys and values of
@@ -101,25 +106,14 @@ class CausalSelfAttention(nn.Module):
         Returns (output (B, T, D), the new tokens' keys and values (B, heads, T, head_dim)) — the caller writes
         them into rows slot..slot+T-1, so the cache is never copied (concatenating it cost more than the
         attention itself, BENCHMARKS.md). Equals :meth:`forward_cached` up to float rounding.
-        ``query_scaled``: the queries already carry the 1/sqrt(head_dim) factor (the exported step model
-        folds it into the weights: ONNX Runtime's fast path for a one-row MatMul needs no scale factor).
         """
         B, T, S = x.shape[0], x.shape[1], key_buffer.shape[2]
         q, k, v = self._heads(x)
-        if not query_scaled:
-            q = q * (1.0 / math.sqrt(self.head_dim))
-        filled = torch.where(torch.arange(S) < slot, 0.0, MASKED_LOGIT)
-        past = q @ key_buffer.transpose(-2, -1) + filled                                  # (B, h, T, S)
-        if T == 1:
-            # generation: the new token's own score as one (B·h, head_dim) x (head_dim, 1) product, not a
-            # batch of B·h 1x1 MatMuls or a reduction over head_dim (both far slower in ONNX Runtime)
-            new = (q * k) @ torch.ones(self.head_dim, 1)                                  # (B, h, 1, 1)
-            p_past, p_new = torch.split(torch.softmax(torch.cat([past, new], dim=-1), dim=-1), [S, 1], dim=-1)
-            y = self.dropout(p_past) @ value_buffer + self.dropout(p_new) * v
-        else:
-            new = (q.unsqueeze(3) * k.unsqueeze(2)).sum(-1) + self.causal_bias[:T, :T]   # (B, h, T, T)
-            p_past, p_new = torch.split(torch.softmax(torch.cat([past, new], dim=-1), dim=-1), [S, T], dim=-1)
-            y = self.dropout(p_past) @ value_buffer + (self.dropout(p_new).unsqueeze(-1) * v.unsqueeze(2)).sum(3)
+        q = q * (1.0 / math.sqrt(self.head_dim))
+        past = q @ key_buffer.transpose(-2, -1) + filled_rows_bias(S, slot)                 # (B, h, T, S)
+        new = (q.unsqueeze(3) * k.unsqueeze(2)).sum(-1) + self.causal_bias[:T, :T]         # (B, h, T, T)
+        p_past, p_new = torch.split(torch.softmax(torch.cat([past, new], dim=-1), dim=-1), [S, T], dim=-1)
+        y = self.dropout(p_past) @ value_buffer + (self.dropout(p_new).unsqueeze(-1) * v.unsqueeze(2)).sum(3)
         return self.proj(y.transpose(1, 2).reshape(B, T, self.d_model)), k, v
 
     def _heads(self, x: torch.Tensor):
@@ -157,9 +151,9 @@ class Block(nn.Module):
         return x + self.mlp(self.ln2(x)), key, value
 
     def forward_step(self, x: torch.Tensor, slot: torch.Tensor, key_buffer: torch.Tensor,
-                     value_buffer: torch.Tensor, query_scaled: bool = False):
+                     value_buffer: torch.Tensor):
         """:meth:`forward` for new tokens over cache buffers (see :meth:`CausalSelfAttention.forward_step`)."""
-        h, key, value = self.attn.forward_step(self.ln1(x), slot, key_buffer, value_buffer, query_scaled)
+        h, key, value = self.attn.forward_step(self.ln1(x), slot, key_buffer, value_buffer)
         x = x + h
         return x + self.mlp(self.ln2(x)), key, value
 
@@ -217,7 +211,7 @@ class Policy(nn.Module):
         return self.action_head(x), self.value_head(x).squeeze(-1), present
 
     def forward_step(self, cells: torch.Tensor, features: torch.Tensor, slot: torch.Tensor,
-                     buffers: Sequence[torch.Tensor], query_scaled: bool = False):
+                     buffers: Sequence[torch.Tensor]):
         """Incremental decoding over fixed-length cache buffers (what ``policy_step.onnx`` computes): the T
         new slots slot..slot+T-1 of days whose earlier slots' keys and values are rows < ``slot`` of
         ``buffers`` — [key_0, value_0, key_1, ...], each (B, n_heads, S, d_model / n_heads), S >= slot + T
@@ -226,14 +220,13 @@ class Policy(nn.Module):
         ``slot``: int64 scalar tensor. Returns (logits (B, T, 4), values (B, T), new): ``new`` holds the new
         slots' keys and values (B, n_heads, T, head_dim), in the order of ``buffers``, for the caller to write
         into rows slot..slot+T-1. Equal to :meth:`forward_cached` up to float rounding (tested to 1e-5).
-        ``query_scaled``: see :meth:`CausalSelfAttention.forward_step` (:func:`with_scaled_queries`).
         """
         T = cells.shape[1]
         x = self.cell_proj(self.cell_embedding(cells)) + self.feature_proj(features) \
             + self.slot_embedding(slot + torch.arange(T))
         new = []
         for i, block in enumerate(self.blocks):
-            x, key, value = block.forward_step(x, slot, buffers[2 * i], buffers[2 * i + 1], query_scaled)
+            x, key, value = block.forward_step(x, slot, buffers[2 * i], buffers[2 * i + 1])
             new += [key, value]
         x = self.ln_f(x)
         return self.action_head(x), self.value_head(x).squeeze(-1), new
@@ -287,9 +280,8 @@ class PolicyInference(nn.Module):
 
 
 def with_scaled_queries(policy: Policy) -> Policy:
-    """A copy of ``policy`` whose attention query weights and biases carry the 1/sqrt(head_dim) factor, for
-    :meth:`Policy.forward_step` with ``query_scaled=True`` (the same function up to float rounding; exact
-    when head_dim is a power of 4, as the default 16)."""
+    """A copy of ``policy`` whose attention query weights and biases carry the 1/sqrt(head_dim) factor (the
+    same function up to float rounding; exact when head_dim is a power of 4, as the default 16)."""
     import copy
 
     scaled = copy.deepcopy(policy)
@@ -302,17 +294,45 @@ def with_scaled_queries(policy: Policy) -> Policy:
 
 
 class PolicyStepInference(nn.Module):
-    """The incremental graph: (cells, features, mask, slot, *buffers) → (log_probs, logits, values, *new), the
-    cache buffers of :meth:`Policy.forward_step`, one slot a call; see :mod:`pategail.export.onnx_policy`."""
+    """The incremental graph, one slot a call: (cells (B, 1), features (B, 1, 11), mask (B, 1, 4), slot,
+    *buffers) → (log_probs (B, 1, 4), logits, values (B, 1), *new) — :meth:`Policy.forward_step` for T = 1,
+    written for ONNX Runtime's fast paths (see :mod:`pategail.export.onnx_policy`):
+
+    - tokens are (B, d_model) rows, so every Linear is one Gemm with its bias and the heads are a reshape;
+    - the cell embedding and its projection are one table (n_cells, d_model), gathered;
+    - the 1/sqrt(head_dim) factor is in the query weights (:func:`with_scaled_queries`): a scaled MatMul
+      leaves the one-row kernel that the q·K products of B × heads days run on;
+    - the new slot's own score is one (B·heads, head_dim) × (head_dim, 1) product.
+    """
 
     def __init__(self, policy: Policy):
         super().__init__()
         self.policy = with_scaled_queries(policy)
+        with torch.no_grad():
+            self.register_buffer("cell_table", policy.cell_proj(policy.cell_embedding.weight).detach().clone())
+        head_dim = policy.config.d_model // policy.config.n_heads
+        self.register_buffer("ones", torch.ones(head_dim, 1))
 
     def forward(self, cells: torch.Tensor, features: torch.Tensor, mask: torch.Tensor, slot: torch.Tensor,
                 *buffers: torch.Tensor):
-        logits, values, new = self.policy.forward_step(cells, features, slot, list(buffers), query_scaled=True)
-        return (masked_log_probs(logits, mask), logits, values, *new)
+        p = self.policy
+        B, D = cells.shape[0], p.config.d_model
+        H, hd = p.config.n_heads, D // p.config.n_heads
+        x = self.cell_table[cells[:, 0]] + p.feature_proj(features[:, 0]) + p.slot_embedding.weight[slot]
+        new = []
+        for i, block in enumerate(p.blocks):
+            key_buffer, value_buffer = buffers[2 * i], buffers[2 * i + 1]
+            q, k, v = (z.reshape(B, H, 1, hd) for z in block.attn.qkv(block.ln1(x)).split(D, dim=-1))
+            S = key_buffer.shape[2]
+            past = q @ key_buffer.transpose(-2, -1) + filled_rows_bias(S, slot)             # (B, h, 1, S)
+            own = (q * k) @ self.ones                                                      # (B, h, 1, 1)
+            p_past, p_own = torch.split(torch.softmax(torch.cat([past, own], dim=-1), dim=-1), [S, 1], dim=-1)
+            x = x + block.attn.proj((p_past @ value_buffer + p_own * v).reshape(B, D))
+            x = x + block.mlp(block.ln2(x))
+            new += [k, v]
+        x = p.ln_f(x)
+        logits = p.action_head(x)
+        return (masked_log_probs(logits, mask[:, 0])[:, None], logits[:, None], p.value_head(x), *new)
 
 
 class PolicyConcatStepInference(nn.Module):
