@@ -70,8 +70,6 @@ def export_policy_onnx(policy: Policy) -> onnx.ModelProto:
 
 def export_policy_step_onnx(policy: Policy) -> onnx.ModelProto:
     """The incremental policy model over key/value cache buffers (opset :data:`OPSET`)."""
-    was_training = policy.training
-    model = PolicyStepInference(policy).eval()
     c = policy.config
     B, S, T = 2, 4, 1
     buffers = tuple(torch.zeros(B, c.n_heads, S, c.d_model // c.n_heads) for _ in range(2 * c.n_layers))
@@ -81,20 +79,9 @@ def export_policy_step_onnx(policy: Policy) -> onnx.ModelProto:
     dynamic = {name: {0: "batch"} for name in (INPUT_CELLS, INPUT_FEATURES, INPUT_MASK, OUTPUT_LOG_PROBS,
                                                OUTPUT_LOGITS, OUTPUT_VALUES, *new_names(c.n_layers))}
     dynamic.update({name: {0: "batch", 2: "capacity"} for name in cache_names(c.n_layers)})
-    buf = io.BytesIO()
-    try:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", category=DeprecationWarning)
-            warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)
-            torch.onnx.export(
-                model, example, buf, dynamo=False, opset_version=OPSET,
-                input_names=[INPUT_CELLS, INPUT_FEATURES, INPUT_MASK, POLICY_INPUT_SLOT, *cache_names(c.n_layers)],
-                output_names=[OUTPUT_LOG_PROBS, OUTPUT_LOGITS, OUTPUT_VALUES, *new_names(c.n_layers)],
-                dynamic_axes=dynamic,
-            )
-    finally:
-        policy.train(was_training)
-    model = _loaded(buf, "policy step model")
+    model = _export_step(policy, PolicyStepInference, example,
+                         [INPUT_CELLS, INPUT_FEATURES, INPUT_MASK, POLICY_INPUT_SLOT, *cache_names(c.n_layers)],
+                         [OUTPUT_LOG_PROBS, OUTPUT_LOGITS, OUTPUT_VALUES, *new_names(c.n_layers)], dynamic)
     for output in model.graph.output:          # the tracer names the one-slot axes; say they are 1
         for dim in output.type.tensor_type.shape.dim[1:]:
             if dim.dim_param:
@@ -104,8 +91,6 @@ def export_policy_step_onnx(policy: Policy) -> onnx.ModelProto:
 
 def export_policy_concat_step_onnx(policy: Policy) -> onnx.ModelProto:
     """The first incremental model, whose cache grows by concatenation (``past_*`` in, ``present_*`` out)."""
-    was_training = policy.training
-    model = PolicyConcatStepInference(policy).eval()
     c = policy.config
     B, P, T = 2, 3, 1
     past = tuple(torch.zeros(B, c.n_heads, P, c.d_model // c.n_heads) for _ in range(2 * c.n_layers))
@@ -116,18 +101,23 @@ def export_policy_concat_step_onnx(policy: Policy) -> onnx.ModelProto:
                                       OUTPUT_VALUES)}
     dynamic.update({name: {0: "batch", 2: "past"} for name in past_names(c.n_layers)})
     dynamic.update({name: {0: "batch", 2: "total"} for name in present_names(c.n_layers)})
+    return _export_step(policy, PolicyConcatStepInference, example,
+                        [INPUT_CELLS, INPUT_FEATURES, INPUT_MASK, *past_names(c.n_layers)],
+                        [OUTPUT_LOG_PROBS, OUTPUT_LOGITS, OUTPUT_VALUES, *present_names(c.n_layers)], dynamic)
+
+
+def _export_step(policy: Policy, wrapper, example, input_names, output_names, dynamic) -> onnx.ModelProto:
+    """Trace ``wrapper(policy)`` in eval mode with the legacy exporter (the policy's mode restored)."""
+    was_training = policy.training
+    model = wrapper(policy).eval()
     buf = io.BytesIO()
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", category=DeprecationWarning)
             # the slices of the causal mask and slot table at a dynamic offset trace as shape arithmetic
             warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)
-            torch.onnx.export(
-                model, example, buf, dynamo=False, opset_version=OPSET,
-                input_names=[INPUT_CELLS, INPUT_FEATURES, INPUT_MASK, *past_names(c.n_layers)],
-                output_names=[OUTPUT_LOG_PROBS, OUTPUT_LOGITS, OUTPUT_VALUES, *present_names(c.n_layers)],
-                dynamic_axes=dynamic,
-            )
+            torch.onnx.export(model, example, buf, dynamo=False, opset_version=OPSET, input_names=input_names,
+                              output_names=output_names, dynamic_axes=dynamic)
     finally:
         policy.train(was_training)
     return _loaded(buf, "policy step model")

@@ -112,38 +112,27 @@ def test_the_cache_carries_the_history(step_session, real_sample):
     assert not np.allclose(logits(own, 10), logits(own, 9), atol=1e-4)
 
 
-def test_torch_forward_step_equals_forward(torch_models, real_sample):
+def test_torch_incremental_paths_equal_forward(torch_models, real_sample):
+    """forward_step (cache buffers written in place) and forward_cached (growing cache), slot by slot and in
+    chunks of several slots, equal forward on the whole day."""
     policy = torch_models[0]
     cells = torch.from_numpy(real_sample["days"][:16].astype(np.int64))
     features = torch.from_numpy(real_sample["features"][:16])
     with torch.no_grad():
         full_logits, full_values = policy(cells, features)
-        buffers, logits, values, start = policy.empty_buffers(16), [], [], 0
-        for t in (1, 2, 5, 20, 48):          # one slot, and chunks of several
+        buffers, past, got = policy.empty_buffers(16), policy.empty_cache(16), {"step": [], "cached": []}
+        start = 0
+        for t in (1, 2, 5, 20, 48):
             lg, v, new = policy.forward_step(cells[:, start:t], features[:, start:t], torch.tensor(start), buffers)
             for buffer, rows in zip(buffers, new):
                 buffer[:, :, start:t] = rows
-            logits.append(lg)
-            values.append(v)
-            start = t
-    torch.testing.assert_close(torch.cat(logits, 1), full_logits, atol=1e-5, rtol=0)
-    torch.testing.assert_close(torch.cat(values, 1), full_values, atol=1e-5, rtol=0)
-
-
-def test_torch_forward_cached_equals_forward(torch_models, real_sample):
-    policy = torch_models[0]
-    cells = torch.from_numpy(real_sample["days"][:16].astype(np.int64))
-    features = torch.from_numpy(real_sample["features"][:16])
-    with torch.no_grad():
-        full_logits, full_values = policy(cells, features)
-        past, logits, values = policy.empty_cache(16), [], []
-        for t in (0, 1, 5, 20, 48):          # chunks of several slots too
-            start = past[0].shape[2]
+            got["step"].append((lg, v))
             lg, v, past = policy.forward_cached(cells[:, start:t], features[:, start:t], past)
-            logits.append(lg)
-            values.append(v)
-    torch.testing.assert_close(torch.cat(logits, 1), full_logits, atol=1e-5, rtol=0)
-    torch.testing.assert_close(torch.cat(values, 1), full_values, atol=1e-5, rtol=0)
+            got["cached"].append((lg, v))
+            start = t
+    for pieces in got.values():
+        torch.testing.assert_close(torch.cat([lg for lg, _ in pieces], 1), full_logits, atol=1e-5, rtol=0)
+        torch.testing.assert_close(torch.cat([v for _, v in pieces], 1), full_values, atol=1e-5, rtol=0)
 
 
 def test_day_state_rows_equal_state_features_and_action_mask_bit_for_bit(real_sample):
