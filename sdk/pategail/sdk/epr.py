@@ -28,7 +28,7 @@ import numpy as np
 from pategail.sdk.contribution import DAYS_CAP, contribution_weight
 from pategail.sdk.day_state import DayState
 from pategail.sdk.features import EXPLORE, HOME, RETURN, SLOTS, STAY, label_actions
-from pategail.sdk.geo import haversine_km
+from pategail.sdk.geo import HalfAngleTable, haversine_km, km_of_haversine
 from pategail.sdk.places import PlaceLaw
 
 DEFAULT_CANDIDATES = 1000
@@ -116,9 +116,16 @@ def nearest_cells(cells: np.ndarray, rows: np.ndarray, candidates: int, chunk: i
     k = candidate_count(len(cells), candidates)
     lat, lon = cells[:, 0], cells[:, 1]
     out = np.empty((len(rows), k), dtype=np.int32)
+    tables = None
+    if HalfAngleTable.worth_it(lat, len(rows) * len(cells)) and HalfAngleTable.worth_it(lon, len(rows) * len(cells)):
+        tables = HalfAngleTable(lat), HalfAngleTable(lon), np.cos(np.radians(lat))
     for s in range(0, len(rows), chunk):
         part_rows = rows[s:s + chunk]
-        d = haversine_km(lat[part_rows, None], lon[part_rows, None], lat[None, :], lon[None, :])
+        if tables is None:
+            d = haversine_km(lat[part_rows, None], lon[part_rows, None], lat[None, :], lon[None, :])
+        else:                     # haversine_km's arithmetic, the sine terms gathered from the tables
+            phi, lmb, cos = tables
+            d = km_of_haversine(phi.block(part_rows) + cos[part_rows, None] * cos[None, :] * lmb.block(part_rows))
         d[np.arange(len(part_rows)), part_rows] = np.inf              # never rank a cell as its own neighbour
         # the k nearest, put in id order, then a stable sort by distance: ties stay in id order (one sort
         # instead of lexsort's two)
