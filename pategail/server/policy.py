@@ -214,8 +214,8 @@ class Policy(nn.Module):
                      buffers: Sequence[torch.Tensor]):
         """Incremental decoding over fixed-length cache buffers (what ``policy_step.onnx`` computes): the T
         new slots slot..slot+T-1 of days whose earlier slots' keys and values are rows < ``slot`` of
-        ``buffers`` — [key_0, value_0, key_1, ...], each (B, n_heads, S, d_model / n_heads), S >= slot + T
-        not needed (rows at and after ``slot`` are ignored but must be finite; zeros to start).
+        ``buffers`` — [key_0, value_0, key_1, ...], each (B, n_heads, S, d_model / n_heads) with S >= slot
+        (rows at and after ``slot`` are ignored but must be finite: zeros, or an earlier day's).
 
         ``slot``: int64 scalar tensor. Returns (logits (B, T, 4), values (B, T), new): ``new`` holds the new
         slots' keys and values (B, n_heads, T, head_dim), in the order of ``buffers``, for the caller to write

@@ -76,8 +76,8 @@ class CellGeometry:
 class ExploreLaw:
     """The unnormalised explore weight of every candidate of every cell: ``rank_weight[r]`` for the cell of
     rank r + 1, times its relevance under a place law. A cell's row is computed the first time an agent
-    explores from it and kept (memory grows with the cells explored from, at most n_cells × K float64): the
-    gather of K relevances per explore move cost more than the rest of the environment."""
+    explores from it and kept (memory grows with the cells explored from, at most n_cells × K float64): forming
+    the K weights afresh at every explore move was the largest part of the environment's cost."""
 
     def __init__(self, neighbours: np.ndarray, rank_weight: np.ndarray, relevance: np.ndarray | None):
         self.neighbours = neighbours
@@ -109,8 +109,9 @@ def candidate_count(n_cells: int, candidates: int) -> int:
 
 def nearest_cells(cells: np.ndarray, rows: np.ndarray, candidates: int, chunk: int = 128) -> np.ndarray:
     """int32 (len(rows), K): for each cell id in ``rows``, its K nearest other cells by great-circle distance
-    (ties by cell id, so every platform ranks alike); column r holds rank r + 1. Rows of 128 keep each
-    distance block in cache (the table of 4,210 cells: ~1 s of CPU instead of ~1.2)."""
+    (ties by cell id, so every platform ranks alike); column r holds rank r + 1. Blocks of 128 rows stay in
+    cache, and with the sine tables of :class:`~pategail.sdk.geo.HalfAngleTable` pategail-geolife's table of
+    4,210 cells costs ~0.8 s of CPU instead of ~1.2 (BENCHMARKS.md)."""
     cells = np.asarray(cells, dtype=np.float64)
     rows = np.asarray(rows, dtype=np.int64)
     k = candidate_count(len(cells), candidates)
