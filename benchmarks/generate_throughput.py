@@ -184,7 +184,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         if args.bundle:
-            variants = {"buffers": args.bundle}
+            variants = {"bundle": args.bundle}
         else:
             new, old = untrained_bundles(args.data, tmp)
             variants = {"concat": old, "buffers": new}
@@ -195,13 +195,14 @@ def main() -> None:
         result["in_process"], days = {}, {}
         for name, path in variants.items():
             result["in_process"][name], days[name] = in_process(path, rows, args.threads, args.reps)
-        result["same_days"] = all(np.array_equal(d, days["buffers"]) for d in days.values())
+        today = list(variants)[-1]                        # "buffers", or "bundle" with --bundle
+        result["same_days"] = all(np.array_equal(d, days[today]) for d in days.values())
         if args.old_days:
             from pategail.sdk.bundle import open_generation_session, open_policy_session
             from pategail.sdk.epr import CellGeometry
             from pategail.sdk.generate import generate_days
 
-            bundle = load_bundle(variants["buffers"])
+            bundle = load_bundle(variants[today])
             geometry = CellGeometry.build(env.cells, env.candidates)
             part = rows[:args.old_days]
             old_days, r = timed(lambda: old_path(open_policy_session(bundle, threads=args.threads), geometry,
@@ -231,7 +232,8 @@ def _cpu_model() -> str:
 
 
 _LABEL = {"concat": "first incremental model (cache concatenated every slot)",
-          "buffers": "incremental model over cache buffers written in place"}
+          "buffers": "incremental model over cache buffers written in place",
+          "bundle": "the bundle's generation model"}
 
 
 def _print_table(r: dict) -> None:
