@@ -1,28 +1,39 @@
-"""Throughput of day generation on one core: days/s and peak memory, old path against incremental decoding.
+"""Throughput of day generation on one core: days per CPU second and peak memory, before and after the
+fixed-length key/value cache buffers (issue 17).
 
-Usage: .venv/bin/python benchmarks/generate_throughput.py --bundle RUN/bundle [--old-days 1000]
-       (or --data DIR to export an untrained policy with the training days' initial states and place law)
+Usage (standalone; needs the project installed, e.g. ``make setup``):
 
-Measured, each on one core (ONNX Runtime with one intra-op thread; the CLI runs under ``taskset -c 0``):
+    python benchmarks/generate_throughput.py --data runs/pategail-geolife --threads 1 [--json OUT.json]
+    python benchmarks/generate_throughput.py --bundle RUN/bundle --threads 1      (a trained bundle: new only)
 
-1. the old path — at every slot the full-prefix model re-reads l_0..l_t, with ``state_features`` and
-   ``action_mask`` of the whole prefix recomputed (the loop before issue 17);
-2. ``generate_days`` with the bundle's incremental model (key/value cache) and the running day state, one
-   batch of 1,000 days;
-3. ``pategail generate`` end to end for 1,000 and 100,000 days (bundle loading, geometry, generation in
-   batches of 1,000, streaming the CSV to disk): wall time, CPU time (user + system) and peak RSS (VmHWM of
-   the process, read from /proc at exit), with torch made unimportable as on a phone (the
-   onnxruntime-training wheel imports torch at ``import onnxruntime`` when it is installed: +300 MB).
+With ``--data`` it exports an untrained policy (default ``PolicyConfig``) with the training days' initial
+states and the place law a ``--no-privacy`` run releases, twice from the same weights: the bundle of today
+(``policy_step.onnx`` over cache buffers written in place) and the same bundle with the first incremental
+model (a cache grown by concatenation at every slot, as bundles of issue 17's first session carry). Then:
 
-Wall time on a loaded machine overstates the cost; CPU time is what the process itself used, so both are
-printed. Prints a markdown table.
+1. in process, one batch of ``--days`` days (default 1,000) through ``generate_days`` with each bundle's
+   incremental model, ``--reps`` times after a warm-up (the best and the mean are reported), and the old
+   full-prefix path for ``--old-days`` days (0 skips it; it is slow);
+2. ``pategail generate`` end to end in a child process for ``--days`` and ``--big`` days (default 100,000) with
+   each bundle: bundle loading and checks, geometry, generation in batches of 1,000, the CSV streamed to
+   disk; wall time, CPU time (user + system of the child) and peak RSS (VmHWM, read from /proc at exit),
+   with torch made unimportable as on a phone.
+
+Everything runs on one core: the process and its children are pinned to ``--cpu`` (default 0; -1: no pin),
+ONNX Runtime uses ``--threads`` intra-op threads in process (the CLI always uses one, as devices do), and
+numpy's BLAS one thread. Both bundles share today's environment code, so the in-process rows isolate the
+policy model and its cache. On a shared machine wall time overstates the cost; CPU time is what the process
+itself was scheduled for, so both are printed, with the load average before and after each measurement.
+Prints a markdown table and, last, one line ``JSON {...}`` with every figure (also written to ``--json``).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import platform
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -35,18 +46,24 @@ import numpy as np
 _CHILD = textwrap.dedent("""
     import sys, json
     sys.modules["torch"] = None    # as on a phone: the onnxruntime-training wheel imports torch when it can
-    from pategail.cli import main
+    from pategail.sdk.cli import main
     rc = main(sys.argv[1:])
     hwm = int(next(l for l in open('/proc/self/status') if l.startswith('VmHWM')).split()[1])
     print(json.dumps({"rc": rc, "maxrss_kb": hwm}), file=sys.stderr)
 """)
+_ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
-def old_path(session, geometry, homes, first, rng, alpha, explore_factors):
+def load() -> float:
+    return round(os.getloadavg()[0], 2)
+
+
+def old_path(session, geometry, homes, first, rng, alpha, explore_factors, places):
+    """The loop before issue 17: the full-prefix model re-reads slots 0..t, features recomputed each slot."""
     from pategail.sdk.epr import EPREnvironment
     from pategail.sdk.generate import policy_step, sample_actions
 
-    env = EPREnvironment(geometry, alpha=alpha, explore_factors=explore_factors, rng=rng)
+    env = EPREnvironment(geometry, alpha=alpha, explore_factors=explore_factors, rng=rng, places=places)
     env.reset(homes, first)
     while not env.done:
         env.step(sample_actions(policy_step(session, env.history(), env.homes, geometry.cells), rng))
@@ -54,39 +71,46 @@ def old_path(session, geometry, homes, first, rng, alpha, explore_factors):
 
 
 def timed(fn):
-    w, c = time.perf_counter(), time.process_time()
+    w, c, l0 = time.perf_counter(), time.process_time(), load()
     out = fn()
-    return out, time.perf_counter() - w, time.process_time() - c
+    return out, {"wall_s": time.perf_counter() - w, "cpu_s": time.process_time() - c, "load": [l0, load()]}
 
 
-def cli(bundle: Path, days: int, out: Path) -> dict:
+def cli(bundle: Path, days: int, out: Path, cpu: int) -> dict:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.perf_counter()
-    cmd = ["taskset", "-c", "0", sys.executable, "-c", _CHILD, "-q", "generate", "--bundle", str(bundle),
-           "--days", str(days), "--out", str(out), "--seed", "0"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    l0, t0 = load(), time.perf_counter()
+    pin = ["taskset", "-c", str(cpu)] if cpu >= 0 and shutil.which("taskset") else []
+    cmd = [*pin, sys.executable, "-c", _CHILD, "-q", "generate", "--bundle", str(bundle), "--days", str(days),
+           "--out", str(out), "--seed", "0"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **_ONE_THREAD})
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode:
         raise SystemExit(proc.stderr)
     info = json.loads(proc.stderr.strip().splitlines()[-1])
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return {"wall": wall, "cpu": cpu, "maxrss_mb": info["maxrss_kb"] / 1024, "bytes": out.stat().st_size}
+    cpu_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    size = out.stat().st_size
+    out.unlink()
+    return {"days": days, "wall_s": wall, "cpu_s": cpu_s, "load": [l0, load()],
+            "peak_rss_mb": info["maxrss_kb"] / 1024, "csv_mb": size / 1e6}
 
 
-def untrained_bundle(data: Path, out: Path) -> Path:
+def untrained_bundles(data: Path, out: Path) -> tuple[Path, Path]:
+    """(today's bundle, the same with the first incremental model) of one untrained policy."""
+    import onnx
+
+    import pategail.export.bundle as export
     from pategail.baselines.epr import user_homes
     from pategail.data.dataset import load_dataset
-    from pategail.export.bundle import export_bundle
     from pategail.export.discriminator import Discriminator
+    from pategail.export.onnx_policy import export_policy_concat_step_onnx
     from pategail.sdk.bundle import Environment
+    from pategail.sdk.contribution import DAYS_CAP
     from pategail.sdk.epr import DEFAULT_ALPHA, DEFAULT_CANDIDATES
-    from pategail.server.policy import Policy, PolicyConfig
-
     from pategail.sdk.features import infer_home
     from pategail.sdk.places import place_contribution
-    from pategail.sdk.contribution import DAYS_CAP
     from pategail.server.places import place_law_from_noisy_sums
+    from pategail.server.policy import Policy, PolicyConfig
 
     ds = load_dataset(data)
     homes = user_homes(ds.train_days, ds.train_users)
@@ -96,53 +120,145 @@ def untrained_bundle(data: Path, out: Path) -> Path:
                for u in ds.users)
     env = Environment(ds.cells, DEFAULT_ALPHA, DEFAULT_CANDIDATES, states, np.full(len(states), 1 / len(states)),
                       places=place_law_from_noisy_sums(sums, ds.n_cells))
-    return export_bundle(Policy(PolicyConfig(n_cells=ds.n_cells)), Discriminator(), out, environment=env)
+    policy, discriminator = Policy(PolicyConfig(n_cells=ds.n_cells)), Discriminator()
+    new = export.export_bundle(policy, discriminator, out / "buffers", environment=env)
+    # the same export with the step-model writer of before (manifest and hashes then describe that file)
+    today = export.save_policy_step_onnx
+    export.save_policy_step_onnx = lambda p, path: onnx.save(export_policy_concat_step_onnx(p), path)
+    try:
+        old = export.export_bundle(policy, discriminator, out / "concat", environment=env)
+    finally:
+        export.save_policy_step_onnx = today
+    return new, old
+
+
+def in_process(bundle_dir: Path, rows: np.ndarray, threads: int, reps: int) -> tuple[dict, np.ndarray]:
+    from pategail.sdk.bundle import load_bundle, open_generation_session
+    from pategail.sdk.epr import CellGeometry
+    from pategail.sdk.generate import generate_days
+
+    bundle = load_bundle(bundle_dir)
+    env = bundle.environment
+    geometry = CellGeometry.build(env.cells, env.candidates)
+    session = open_generation_session(bundle, threads=threads)
+    law = dict(alpha=env.alpha, explore_factors=env.explore_factors, places=env.places)
+
+    def run():
+        return generate_days(session, geometry, rows[:, 0], rows[:, 1], np.random.default_rng(1), **law).days
+
+    days = run()                              # warm-up: ONNX Runtime's first runs, the explore weights kept
+    runs = [timed(run)[1] for _ in range(reps)]
+    best = min(runs, key=lambda r: r["cpu_s"])
+    return {"days": len(rows), "best_cpu_s": best["cpu_s"], "best_wall_s": best["wall_s"],
+            "mean_cpu_s": float(np.mean([r["cpu_s"] for r in runs])), "runs": runs}, days
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--bundle", type=Path, help="a run's bundle (with released initial states)")
-    p.add_argument("--data", type=Path, help="without --bundle: export an untrained policy on this data set")
-    p.add_argument("--old-days", type=int, default=1000, help="days for the old path (it is slow)")
-    p.add_argument("--big", type=int, default=100_000, help="days of the large CLI run")
+    p.add_argument("--data", type=Path, help="a prepared data set: export an untrained policy, old and new")
+    p.add_argument("--bundle", type=Path, help="instead of --data: a run's bundle (today's model only)")
+    p.add_argument("--days", type=int, default=1000, help="days of the in-process and the small CLI runs")
+    p.add_argument("--big", type=int, default=100_000, help="days of the large CLI run (0 skips it)")
+    p.add_argument("--old-days", type=int, default=0, help="days through the old full-prefix path (slow)")
+    p.add_argument("--reps", type=int, default=5, help="timed in-process repetitions after a warm-up")
+    p.add_argument("--threads", type=int, default=1, help="ONNX Runtime intra-op threads in process")
+    p.add_argument("--cpu", type=int, default=0, help="pin to this CPU (-1: no pinning)")
+    p.add_argument("--no-cli", action="store_true", help="skip the `pategail generate` runs")
+    p.add_argument("--json", type=Path, help="also write the JSON result here")
     args = p.parse_args()
+    if (args.data is None) == (args.bundle is None):
+        p.error("give exactly one of --data and --bundle")
+    for name, value in _ONE_THREAD.items():
+        os.environ.setdefault(name, value)
+    if args.cpu >= 0 and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {args.cpu})
 
-    from pategail.sdk.bundle import load_bundle, open_generation_session, open_policy_session
-    from pategail.sdk.epr import CellGeometry
-    from pategail.sdk.generate import generate_days
+    import onnxruntime
 
+    from pategail.sdk.bundle import load_bundle
+
+    result = {"machine": {"cpu": _cpu_model(), "cores": os.cpu_count(), "python": platform.python_version(),
+                          "onnxruntime": onnxruntime.__version__, "numpy": np.__version__,
+                          "pinned_cpu": args.cpu, "threads": args.threads},
+              "load_start": load(), "date": time.strftime("%Y-%m-%d %H:%M:%S")}
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        bundle_dir = args.bundle or untrained_bundle(args.data, tmp / "bundle")
-        bundle = load_bundle(bundle_dir)
-        env = bundle.environment
-        geometry = CellGeometry.build(env.cells, env.candidates)
+        if args.bundle:
+            variants = {"bundle": args.bundle}
+        else:
+            new, old = untrained_bundles(args.data, tmp)
+            variants = {"concat": old, "buffers": new}
+        env = load_bundle(next(iter(variants.values()))).environment
         rng = np.random.default_rng(0)
         w = env.initial_weights / env.initial_weights.sum()
-        rows = env.initial_states[rng.choice(len(w), size=1000, p=w)]
-        law = dict(alpha=env.alpha, explore_factors=env.explore_factors)
-        old_rows = rows[:args.old_days]
-        old, ow, oc = timed(lambda: old_path(open_policy_session(bundle), geometry, old_rows[:, 0], old_rows[:, 1],
-                                             np.random.default_rng(1), **law))
-        new, nw, nc = timed(lambda: generate_days(open_generation_session(bundle), geometry, rows[:, 0], rows[:, 1],
-                                                  np.random.default_rng(1), **law))
-        same = np.array_equal(old, generate_days(open_generation_session(bundle), geometry, old_rows[:, 0],
-                                                 old_rows[:, 1], np.random.default_rng(1), **law).days)
-        small = cli(bundle_dir, 1000, tmp / "small.csv")
-        big = cli(bundle_dir, args.big, tmp / "big.csv")
+        rows = env.initial_states[rng.choice(len(w), size=args.days, p=w)]
+        result["in_process"], days = {}, {}
+        for name, path in variants.items():
+            result["in_process"][name], days[name] = in_process(path, rows, args.threads, args.reps)
+        today = list(variants)[-1]                        # "buffers", or "bundle" with --bundle
+        result["same_days"] = all(np.array_equal(d, days[today]) for d in days.values())
+        if args.old_days:
+            from pategail.sdk.bundle import open_generation_session, open_policy_session
+            from pategail.sdk.epr import CellGeometry
+            from pategail.sdk.generate import generate_days
 
-    print(f"bundle: {bundle_dir}; {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end")
-    print("| what | days | wall s | CPU s | days/s (wall) | days/s (CPU) | peak RSS MB |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
-    print(f"| old path (full prefix, re-featurised), in process | {len(old_rows):,} | {ow:.2f} | {oc:.2f} | "
-          f"{len(old_rows) / ow:,.0f} | {len(old_rows) / oc:,.0f} | |")
-    print(f"| generate_days, incremental, in process | 1,000 | {nw:.2f} | {nc:.2f} | {1000 / nw:,.0f} | "
-          f"{1000 / nc:,.0f} | |")
-    for n, r in ((1000, small), (args.big, big)):
-        print(f"| `pategail generate` (CLI, CSV streamed) | {n:,} | {r['wall']:.1f} | {r['cpu']:.1f} | "
-              f"{n / r['wall']:,.0f} | {n / r['cpu']:,.0f} | {r['maxrss_mb']:.0f} |")
-    print(f"\nold and new path gave the same {len(old_rows):,} days for the same seed: {same}; "
-          f"{args.big:,}-day file: {big['bytes'] / 1e6:.0f} MB")
+            bundle = load_bundle(variants[today])
+            geometry = CellGeometry.build(env.cells, env.candidates)
+            part = rows[:args.old_days]
+            old_days, r = timed(lambda: old_path(open_policy_session(bundle, threads=args.threads), geometry,
+                                                 part[:, 0], part[:, 1], np.random.default_rng(1), env.alpha,
+                                                 env.explore_factors, env.places))
+            new_days = generate_days(open_generation_session(bundle), geometry, part[:, 0], part[:, 1],
+                                     np.random.default_rng(1), alpha=env.alpha, explore_factors=env.explore_factors,
+                                     places=env.places).days
+            result["full_prefix"] = {"days": len(part), **r, "same_days": bool(np.array_equal(old_days, new_days))}
+        if not args.no_cli:
+            result["cli"] = {name: [cli(path, n, tmp / f"{name}-{n}.csv", args.cpu)
+                                    for n in (args.days, args.big) if n]
+                             for name, path in variants.items()}
+    result["load_end"] = load()
+    _print_table(result)
+    line = json.dumps(result, separators=(",", ":"))
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
+    print("JSON " + line)
+
+
+def _cpu_model() -> str:
+    try:
+        return next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or "unknown"
+
+
+_LABEL = {"concat": "first incremental model (cache concatenated every slot)",
+          "buffers": "incremental model over cache buffers written in place",
+          "bundle": "the bundle's generation model"}
+
+
+def _print_table(r: dict) -> None:
+    m = r["machine"]
+    print(f"{m['cpu']}, {m['cores']} cores; pinned to CPU {m['pinned_cpu']}, {m['threads']} ORT thread(s); "
+          f"Python {m['python']}, onnxruntime {m['onnxruntime']}; load average {r['load_start']} at the start, "
+          f"{r['load_end']} at the end")
+    print("\n| what | days | CPU s | days per CPU s | CPU ms per 1,000 days | wall s | peak RSS MB | load |")
+    print("|---|---:|---:|---:|---:|---:|---:|---|")
+    if "full_prefix" in r:
+        f = r["full_prefix"]
+        print(f"| old full-prefix path, in process | {f['days']:,} | {f['cpu_s']:.2f} | {f['days'] / f['cpu_s']:,.0f} "
+              f"| {1e6 * f['cpu_s'] / f['days']:,.0f} | {f['wall_s']:.2f} | | {f['load'][0]}–{f['load'][1]} |")
+    for name, x in r["in_process"].items():
+        loads = [l for run in x["runs"] for l in run["load"]]
+        print(f"| {_LABEL[name]}, in process (best of {len(x['runs'])}; mean {x['mean_cpu_s']:.3f} s) | "
+              f"{x['days']:,} | {x['best_cpu_s']:.3f} | {x['days'] / x['best_cpu_s']:,.0f} | "
+              f"{1e6 * x['best_cpu_s'] / x['days']:,.0f} | {x['best_wall_s']:.3f} | | {min(loads)}–{max(loads)} |")
+    for name, runs in r.get("cli", {}).items():
+        for c in runs:
+            print(f"| `pategail generate`, {_LABEL[name]} | {c['days']:,} | {c['cpu_s']:.2f} | "
+                  f"{c['days'] / c['cpu_s']:,.0f} | {1e6 * c['cpu_s'] / c['days']:,.0f} | {c['wall_s']:.1f} | "
+                  f"{c['peak_rss_mb']:.0f} | {c['load'][0]}–{c['load'][1]} |")
+    print(f"\nsame days for the same seed across the models: {r['same_days']}"
+          + (f"; full-prefix path: {r['full_prefix']['same_days']}" if "full_prefix" in r else ""))
 
 
 if __name__ == "__main__":

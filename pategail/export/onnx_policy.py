@@ -7,10 +7,15 @@ masked log-probabilities (impossible actions get ≈ −1e9, probability 0), ``l
 can run the model on the prefix l_0..l_t and sample the action at t from the last row.
 
 The incremental model (``policy_step.onnx``, :func:`export_policy_step_onnx`) has the same inputs for the new
-slots only, plus the per-layer key/value cache of the earlier slots: ``past_key_i``, ``past_value_i`` float32
-(batch, heads, past, head_dim) in, ``present_key_i``, ``present_value_i`` (batch, heads, past + slots,
-head_dim) out, after ``log_probs``, ``logits`` and ``values``. Batch, slots and past are dynamic (past may be
-0: an empty cache starts a day), so it also runs a whole prefix at once.
+slots only, plus ``slot`` (int64 scalar: the index of the first new slot) and the per-layer key/value cache
+buffers ``cache_key_i``, ``cache_value_i`` float32 (batch, heads, capacity, head_dim), whose rows < slot hold
+the earlier slots (later rows are masked out). After ``log_probs``, ``logits`` and ``values`` it returns only
+the new slots' keys and values, ``new_key_i``, ``new_value_i`` (batch, heads, slots, head_dim), which the
+caller writes into the buffers in place (:class:`pategail.sdk.decoding.BufferedDecoder`): the cache is never
+copied. Batch, slots and capacity are dynamic, so it also runs a whole prefix at once (slot 0).
+
+:func:`export_policy_concat_step_onnx` writes the first incremental model (bundles of before this layout:
+``past_key_i`` in, ``present_key_i`` = past + new out), which the SDK still runs; kept to test that.
 """
 from __future__ import annotations
 
@@ -31,8 +36,8 @@ from pategail.sdk.generate import POLICY_INPUT_MASK as INPUT_MASK
 from pategail.sdk.generate import POLICY_OUTPUT_LOG_PROBS as OUTPUT_LOG_PROBS
 from pategail.sdk.generate import POLICY_OUTPUT_LOGITS as OUTPUT_LOGITS
 from pategail.sdk.generate import POLICY_OUTPUT_VALUES as OUTPUT_VALUES
-from pategail.sdk.decoding import past_names, present_names
-from pategail.server.policy import Policy, PolicyInference, PolicyStepInference
+from pategail.sdk.decoding import POLICY_INPUT_SLOT, cache_names, new_names, past_names, present_names
+from pategail.server.policy import Policy, PolicyConcatStepInference, PolicyInference, PolicyStepInference
 
 POLICY_FILE = "policy.onnx"
 POLICY_STEP_FILE = "policy_step.onnx"
@@ -64,9 +69,28 @@ def export_policy_onnx(policy: Policy) -> onnx.ModelProto:
 
 
 def export_policy_step_onnx(policy: Policy) -> onnx.ModelProto:
-    """The incremental policy model with key/value cache inputs and outputs (opset :data:`OPSET`)."""
-    was_training = policy.training
-    model = PolicyStepInference(policy).eval()
+    """The incremental policy model over key/value cache buffers (opset :data:`OPSET`)."""
+    c = policy.config
+    B, S, T = 2, 4, 1
+    buffers = tuple(torch.zeros(B, c.n_heads, S, c.d_model // c.n_heads) for _ in range(2 * c.n_layers))
+    example = (torch.zeros(B, T, dtype=torch.int64), torch.zeros(B, T, N_STATE_FEATURES),
+               torch.ones(B, T, N_ACTIONS, dtype=torch.bool), torch.tensor(2, dtype=torch.int64), *buffers)
+    # one slot a call (the graph is traced for T = 1: its fast path); batch and capacity are dynamic
+    dynamic = {name: {0: "batch"} for name in (INPUT_CELLS, INPUT_FEATURES, INPUT_MASK, OUTPUT_LOG_PROBS,
+                                               OUTPUT_LOGITS, OUTPUT_VALUES, *new_names(c.n_layers))}
+    dynamic.update({name: {0: "batch", 2: "capacity"} for name in cache_names(c.n_layers)})
+    model = _export_step(policy, PolicyStepInference, example,
+                         [INPUT_CELLS, INPUT_FEATURES, INPUT_MASK, POLICY_INPUT_SLOT, *cache_names(c.n_layers)],
+                         [OUTPUT_LOG_PROBS, OUTPUT_LOGITS, OUTPUT_VALUES, *new_names(c.n_layers)], dynamic)
+    for output in model.graph.output:          # the tracer names the one-slot axes; say they are 1
+        for dim in output.type.tensor_type.shape.dim[1:]:
+            if dim.dim_param:
+                dim.dim_value = 1
+    return model
+
+
+def export_policy_concat_step_onnx(policy: Policy) -> onnx.ModelProto:
+    """The first incremental model, whose cache grows by concatenation (``past_*`` in, ``present_*`` out)."""
     c = policy.config
     B, P, T = 2, 3, 1
     past = tuple(torch.zeros(B, c.n_heads, P, c.d_model // c.n_heads) for _ in range(2 * c.n_layers))
@@ -77,18 +101,23 @@ def export_policy_step_onnx(policy: Policy) -> onnx.ModelProto:
                                       OUTPUT_VALUES)}
     dynamic.update({name: {0: "batch", 2: "past"} for name in past_names(c.n_layers)})
     dynamic.update({name: {0: "batch", 2: "total"} for name in present_names(c.n_layers)})
+    return _export_step(policy, PolicyConcatStepInference, example,
+                        [INPUT_CELLS, INPUT_FEATURES, INPUT_MASK, *past_names(c.n_layers)],
+                        [OUTPUT_LOG_PROBS, OUTPUT_LOGITS, OUTPUT_VALUES, *present_names(c.n_layers)], dynamic)
+
+
+def _export_step(policy: Policy, wrapper, example, input_names, output_names, dynamic) -> onnx.ModelProto:
+    """Trace ``wrapper(policy)`` in eval mode with the legacy exporter (the policy's mode restored)."""
+    was_training = policy.training
+    model = wrapper(policy).eval()
     buf = io.BytesIO()
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", category=DeprecationWarning)
             # the slices of the causal mask and slot table at a dynamic offset trace as shape arithmetic
             warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)
-            torch.onnx.export(
-                model, example, buf, dynamo=False, opset_version=OPSET,
-                input_names=[INPUT_CELLS, INPUT_FEATURES, INPUT_MASK, *past_names(c.n_layers)],
-                output_names=[OUTPUT_LOG_PROBS, OUTPUT_LOGITS, OUTPUT_VALUES, *present_names(c.n_layers)],
-                dynamic_axes=dynamic,
-            )
+            torch.onnx.export(model, example, buf, dynamo=False, opset_version=OPSET, input_names=input_names,
+                              output_names=output_names, dynamic_axes=dynamic)
     finally:
         policy.train(was_training)
     return _loaded(buf, "policy step model")

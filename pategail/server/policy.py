@@ -61,6 +61,11 @@ class PolicyConfig:
             raise ValueError("dropout must be in [0, 1)")
 
 
+def filled_rows_bias(capacity: int, slot: torch.Tensor) -> torch.Tensor:
+    """float (capacity,): 0 for the cache rows < ``slot`` (filled), :data:`MASKED_LOGIT` for the rest."""
+    return torch.where(torch.arange(capacity) < slot, 0.0, MASKED_LOGIT)
+
+
 class CausalSelfAttention(nn.Module):
     """Multi-head self-attention where token t sees tokens ≤ t."""
 
@@ -91,6 +96,25 @@ class CausalSelfAttention(nn.Module):
         q, k, v = self._heads(x)
         k, v = torch.cat([past_key, k], dim=2), torch.cat([past_value, v], dim=2)
         return self._attend(q, k, v, self.causal_bias[P:P + T, :P + T]), k, v
+
+    def forward_step(self, x: torch.Tensor, slot: torch.Tensor, key_buffer: torch.Tensor,
+                     value_buffer: torch.Tensor):
+        """Attention of T new tokens at positions slot..slot+T-1 over fixed-length cache buffers.
+
+        key_buffer, value_buffer: (B, heads, S, head_dim) whose rows < ``slot`` hold the keys and values of
+        the earlier tokens; rows >= ``slot`` are ignored (masked, their weight exactly 0) but must be finite.
+        Returns (output (B, T, D), the new tokens' keys and values (B, heads, T, head_dim)) — the caller writes
+        them into rows slot..slot+T-1, so the cache is never copied (concatenating it cost more than the
+        attention itself, BENCHMARKS.md). Equals :meth:`forward_cached` up to float rounding.
+        """
+        B, T, S = x.shape[0], x.shape[1], key_buffer.shape[2]
+        q, k, v = self._heads(x)
+        q = q * (1.0 / math.sqrt(self.head_dim))
+        past = q @ key_buffer.transpose(-2, -1) + filled_rows_bias(S, slot)                 # (B, h, T, S)
+        new = (q.unsqueeze(3) * k.unsqueeze(2)).sum(-1) + self.causal_bias[:T, :T]         # (B, h, T, T)
+        p_past, p_new = torch.split(torch.softmax(torch.cat([past, new], dim=-1), dim=-1), [S, T], dim=-1)
+        y = self.dropout(p_past) @ value_buffer + (self.dropout(p_new).unsqueeze(-1) * v.unsqueeze(2)).sum(3)
+        return self.proj(y.transpose(1, 2).reshape(B, T, self.d_model)), k, v
 
     def _heads(self, x: torch.Tensor):
         B, T, _ = x.shape
@@ -123,6 +147,13 @@ class Block(nn.Module):
     def forward_cached(self, x: torch.Tensor, past_key: torch.Tensor, past_value: torch.Tensor):
         """:meth:`forward` for new tokens after a cache (see :meth:`CausalSelfAttention.forward_cached`)."""
         h, key, value = self.attn.forward_cached(self.ln1(x), past_key, past_value)
+        x = x + h
+        return x + self.mlp(self.ln2(x)), key, value
+
+    def forward_step(self, x: torch.Tensor, slot: torch.Tensor, key_buffer: torch.Tensor,
+                     value_buffer: torch.Tensor):
+        """:meth:`forward` for new tokens over cache buffers (see :meth:`CausalSelfAttention.forward_step`)."""
+        h, key, value = self.attn.forward_step(self.ln1(x), slot, key_buffer, value_buffer)
         x = x + h
         return x + self.mlp(self.ln2(x)), key, value
 
@@ -179,6 +210,33 @@ class Policy(nn.Module):
         x = self.ln_f(x)
         return self.action_head(x), self.value_head(x).squeeze(-1), present
 
+    def forward_step(self, cells: torch.Tensor, features: torch.Tensor, slot: torch.Tensor,
+                     buffers: Sequence[torch.Tensor]):
+        """Incremental decoding over fixed-length cache buffers (what ``policy_step.onnx`` computes): the T
+        new slots slot..slot+T-1 of days whose earlier slots' keys and values are rows < ``slot`` of
+        ``buffers`` — [key_0, value_0, key_1, ...], each (B, n_heads, S, d_model / n_heads) with S >= slot
+        (rows at and after ``slot`` are ignored but must be finite: zeros, or an earlier day's).
+
+        ``slot``: int64 scalar tensor. Returns (logits (B, T, 4), values (B, T), new): ``new`` holds the new
+        slots' keys and values (B, n_heads, T, head_dim), in the order of ``buffers``, for the caller to write
+        into rows slot..slot+T-1. Equal to :meth:`forward_cached` up to float rounding (tested to 1e-5).
+        """
+        T = cells.shape[1]
+        x = self.cell_proj(self.cell_embedding(cells)) + self.feature_proj(features) \
+            + self.slot_embedding(slot + torch.arange(T))
+        new = []
+        for i, block in enumerate(self.blocks):
+            x, key, value = block.forward_step(x, slot, buffers[2 * i], buffers[2 * i + 1])
+            new += [key, value]
+        x = self.ln_f(x)
+        return self.action_head(x), self.value_head(x).squeeze(-1), new
+
+    def empty_buffers(self, batch: int, capacity: int | None = None) -> list[torch.Tensor]:
+        """Zeroed cache buffers of ``capacity`` slots (default ``max_slots``) for :meth:`forward_step`."""
+        c = self.config
+        shape = (batch, c.n_heads, capacity or c.max_slots, c.d_model // c.n_heads)
+        return [torch.zeros(shape) for _ in range(2 * c.n_layers)]
+
     def empty_cache(self, batch: int) -> list[torch.Tensor]:
         """The key/value cache of days with no slot yet (P = 0), for :meth:`forward_cached`."""
         c = self.config
@@ -221,9 +279,66 @@ class PolicyInference(nn.Module):
         return masked_log_probs(logits, mask), logits, values
 
 
+def with_scaled_queries(policy: Policy) -> Policy:
+    """A copy of ``policy`` whose attention query weights and biases carry the 1/sqrt(head_dim) factor (the
+    same function up to float rounding; exact when head_dim is a power of 4, as the default 16)."""
+    import copy
+
+    scaled = copy.deepcopy(policy)
+    with torch.no_grad():
+        for block in scaled.blocks:
+            d, factor = block.attn.d_model, 1.0 / math.sqrt(block.attn.head_dim)
+            block.attn.qkv.weight[:d] *= factor
+            block.attn.qkv.bias[:d] *= factor
+    return scaled
+
+
 class PolicyStepInference(nn.Module):
-    """The incremental graph: (cells, features, mask, *past) → (log_probs, logits, values, *present), the
-    cache layout of :meth:`Policy.forward_cached`; see :mod:`pategail.export.onnx_policy`."""
+    """The incremental graph, one slot a call: (cells (B, 1), features (B, 1, 11), mask (B, 1, 4), slot,
+    *buffers) → (log_probs (B, 1, 4), logits, values (B, 1), *new) — :meth:`Policy.forward_step` for T = 1,
+    written for ONNX Runtime's fast paths (see :mod:`pategail.export.onnx_policy`):
+
+    - tokens are (B, d_model) rows, so every Linear is one Gemm with its bias and the heads are a reshape;
+    - the cell embedding and its projection are one table (n_cells, d_model), gathered;
+    - the 1/sqrt(head_dim) factor is in the query weights (:func:`with_scaled_queries`): a scaled MatMul
+      leaves the one-row kernel that the q·K products of B × heads days run on;
+    - the new slot's own score is one (B·heads, head_dim) × (head_dim, 1) product.
+    """
+
+    def __init__(self, policy: Policy):
+        super().__init__()
+        self.policy = with_scaled_queries(policy)
+        with torch.no_grad():
+            self.register_buffer("cell_table", policy.cell_proj(policy.cell_embedding.weight).detach().clone())
+        head_dim = policy.config.d_model // policy.config.n_heads
+        self.register_buffer("ones", torch.ones(head_dim, 1))
+
+    def forward(self, cells: torch.Tensor, features: torch.Tensor, mask: torch.Tensor, slot: torch.Tensor,
+                *buffers: torch.Tensor):
+        p = self.policy
+        B, D = cells.shape[0], p.config.d_model
+        H, hd = p.config.n_heads, D // p.config.n_heads
+        x = self.cell_table[cells[:, 0]] + p.feature_proj(features[:, 0]) + p.slot_embedding.weight[slot]
+        new = []
+        for i, block in enumerate(p.blocks):
+            key_buffer, value_buffer = buffers[2 * i], buffers[2 * i + 1]
+            q, k, v = (z.reshape(B, H, 1, hd) for z in block.attn.qkv(block.ln1(x)).split(D, dim=-1))
+            S = key_buffer.shape[2]
+            past = q @ key_buffer.transpose(-2, -1) + filled_rows_bias(S, slot)             # (B, h, 1, S)
+            own = (q * k) @ self.ones                                                      # (B, h, 1, 1)
+            p_past, p_own = torch.split(torch.softmax(torch.cat([past, own], dim=-1), dim=-1), [S, 1], dim=-1)
+            x = x + block.attn.proj((p_past @ value_buffer + p_own * v).reshape(B, D))
+            x = x + block.mlp(block.ln2(x))
+            new += [k, v]
+        x = p.ln_f(x)
+        logits = p.action_head(x)
+        return (masked_log_probs(logits, mask[:, 0])[:, None], logits[:, None], p.value_head(x), *new)
+
+
+class PolicyConcatStepInference(nn.Module):
+    """The first incremental graph (bundles of issue 17's first session): (cells, features, mask, *past) →
+    (log_probs, logits, values, *present), the growing cache of :meth:`Policy.forward_cached`; kept so that
+    the SDK's support of those bundles stays tested."""
 
     def __init__(self, policy: Policy):
         super().__init__()

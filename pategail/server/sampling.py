@@ -1,13 +1,13 @@
 """The coordinator samples generated days exactly as devices do: the SDK's ``generate_days`` loop, with the
 torch policy behind the same ``run(output_names, feeds)`` interface as the ONNX policy models — the
-incremental one (key/value cache, :class:`TorchPolicyStepSession`, what sampling uses) or the full-prefix
-one (:class:`TorchPolicySession`)."""
+incremental one (key/value cache buffers, :class:`TorchPolicyStepSession`, what sampling uses) or the
+full-prefix one (:class:`TorchPolicySession`)."""
 from __future__ import annotations
 
 import numpy as np
 import torch
 
-from pategail.sdk.decoding import CacheLayout, past_names, present_names
+from pategail.sdk.decoding import POLICY_INPUT_SLOT, CacheLayout, cache_names, new_names
 from pategail.sdk.epr import CellGeometry
 from pategail.sdk.features import action_mask, state_features
 from pategail.sdk.generate import (POLICY_INPUT_CELLS, POLICY_INPUT_FEATURES, POLICY_INPUT_MASK,
@@ -33,24 +33,27 @@ class TorchPolicySession:
 
 
 class TorchPolicyStepSession:
-    """Runs the torch policy with the incremental ONNX model's inputs and outputs (no gradients)."""
+    """Runs the torch policy with the incremental ONNX model's inputs and outputs (no gradients): the cache
+    buffers are the caller's numpy arrays, read in place."""
+
+    cache_buffers = True
 
     def __init__(self, policy: Policy):
         self.policy = policy
         c = policy.config
         self.cache_layout = CacheLayout(c.n_layers, c.n_heads, c.d_model // c.n_heads)
-        self._past = past_names(c.n_layers)
-        self._present = present_names(c.n_layers)
+        self._cache = cache_names(c.n_layers)
+        self._new = new_names(c.n_layers)
 
     def run(self, output_names, feeds):
         with torch.no_grad():
-            past = [torch.from_numpy(feeds[name]) for name in self._past]
-            logits, values, present = self.policy.forward_cached(torch.from_numpy(feeds[POLICY_INPUT_CELLS]),
-                                                                 torch.from_numpy(feeds[POLICY_INPUT_FEATURES]),
-                                                                 past)
+            buffers = [torch.from_numpy(feeds[name]) for name in self._cache]
+            logits, values, new = self.policy.forward_step(torch.from_numpy(feeds[POLICY_INPUT_CELLS]),
+                                                           torch.from_numpy(feeds[POLICY_INPUT_FEATURES]),
+                                                           torch.from_numpy(feeds[POLICY_INPUT_SLOT]), buffers)
             log_probs = masked_log_probs(logits, torch.from_numpy(feeds[POLICY_INPUT_MASK]))
         out = {POLICY_OUTPUT_LOG_PROBS: log_probs, POLICY_OUTPUT_LOGITS: logits, POLICY_OUTPUT_VALUES: values,
-               **dict(zip(self._present, present))}
+               **dict(zip(self._new, new))}
         return [out[name].numpy() for name in output_names]
 
 

@@ -1,6 +1,7 @@
-"""Incremental decoding: the key/value-cache policy model against the full-prefix model on real days, the
-running day state against ``state_features`` / ``action_mask``, and generated days against the old path
-(full prefix re-featurised at every slot) for the same seed."""
+"""Incremental decoding: the key/value-cache policy models (the buffered one bundles carry, and the first,
+concatenating one older bundles carry) against the full-prefix model on real days, the running day state
+against ``state_features`` / ``action_mask``, and generated days against the old path (full prefix
+re-featurised at every slot) for the same seed."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,12 +9,26 @@ import pytest
 import torch
 
 from pategail.sdk.bundle import open_generation_session, open_policy_session
-from pategail.sdk.decoding import CacheLayout, CachedDecoder, PrefixDecoder, decoder_for, past_names
+from pategail.sdk.decoding import (BufferedDecoder, CacheLayout, CachedDecoder, PrefixDecoder, cache_names,
+                                   decoder_for, past_names)
 
 
 @pytest.fixture(scope="module")
 def step_session(bundle):
     return open_generation_session(bundle)
+
+
+@pytest.fixture(scope="module")
+def concat_session(torch_models, tmp_path_factory):
+    """An ONNX Runtime session on the first incremental model (growing cache), as older bundles carry."""
+    import onnx
+    import onnxruntime as ort
+
+    from pategail.export.onnx_policy import export_policy_concat_step_onnx
+
+    path = tmp_path_factory.mktemp("concat") / "policy_step.onnx"
+    onnx.save(export_policy_concat_step_onnx(torch_models[0]), path)
+    return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
 
 
 @pytest.fixture(scope="module")
@@ -23,61 +38,101 @@ def geometry(geolife):
     return CellGeometry.build(geolife[0], candidates=200)
 
 
-def test_the_bundle_session_for_generation_is_the_incremental_model(bundle, step_session):
-    assert isinstance(decoder_for(step_session), CachedDecoder)
+def test_the_bundle_session_for_generation_is_the_buffered_incremental_model(bundle, step_session,
+                                                                             concat_session):
+    assert isinstance(decoder_for(step_session), BufferedDecoder)
+    assert isinstance(decoder_for(concat_session), CachedDecoder)
     assert isinstance(decoder_for(open_policy_session(bundle)), PrefixDecoder)
     assert CacheLayout.of_session(step_session) == CacheLayout(2, 4, 16)
+    assert CacheLayout.of_session(concat_session) == CacheLayout(2, 4, 16)
 
 
-def test_slot_by_slot_with_the_cache_equals_the_full_prefix_model_on_real_days(bundle, step_session, real_sample):
+def _run_buffered(session, cells, features, mask, capacity=47, buffers=None):
+    """log_probs (n, T, 4) slot by slot through the buffered model, the new rows written in place."""
+    layout = CacheLayout.of_session(session)
+    buffers = layout.buffers(len(cells), capacity) if buffers is None else buffers
+    rows = []
+    for t in range(cells.shape[1]):
+        out = session.run(None, {"cells": cells[:, t:t + 1], "features": features[:, t:t + 1],
+                                 "mask": mask[:, t:t + 1], "slot": np.array(t, dtype=np.int64),
+                                 **dict(zip(cache_names(layout.n_layers), buffers))})
+        rows.append(out[0])
+        assert out[3].shape == (len(cells), 4, 1, 16)
+        for buffer, new in zip(buffers, out[3:]):
+            buffer[:, :, t] = new[:, :, 0]
+    return np.concatenate(rows, axis=1), buffers
+
+
+def test_slot_by_slot_with_the_cache_buffers_equals_the_full_prefix_model_on_real_days(bundle, step_session,
+                                                                                      real_sample):
     cells, features, mask = real_sample["days"].astype(np.int64), real_sample["features"], real_sample["mask"]
     (full,) = open_policy_session(bundle).run(["log_probs"], {"cells": cells, "features": features, "mask": mask})
-    layout = CacheLayout.of_session(step_session)
+    lp, buffers = _run_buffered(step_session, cells[:, :47], features[:, :47], mask[:, :47])
+    np.testing.assert_allclose(lp, full[:, :47], atol=1e-5, rtol=0)
+    # a larger capacity, and buffers left over from other days: the rows not yet written are masked out
+    stale = [np.random.default_rng(3).normal(size=(len(cells), 4, 60, 16)).astype(np.float32)
+             for _ in buffers]
+    again, _ = _run_buffered(step_session, cells[:, :47], features[:, :47], mask[:, :47], buffers=stale)
+    np.testing.assert_allclose(again, full[:, :47], atol=1e-5, rtol=0)
+
+
+def test_the_first_incremental_model_still_equals_the_full_prefix_model(bundle, concat_session, real_sample):
+    cells, features, mask = real_sample["days"].astype(np.int64), real_sample["features"], real_sample["mask"]
+    (full,) = open_policy_session(bundle).run(["log_probs"], {"cells": cells, "features": features, "mask": mask})
+    layout = CacheLayout.of_session(concat_session)
     cache = layout.empty(len(cells))
     rows = []
     for t in range(cells.shape[1]):
-        out = step_session.run(None, {"cells": cells[:, t:t + 1], "features": features[:, t:t + 1],
-                                      "mask": mask[:, t:t + 1], **dict(zip(past_names(layout.n_layers), cache))})
+        out = concat_session.run(None, {"cells": cells[:, t:t + 1], "features": features[:, t:t + 1],
+                                        "mask": mask[:, t:t + 1], **dict(zip(past_names(layout.n_layers), cache))})
         rows.append(out[0])
         cache = out[3:]
         assert cache[0].shape == (len(cells), 4, t + 1, 16)
     np.testing.assert_allclose(np.concatenate(rows, axis=1), full, atol=1e-5, rtol=0)
-    # with an empty cache the incremental model reads a whole prefix at once
-    whole = step_session.run(["log_probs"], {"cells": cells, "features": features, "mask": mask,
-                                             **dict(zip(past_names(2), layout.empty(len(cells))))})[0]
+    # with an empty cache it reads a whole prefix at once
+    whole = concat_session.run(["log_probs"], {"cells": cells, "features": features, "mask": mask,
+                                               **dict(zip(past_names(2), layout.empty(len(cells))))})[0]
     np.testing.assert_allclose(whole, full, atol=1e-5, rtol=0)
 
 
 def test_the_cache_carries_the_history(step_session, real_sample):
-    """Slot 10's output with the true cache differs from its output with the cache of other days."""
+    """Slot 10's output with the true cache differs from its output with the cache of other days, and from
+    its output with slot 10 told as 9 (one cached row fewer)."""
     cells, features, mask = real_sample["days"][:8].astype(np.int64), real_sample["features"][:8], \
         real_sample["mask"][:8]
-    names = past_names(2)
-    empty = CacheLayout.of_session(step_session).empty(8)
-    out = step_session.run(None, {"cells": cells[:, :10], "features": features[:, :10], "mask": mask[:, :10],
-                                  **dict(zip(names, empty))})
-    other = step_session.run(None, {"cells": cells[::-1, :10], "features": features[::-1, :10],
-                                    "mask": mask[::-1, :10], **dict(zip(names, empty))})
+    _, own = _run_buffered(step_session, cells[:, :10], features[:, :10], mask[:, :10])
+    _, other = _run_buffered(step_session, cells[::-1, :10], features[::-1, :10], mask[::-1, :10])
     step = {"cells": cells[:, 10:11], "features": features[:, 10:11], "mask": mask[:, 10:11]}
-    a = step_session.run(["logits"], {**step, **dict(zip(names, out[3:]))})[0]
-    b = step_session.run(["logits"], {**step, **dict(zip(names, other[3:]))})[0]
-    assert not np.allclose(a, b, atol=1e-4)
+
+    def logits(buffers, slot):
+        return step_session.run(["logits"], {**step, "slot": np.array(slot, dtype=np.int64),
+                                             **dict(zip(cache_names(2), buffers))})[0]
+
+    assert not np.allclose(logits(own, 10), logits(other, 10), atol=1e-4)
+    assert not np.allclose(logits(own, 10), logits(own, 9), atol=1e-4)
 
 
-def test_torch_forward_cached_equals_forward(torch_models, real_sample):
+def test_torch_incremental_paths_equal_forward(torch_models, real_sample):
+    """forward_step (cache buffers written in place) and forward_cached (growing cache), slot by slot and in
+    chunks of several slots, equal forward on the whole day."""
     policy = torch_models[0]
     cells = torch.from_numpy(real_sample["days"][:16].astype(np.int64))
     features = torch.from_numpy(real_sample["features"][:16])
     with torch.no_grad():
         full_logits, full_values = policy(cells, features)
-        past, logits, values = policy.empty_cache(16), [], []
-        for t in (0, 1, 5, 20, 48):          # chunks of several slots too
-            start = past[0].shape[2]
+        buffers, past, got = policy.empty_buffers(16), policy.empty_cache(16), {"step": [], "cached": []}
+        start = 0
+        for t in (1, 2, 5, 20, 48):
+            lg, v, new = policy.forward_step(cells[:, start:t], features[:, start:t], torch.tensor(start), buffers)
+            for buffer, rows in zip(buffers, new):
+                buffer[:, :, start:t] = rows
+            got["step"].append((lg, v))
             lg, v, past = policy.forward_cached(cells[:, start:t], features[:, start:t], past)
-            logits.append(lg)
-            values.append(v)
-    torch.testing.assert_close(torch.cat(logits, 1), full_logits, atol=1e-5, rtol=0)
-    torch.testing.assert_close(torch.cat(values, 1), full_values, atol=1e-5, rtol=0)
+            got["cached"].append((lg, v))
+            start = t
+    for pieces in got.values():
+        torch.testing.assert_close(torch.cat([lg for lg, _ in pieces], 1), full_logits, atol=1e-5, rtol=0)
+        torch.testing.assert_close(torch.cat([v for _, v in pieces], 1), full_values, atol=1e-5, rtol=0)
 
 
 def test_day_state_rows_equal_state_features_and_action_mask_bit_for_bit(real_sample):
@@ -111,7 +166,8 @@ def _generate_old_path(session, geometry, homes, first, rng, slots=48):
     return env.days.copy(), np.stack(lps, 1)
 
 
-def test_generated_days_equal_the_old_path_for_the_same_seed(bundle, step_session, geolife, geometry):
+def test_generated_days_equal_the_old_path_for_the_same_seed(bundle, step_session, concat_session, geolife,
+                                                             geometry):
     """Same seed → the same days through the incremental model as through the old full-prefix loop; the
     log-probabilities agree within 1e-5 (float rounding), which could only change a day if a uniform draw
     fell within 1e-5 of a CDF step (documented tolerance; none does here)."""
@@ -124,6 +180,10 @@ def test_generated_days_equal_the_old_path_for_the_same_seed(bundle, step_sessio
     new = generate_days(step_session, geometry, homes, first, np.random.default_rng(5))
     np.testing.assert_array_equal(new.days, old_days)
     np.testing.assert_allclose(new.log_probs, old_lp, atol=1e-5, rtol=0)
+    # an older bundle's incremental model (growing cache) too
+    older = generate_days(concat_session, geometry, homes, first, np.random.default_rng(5))
+    np.testing.assert_array_equal(older.days, old_days)
+    np.testing.assert_allclose(older.log_probs, old_lp, atol=1e-5, rtol=0)
     # and the full-prefix model through the new loop (running features) gives the old days exactly
     prefix = generate_days(open_policy_session(bundle), geometry, homes, first, np.random.default_rng(5))
     np.testing.assert_array_equal(prefix.days, old_days)
@@ -137,7 +197,7 @@ def test_coordinator_sampling_uses_the_cache_and_matches_onnx(bundle, torch_mode
     _, days = geolife
     homes = days[300:332, 0]
     session = TorchPolicyStepSession(torch_models[0])
-    assert isinstance(decoder_for(session), CachedDecoder)
+    assert isinstance(decoder_for(session), BufferedDecoder)
     a = generate_days(session, geometry, homes, homes, np.random.default_rng(9))
     b = generate_days(open_generation_session(bundle), geometry, homes, homes, np.random.default_rng(9))
     np.testing.assert_array_equal(a.days, b.days)

@@ -59,11 +59,12 @@ def test_manifest_names_and_shapes_match_the_graphs(bundle_dir, bundle):
     assert [t.shape for t in policy.inputs] == [("batch", "slots"), ("batch", "slots", 11), ("batch", "slots", 4)]
     step = bundle.policy_step
     layers = bundle.manifest["policy"]["config"]["n_layers"]
-    cache = [f"past_{k}_{i}" for i in range(layers) for k in ("key", "value")]
-    assert step.input_names == ("cells", "features", "mask", *cache)
-    assert step.output_names == ("log_probs", "logits", "values", *[n.replace("past", "present") for n in cache])
-    assert [t.shape for t in step.inputs][3] == ("batch", 4, "past", 16)
-    assert [t.shape for t in step.outputs][3] == ("batch", 4, "total", 16)
+    cache = [f"cache_{k}_{i}" for i in range(layers) for k in ("key", "value")]
+    assert step.input_names == ("cells", "features", "mask", "slot", *cache)
+    assert step.output_names == ("log_probs", "logits", "values", *[n.replace("cache", "new") for n in cache])
+    assert [t.shape for t in step.inputs][:4] == [("batch", 1), ("batch", 1, 11), ("batch", 1, 4), ()]
+    assert [t.shape for t in step.inputs][4] == ("batch", 4, "capacity", 16)
+    assert [t.shape for t in step.outputs][3] == ("batch", 4, 1, 16)
     d = bundle.discriminator
     assert d["training"].input_names == ("pairs", "labels") and d["eval"].input_names == ("pairs", "labels")
     assert d["training"].output_names == ("loss", "logit", "prob")

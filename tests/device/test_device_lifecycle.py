@@ -123,12 +123,12 @@ def test_requests_before_a_bundle_or_days_are_refused(tmp_path, bundle_dir, roun
 
 
 def test_policy_update_is_used_from_then_on_and_survives_a_restart(make_device, other_bundle_dir, policy_bytes):
-    from pategail.sdk.decoding import CachedDecoder, PrefixDecoder, decoder_for
+    from pategail.sdk.decoding import BufferedDecoder, PrefixDecoder, decoder_for
 
     device = make_device(0)
     model = policy_bytes(5, device.n_cells)
     old_sha = device.policy_sha256
-    assert isinstance(decoder_for(device._generation_session()), CachedDecoder)   # the bundle's own policy
+    assert isinstance(decoder_for(device._generation_session()), BufferedDecoder)   # the bundle's own policy
     before = device.generate(4, np.random.default_rng(3))
     reply = from_bytes(device.handle(PolicyUpdate.for_model(2, model).to_bytes()))
     assert reply == Ack(2, "policy_update", 0)

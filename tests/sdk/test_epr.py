@@ -197,3 +197,24 @@ def test_one_scaling_step_recovers_a_known_explore_law(geolife):
     factors = total[:b] / total[b:]
     # one step from the power law undershoots the steepest bin a little; the power law itself is off by 2x
     np.testing.assert_allclose(factors / factors[3], truth, rtol=0.15)
+
+
+def test_half_angle_tables_give_haversine_bit_for_bit_and_the_same_nearest_cells():
+    from pategail.sdk.geo import HalfAngleTable, haversine_km, km_of_haversine
+
+    rng = np.random.default_rng(4)
+    # a table with repeated coordinates (as real cell grids have), where the sine tables pay off
+    cells = np.column_stack([39.9 + 0.01 * rng.integers(0, 12, 300), 116.3 + 0.01 * rng.integers(0, 15, 300)])
+    cells = np.unique(cells, axis=0)
+    lat, lon = cells[:, 0], cells[:, 1]
+    rows = np.arange(0, len(cells), 3)
+    assert HalfAngleTable.worth_it(lat, len(rows) * len(cells))
+    cos = np.cos(np.radians(lat))
+    got = km_of_haversine(HalfAngleTable(lat).block(rows) + cos[rows, None] * cos[None, :]
+                          * HalfAngleTable(lon).block(rows))
+    np.testing.assert_array_equal(got, haversine_km(lat[rows, None], lon[rows, None], lat[None, :], lon[None, :]))
+    # nearest cells with the tables (all rows) equal those of the direct formula (a few rows: no tables)
+    assert not HalfAngleTable.worth_it(lat, 2 * len(cells))
+    k = len(cells) - 1                    # every other cell: the whole ranking, ties by id
+    np.testing.assert_array_equal(nearest_cells(cells, np.arange(len(cells)), k)[[5, 17]],
+                                  nearest_cells(cells, np.array([5, 17]), k))

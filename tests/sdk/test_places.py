@@ -118,3 +118,40 @@ def test_the_bundle_environment_carries_the_place_law(tmp_path):
     (tmp_path / "relevance.csv").write_text("cell,relevance\n0,1.0\n1,-2.0\n2,1\n3,1\n4,1\n")
     with pytest.raises(BundleError, match="invalid place law"):
         Environment.read(tmp_path, section)
+
+
+def test_explore_draws_equal_the_reference_computation_with_the_kept_weights():
+    """The explore weights a geometry keeps per cell (computed once, shared by the environments built on it)
+    give the same draws, bit for bit, as forming relevance × rank law afresh for every move."""
+    import copy
+
+    from pategail.sdk.epr import explore_rank_weights
+
+    rng = np.random.default_rng(8)
+    cells = np.column_stack([40 + 0.2 * rng.random(60), 116.3 + 0.2 * rng.random(60)])
+    geo = CellGeometry.build(cells, candidates=15)
+    places = PlaceLaw(rng.uniform(0.5, 5.0, 60))
+    rank_weight = explore_rank_weights(15, 0.9)
+    law = geo.explore_law(rank_weight, places)
+    assert geo.explore_law(explore_rank_weights(15, 0.9), places) is law          # kept for the next batch
+    np.testing.assert_array_equal(law.rows(np.array([3, 3, 7])),
+                                  rank_weight[None, :] * places.relevance[geo.neighbours[[3, 3, 7]]])
+
+    n = 400
+    env = EPREnvironment(geo, alpha=0.9, slots=12, rng=np.random.default_rng(5), places=places)
+    env.reset(rng.integers(0, 60, n), rng.integers(0, 60, n))
+    for _ in range(10):
+        state = copy.deepcopy(env.rng.bit_generator.state)
+        hist = env.history().copy()
+        got = env.step(np.full(n, EXPLORE))
+        # the reference: weights formed afresh, visited cells zeroed, inverse CDF on one uniform per agent
+        ref_rng = np.random.default_rng()
+        ref_rng.bit_generator.state = state
+        cand = geo.neighbours[hist[:, -1]]
+        weights = np.where((cand[:, :, None] == hist[:, None, :]).any(2), 0.0,
+                           rank_weight[None, :] * places.relevance[cand])
+        cdf = np.cumsum(weights, axis=1)
+        u = ref_rng.random(n) * cdf[:, -1]
+        expect = cand[np.arange(n), np.minimum((cdf <= u[:, None]).sum(1), 14)]
+        assert (cdf[:, -1] > 0).all()                                  # 15 candidates, 11 slots: never full
+        np.testing.assert_array_equal(got, expect)

@@ -4,13 +4,18 @@ Two models can answer (both written into the bundle by ``pategail.export``):
 
 - the **full-prefix** model (``policy.onnx``; inputs ``cells``, ``features``, ``mask`` of slots 0..t) re-reads
   the whole prefix at every slot — 47 slots cost ~24 times one day's worth of work;
-- the **incremental** model (``policy_step.onnx``) takes only the new slot and the per-layer key/value cache
-  of the earlier ones (inputs ``past_key_i`` / ``past_value_i``, outputs ``present_key_i`` /
-  ``present_value_i``, each (batch, heads, P, head_dim); an empty cache, P = 0, starts a day). Its outputs
-  equal the full-prefix model's last row to float rounding (the conformance suite checks 1e-5 on real days).
+- the **incremental** model (``policy_step.onnx``) takes only the new slot, its index ``slot`` and the
+  per-layer key/value cache buffers of the day (inputs ``cache_key_i`` / ``cache_value_i``, each (batch,
+  heads, capacity, head_dim), rows < slot filled, the rest masked out) and returns the new slot's keys and
+  values (``new_key_i`` / ``new_value_i``, (batch, heads, 1, head_dim)), which :class:`BufferedDecoder`
+  writes into the buffers in place: nothing is copied or reallocated from slot to slot;
+- the first incremental model (bundles written before the buffers) took the cache so far, ``past_key_i`` /
+  ``past_value_i`` (batch, heads, P, head_dim), and returned it grown by one slot (``present_*``), so every
+  slot copied the whole cache (:class:`CachedDecoder`; still supported).
 
-:func:`decoder_for` wraps either kind of session in a decoder with one call per slot, so
-:func:`pategail.sdk.generate.generate_days` runs unchanged with an old bundle (full prefix only) or a new one.
+Both incremental models' outputs equal the full-prefix model's last row to float rounding (the conformance
+suite checks 1e-5 on real days). :func:`decoder_for` wraps any of the three kinds of session in a decoder with
+one call per slot, so :func:`pategail.sdk.generate.generate_days` runs unchanged with any bundle.
 Torch-free: anything with ``run(output_names, feeds)`` (an ONNX Runtime session, or the coordinator's torch
 policy behind the same interface) will do.
 """
@@ -26,6 +31,8 @@ POLICY_INPUT_FEATURES = "features"
 """float32 (batch, slots, 11): ``state_features`` of those slots."""
 POLICY_INPUT_MASK = "mask"
 """bool (batch, slots, 4): ``action_mask`` of those slots."""
+POLICY_INPUT_SLOT = "slot"
+"""int64 scalar (incremental model): the index of the first new slot, i.e. how many cache rows are filled."""
 POLICY_OUTPUT_LOG_PROBS = "log_probs"
 """float32 (batch, slots, 4): log π(a | s_t), impossible actions ≈ −1e9 (probability exactly 0)."""
 POLICY_OUTPUT_LOGITS = "logits"
@@ -44,6 +51,16 @@ def present_names(n_layers: int) -> list[str]:
     return [f"present_{kind}_{i}" for i in range(int(n_layers)) for kind in ("key", "value")]
 
 
+def cache_names(n_layers: int) -> list[str]:
+    """The incremental model's cache-buffer inputs, in order: cache_key_0, cache_value_0, cache_key_1, ..."""
+    return [f"cache_{kind}_{i}" for i in range(int(n_layers)) for kind in ("key", "value")]
+
+
+def new_names(n_layers: int) -> list[str]:
+    """The incremental model's outputs of the new slots' keys and values, in the order of :func:`cache_names`."""
+    return [f"new_{kind}_{i}" for i in range(int(n_layers)) for kind in ("key", "value")]
+
+
 class Session(Protocol):
     def run(self, output_names, input_feed): ...
 
@@ -57,12 +74,14 @@ class CacheLayout(NamedTuple):
 
     @classmethod
     def of_session(cls, session) -> "CacheLayout | None":
-        """The layout an ONNX Runtime session's inputs declare; None for a full-prefix model."""
+        """The layout an ONNX Runtime session's inputs declare (either incremental model); None for a
+        full-prefix model."""
         inputs = {i.name: i.shape for i in session.get_inputs()}
-        if "past_key_0" not in inputs:
+        prefix = next((p for p in ("cache_key_", "past_key_") if p + "0" in inputs), None)
+        if prefix is None:
             return None
-        n_layers = sum(1 for name in inputs if name.startswith("past_key_"))
-        _, heads, _, head_dim = inputs["past_key_0"]
+        n_layers = sum(1 for name in inputs if name.startswith(prefix))
+        _, heads, _, head_dim = inputs[prefix + "0"]
         if not isinstance(heads, int) or not isinstance(head_dim, int):
             raise ValueError("the incremental policy model must fix the cache's heads and head_dim")
         return cls(n_layers, heads, head_dim)
@@ -70,6 +89,12 @@ class CacheLayout(NamedTuple):
     def empty(self, batch: int) -> list[np.ndarray]:
         """The cache of ``batch`` days with no slot yet (P = 0)."""
         shape = (int(batch), self.n_heads, 0, self.head_dim)
+        return [np.zeros(shape, dtype=np.float32) for _ in range(2 * self.n_layers)]
+
+    def buffers(self, batch: int, capacity: int) -> list[np.ndarray]:
+        """Zeroed cache buffers for ``batch`` days of up to ``capacity`` slots (the masked rows must hold
+        finite numbers: zeros, or an earlier day's)."""
+        shape = (int(batch), self.n_heads, int(capacity), self.head_dim)
         return [np.zeros(shape, dtype=np.float32) for _ in range(2 * self.n_layers)]
 
 
@@ -123,10 +148,52 @@ class CachedDecoder:
         return log_probs[:, -1]
 
 
+class BufferedDecoder:
+    """Next-action log-probabilities from the incremental model over cache buffers: one slot in, its keys and
+    values written into row t of preallocated buffers (capacity ``slots - 1``: the last slot needs no action).
+
+    The buffers are kept from one :meth:`reset` to the next of the same batch size: the rows a new day has not
+    written yet still hold the last day's (finite) numbers, which the model masks out."""
+
+    def __init__(self, session: Session, layout: CacheLayout, slots: int = 48):
+        self.session = session
+        self.layout = layout
+        self.capacity = int(slots) - 1
+        self._outputs = [POLICY_OUTPUT_LOG_PROBS] + new_names(layout.n_layers)
+        self._names = cache_names(layout.n_layers)
+        self._buffers: list[np.ndarray] = []
+
+    def reset(self, batch: int) -> None:
+        if not self._buffers or len(self._buffers[0]) != int(batch):
+            self._buffers = self.layout.buffers(batch, self.capacity)
+        self._feeds = dict(zip(self._names, self._buffers))
+        self.t = 0
+
+    def __call__(self, cells: np.ndarray, features: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        """float32 (n, 4): log π(· | s_t) given slot t's cell (n,), features (n, 11) and mask (n, 4)."""
+        t = self.t
+        if t >= self.capacity:
+            raise ValueError(f"the cache holds {self.capacity} slots; call reset() to start new days")
+        feeds = {POLICY_INPUT_CELLS: np.asarray(cells, dtype=np.int64)[:, None],
+                 POLICY_INPUT_FEATURES: np.asarray(features, dtype=np.float32)[:, None],
+                 POLICY_INPUT_MASK: np.asarray(mask, dtype=bool)[:, None],
+                 POLICY_INPUT_SLOT: np.array(t, dtype=np.int64), **self._feeds}
+        log_probs, *new = self.session.run(self._outputs, feeds)
+        for buffer, rows in zip(self._buffers, new):
+            buffer[:, :, t] = rows[:, :, 0]
+        self.t = t + 1
+        return log_probs[:, -1]
+
+
 def decoder_for(session: Session, slots: int = 48):
-    """The decoder a session supports: :class:`CachedDecoder` for an incremental model (its cache layout read
-    from the session's inputs, or from a ``cache_layout`` attribute), :class:`PrefixDecoder` otherwise."""
+    """The decoder a session supports, from its inputs (or, for a session that is not ONNX Runtime's, its
+    ``cache_layout`` attribute and ``cache_buffers`` flag): :class:`BufferedDecoder` for the incremental model,
+    :class:`CachedDecoder` for the first incremental model, :class:`PrefixDecoder` for the full-prefix one."""
     layout = getattr(session, "cache_layout", None)
+    buffered = bool(getattr(session, "cache_buffers", False))
     if layout is None and hasattr(session, "get_inputs"):
         layout = CacheLayout.of_session(session)
-    return PrefixDecoder(session, slots) if layout is None else CachedDecoder(session, layout)
+        buffered = any(i.name == POLICY_INPUT_SLOT for i in session.get_inputs())
+    if layout is None:
+        return PrefixDecoder(session, slots)
+    return BufferedDecoder(session, layout, slots) if buffered else CachedDecoder(session, layout)

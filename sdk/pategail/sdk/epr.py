@@ -21,14 +21,14 @@ agents, and all randomness comes from the ``numpy.random.Generator`` passed in.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from pategail.sdk.contribution import DAYS_CAP, contribution_weight
 from pategail.sdk.day_state import DayState
 from pategail.sdk.features import EXPLORE, HOME, RETURN, SLOTS, STAY, label_actions
-from pategail.sdk.geo import haversine_km
+from pategail.sdk.geo import HalfAngleTable, haversine_km, km_of_haversine
 from pategail.sdk.places import PlaceLaw
 
 DEFAULT_CANDIDATES = 1000
@@ -49,6 +49,7 @@ class CellGeometry:
 
     cells: np.ndarray
     neighbours: np.ndarray
+    _laws: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @classmethod
     def build(cls, cells: np.ndarray, candidates: int = DEFAULT_CANDIDATES) -> "CellGeometry":
@@ -59,6 +60,44 @@ class CellGeometry:
     def candidates(self) -> int:
         return self.neighbours.shape[1]
 
+    def explore_law(self, rank_weight: np.ndarray, places: PlaceLaw | None) -> "ExploreLaw":
+        """The :class:`ExploreLaw` of these cells under ``rank_weight`` (K,) and ``places``, shared by the
+        environments built on this geometry (the batches of one ``pategail generate`` call reuse its rows)."""
+        key = (rank_weight.tobytes(), None if places is None else places.relevance.tobytes())
+        law = self._laws.get(key)
+        if law is None:
+            if len(self._laws) >= 4:                                 # a few laws at most (training keeps one)
+                self._laws.pop(next(iter(self._laws)))
+            law = self._laws[key] = ExploreLaw(self.neighbours, rank_weight,
+                                               None if places is None else places.relevance)
+        return law
+
+
+class ExploreLaw:
+    """The unnormalised explore weight of every candidate of every cell: ``rank_weight[r]`` for the cell of
+    rank r + 1, times its relevance under a place law. A cell's row is computed the first time an agent
+    explores from it and kept (memory grows with the cells explored from, at most n_cells × K float64): forming
+    the K weights afresh at every explore move was the largest part of the environment's cost."""
+
+    def __init__(self, neighbours: np.ndarray, rank_weight: np.ndarray, relevance: np.ndarray | None):
+        self.neighbours = neighbours
+        self.rank_weight = rank_weight
+        self.relevance = relevance
+        if relevance is not None:
+            self._table = np.empty(neighbours.shape, dtype=np.float64)     # pages untouched until used
+            self._known = np.zeros(len(neighbours), dtype=bool)
+
+    def rows(self, cells: np.ndarray) -> np.ndarray:
+        """float64 (m, K): a fresh copy of the weights of the candidates of each of ``cells`` (m,)."""
+        if self.relevance is None:
+            return np.repeat(self.rank_weight[None, :], len(cells), axis=0)
+        missing = np.unique(cells[~self._known[cells]])
+        if len(missing):
+            # the same product as rank_weight[None, :] * relevance[cand], so the same bits
+            self._table[missing] = self.rank_weight[None, :] * self.relevance[self.neighbours[missing]]
+            self._known[missing] = True
+        return self._table[cells]
+
 
 def candidate_count(n_cells: int, candidates: int) -> int:
     """K, the explore candidates per cell: ``candidates``, or every other cell of a smaller table."""
@@ -68,21 +107,31 @@ def candidate_count(n_cells: int, candidates: int) -> int:
     return k
 
 
-def nearest_cells(cells: np.ndarray, rows: np.ndarray, candidates: int, chunk: int = 512) -> np.ndarray:
+def nearest_cells(cells: np.ndarray, rows: np.ndarray, candidates: int, chunk: int = 128) -> np.ndarray:
     """int32 (len(rows), K): for each cell id in ``rows``, its K nearest other cells by great-circle distance
-    (ties by cell id, so every platform ranks alike); column r holds rank r + 1."""
+    (ties by cell id, so every platform ranks alike); column r holds rank r + 1. Blocks of 128 rows stay in
+    cache, and with the sine tables of :class:`~pategail.sdk.geo.HalfAngleTable` pategail-geolife's table of
+    4,210 cells costs ~0.8 s of CPU instead of ~1.2 (BENCHMARKS.md)."""
     cells = np.asarray(cells, dtype=np.float64)
     rows = np.asarray(rows, dtype=np.int64)
     k = candidate_count(len(cells), candidates)
     lat, lon = cells[:, 0], cells[:, 1]
     out = np.empty((len(rows), k), dtype=np.int32)
+    tables = None
+    if HalfAngleTable.worth_it(lat, len(rows) * len(cells)) and HalfAngleTable.worth_it(lon, len(rows) * len(cells)):
+        tables = HalfAngleTable(lat), HalfAngleTable(lon), np.cos(np.radians(lat))
     for s in range(0, len(rows), chunk):
         part_rows = rows[s:s + chunk]
-        d = haversine_km(lat[part_rows, None], lon[part_rows, None], lat[None, :], lon[None, :])
+        if tables is None:
+            d = haversine_km(lat[part_rows, None], lon[part_rows, None], lat[None, :], lon[None, :])
+        else:                     # haversine_km's arithmetic, the sine terms gathered from the tables
+            phi, lmb, cos = tables
+            d = km_of_haversine(phi.block(part_rows) + cos[part_rows, None] * cos[None, :] * lmb.block(part_rows))
         d[np.arange(len(part_rows)), part_rows] = np.inf              # never rank a cell as its own neighbour
-        part = np.argpartition(d, k - 1, axis=1)[:, :k]
-        dpart = np.take_along_axis(d, part, 1)
-        order = np.lexsort((part, dpart), axis=1)
+        # the k nearest, put in id order, then a stable sort by distance: ties stay in id order (one sort
+        # instead of lexsort's two)
+        part = np.sort(np.argpartition(d, k - 1, axis=1)[:, :k], axis=1)
+        order = np.argsort(np.take_along_axis(d, part, 1), axis=1, kind="stable")
         out[s:s + chunk] = np.take_along_axis(part, order, 1)
     return out
 
@@ -131,6 +180,7 @@ class EPREnvironment:
         self.slots = slots
         self.rng = rng
         self._rank_weight = explore_rank_weights(geometry.candidates, self.alpha, explore_factors)
+        self._law = geometry.explore_law(self._rank_weight, places)
         self.state = DayState(geometry.cells, slots)
         self.state.reset(np.empty(0, dtype=np.int32), np.empty(0, dtype=np.int32))
 
@@ -209,17 +259,18 @@ class EPREnvironment:
     def _sample_explore(self, rows: np.ndarray) -> np.ndarray:
         if len(rows) == 0:
             return np.empty(0, dtype=np.int32)
-        hist = self.history()[rows]
-        cand = self.geometry.neighbours[hist[:, -1]]                          # (m, K) by rank
-        visited = self.state.visited(rows, cand)
-        law = self._rank_weight[None, :] if self.places is None else self._rank_weight[None, :] * \
-            self.places.relevance[cand]
-        weights = np.where(visited, 0.0, law)
-        out = np.empty(len(hist), dtype=np.int32)
-        full = weights.sum(axis=1) == 0
-        out[~full] = _pick(cand[~full], weights[~full], self.rng)
-        for i in np.flatnonzero(full):                                        # all K nearest seen today
-            out[i] = self._nearest_unvisited(hist[i])
+        here = self.state.current[rows]
+        cand = self.geometry.neighbours[here]                                 # (m, K) by rank
+        weights = self._law.rows(here)
+        np.putmask(weights, self.state.visited(rows, cand), 0.0)              # never explore a visited cell
+        cdf = np.cumsum(weights, axis=1, out=weights)
+        full = cdf[:, -1] == 0                                                # all K nearest seen today
+        if not full.any():
+            return _pick_cdf(cand, cdf, self.rng)
+        out = np.empty(len(rows), dtype=np.int32)
+        out[~full] = _pick_cdf(cand[~full], cdf[~full], self.rng)
+        for i in np.flatnonzero(full):
+            out[i] = self._nearest_unvisited(self.history()[rows[i]])
         return out
 
     def _nearest_unvisited(self, hist: np.ndarray) -> int:
@@ -259,7 +310,13 @@ def _pick(values: np.ndarray, weights: np.ndarray, rng: np.random.Generator) -> 
     """One entry of each row of ``values``, drawn with probability proportional to ``weights``."""
     if len(values) == 0:
         return np.empty(0, dtype=np.int32)
-    cdf = np.cumsum(weights, axis=1)
+    return _pick_cdf(values, np.cumsum(weights, axis=1), rng)
+
+
+def _pick_cdf(values: np.ndarray, cdf: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """:func:`_pick` given the rows' cumulative weights ``cdf`` (one uniform draw per row, inverse CDF)."""
+    if len(values) == 0:
+        return np.empty(0, dtype=np.int32)
     u = rng.random(len(values)) * cdf[:, -1]
     idx = (cdf <= u[:, None]).sum(axis=1)
     return values[np.arange(len(values)), np.minimum(idx, values.shape[1] - 1)].astype(np.int32)
