@@ -164,6 +164,9 @@ class TrainConfig:
     discriminator settings were tuned for the classic laws and have not been re-tuned for it."""
     d_model: int = 64
     """Policy transformer width."""
+    distinct_embedding: bool = False
+    """The policy embeds the exact number of distinct cells visited so far (pategail.server.policy.PolicyConfig
+    .distinct_embedding), so that "explore" can depend on it sharply."""
     n_layers: int = 2
     """Policy transformer blocks."""
     ppo: PPOConfig = field(default_factory=lambda: PPOConfig(**DEFAULT_PPO))
