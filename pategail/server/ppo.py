@@ -55,7 +55,9 @@ class PPOConfig:
     weight in the policy update. Without it the update follows the common states (one or two cells so far);
     on the sparse city one update from a trained policy raised π(explore | 5 cells) from 0.15 to 0.25 although
     PPO's advantages there favoured "stay", because the ~3,500 one-cell decisions favoured "explore" and the
-    ~40 five-cell ones were outvoted (BENCHMARKS.md, issue 19, session 3)."""
+    ~40 five-cell ones were outvoted. Off by default: with the policy's count embedding it cut the sparse
+    city's invented days (2.9% → 0.6%, seed 0) but cost the paper's GeoLife DailyLoc (0.008 → 0.026)
+    (BENCHMARKS.md, issue 19, session 3)."""
 
     def __post_init__(self):
         if not (self.learning_rate > 0 and self.n_epochs >= 1 and self.batch_size >= 1):
