@@ -13,8 +13,8 @@ from pategail.sdk.features import ACTIONS, N_PAIR_FEATURES, pair_features, state
 from pategail.server.ppo import compute_gae
 from pategail.server.sampling import sample_rollout
 
-STATE_BINS = (1, 2, 4, 8, 16, 49)
-"""Bins of the number of distinct cells visited so far: 1, 2–3, 4–7, 8–15, 16+."""
+STATE_BINS = (1, 2, 3, 4, 5, 6, 8, 16, 49)
+"""Bins of the number of distinct cells visited so far: 1, 2, 3, 4, 5, 6–7, 8–15, 16+."""
 
 
 def probe(coordinator, devices, n_days: int, rng: np.random.Generator) -> dict:

@@ -326,11 +326,12 @@ def write_initial_bundle(config, dataset, seed: int, out: Path, privacy=None) ->
     from pategail.export.bundle import export_bundle
     from pategail.export.discriminator import Discriminator
     from pategail.sdk.bundle import Environment
-    from pategail.server.policy import Policy, PolicyConfig
+    from pategail.server.coordinator import policy_config
+    from pategail.server.policy import Policy
 
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        policy0 = Policy(PolicyConfig(n_cells=dataset.n_cells, d_model=config.d_model, n_layers=config.n_layers))
+        policy0 = Policy(policy_config(config, dataset.n_cells))
         torch.manual_seed(seed + 1)
         discriminator = Discriminator()
     return export_bundle(policy0, discriminator, out, training_config=discriminator_training(config),

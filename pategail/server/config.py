@@ -164,6 +164,12 @@ class TrainConfig:
     discriminator settings were tuned for the classic laws and have not been re-tuned for it."""
     d_model: int = 64
     """Policy transformer width."""
+    distinct_embedding: bool = False
+    """The policy embeds the exact number of distinct cells visited so far (pategail.server.policy.PolicyConfig
+    .distinct_embedding), so that "explore" can depend on it sharply. Off: alone it hardly changed the sparse
+    city's invented 5+-cell days (2.5% vs 2.9%, the discriminators do not punish an explore at the cap); with
+    ``ppo.balance_distinct`` it cut them (0.6% / 2.1%, seeds 0 / 1) but cost the paper's GeoLife DailyLoc
+    (0.026 vs 0.008, seed 0; BENCHMARKS.md, issue 19, session 3)."""
     n_layers: int = 2
     """Policy transformer blocks."""
     ppo: PPOConfig = field(default_factory=lambda: PPOConfig(**DEFAULT_PPO))

@@ -84,6 +84,12 @@ def run_plan(config: TrainConfig, cells: np.ndarray, ckpt_dir: Path,
                              planned_queries(config, cells, geometry), reserve_queries(config), gaussian)
 
 
+def policy_config(config: TrainConfig, n_cells: int) -> PolicyConfig:
+    """The shape of a run's policy (the coordinator's and the initial bundle's)."""
+    return PolicyConfig(n_cells=n_cells, d_model=config.d_model, n_layers=config.n_layers,
+                        distinct_embedding=config.distinct_embedding)
+
+
 class Coordinator:
     """Runs and checkpoints a training run in ``run_dir``; ``train()`` resumes where a checkpoint left off."""
 
@@ -101,8 +107,7 @@ class Coordinator:
         self.torch_gen = torch.Generator().manual_seed(int(streams[2].generate_state(1)[0]))
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            self.policy = Policy(PolicyConfig(n_cells=len(self.cells), d_model=config.d_model,
-                                              n_layers=config.n_layers))
+            self.policy = Policy(policy_config(config, len(self.cells)))
         self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=config.ppo.learning_rate)
         self.average = TailAverage(first_round=config.rounds - config.average_rounds)
         self.state = RunState()

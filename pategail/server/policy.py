@@ -21,7 +21,10 @@ from typing import Sequence
 import torch
 from torch import nn
 
-from pategail.sdk.features import N_ACTIONS, N_STATE_FEATURES, SLOTS
+from pategail.sdk.features import N_ACTIONS, N_STATE_FEATURES, SLOTS, STATE_FEATURES
+
+DISTINCT_FEATURE = STATE_FEATURES.index("distinct")
+"""Column of the state features that holds "distinct cells so far" / SLOTS."""
 
 MASKED_LOGIT = -1e9
 """Logit given to impossible actions. Finite on purpose: its probability underflows to exactly 0, yet
@@ -49,6 +52,14 @@ class PolicyConfig:
     """Longest day (tokens); the slot embedding has this many rows."""
     dropout: float = 0.0
     """Dropout in attention and MLP. 0: PPO's ratio needs the same network at sampling and update time."""
+    distinct_embedding: bool = False
+    """Add a learned embedding of the exact number of distinct cells visited so far (0..max_slots, read from
+    the "distinct" state feature) to each token, as the slot index is. The feature itself enters as count / 48
+    through one linear map, so a 4th and a 5th cell differ by 0.02 at the input: the policy could not make
+    "explore" depend on the count (π(explore | k) stayed flat at 0.03–0.04 for k = 3..6 on the sparse city,
+    where real days never explore at k = 4). Its own row per count lets it (BENCHMARKS.md, issue 19, session
+    3). Zero-initialised, so the initial policy equals the one without it. False keeps older policies'
+    parameters."""
 
     def __post_init__(self):
         if self.n_cells < 1:
@@ -181,11 +192,23 @@ class Policy(nn.Module):
         # near-uniform initial policy and zero initial values: PPO starts from maximum entropy
         nn.init.normal_(self.action_head.weight, std=0.01)
         nn.init.zeros_(self.value_head.weight)
+        if config.distinct_embedding:
+            # made last and zeroed: every other weight is drawn as without it, so the initial policies agree
+            self.distinct_embedding = nn.Embedding(config.max_slots + 1, config.d_model)
+            nn.init.zeros_(self.distinct_embedding.weight)
 
-    def forward(self, cells: torch.Tensor, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def _tokens(self, cells: torch.Tensor, features: torch.Tensor, first_slot: int) -> torch.Tensor:
+        """The input tokens of slots first_slot.. (cells (B, T), features (B, T, F)) → (B, T, d_model)."""
         T = cells.shape[1]
         x = self.cell_proj(self.cell_embedding(cells)) + self.feature_proj(features) \
-            + self.slot_embedding.weight[:T]
+            + self.slot_embedding.weight[first_slot:first_slot + T]
+        if self.config.distinct_embedding:
+            count = torch.round(features[..., DISTINCT_FEATURE] * SLOTS).clamp(0, self.config.max_slots)
+            x = x + self.distinct_embedding(count.to(torch.int64))
+        return x
+
+    def forward(self, cells: torch.Tensor, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        x = self._tokens(cells, features, 0)
         for block in self.blocks:
             x = block(x)
         x = self.ln_f(x)
@@ -200,9 +223,7 @@ class Policy(nn.Module):
         same layout. Equal to rows P.. of ``forward`` on the whole prefix up to float rounding (tested to
         1e-5), at a cost per slot that does not grow with the prefix's length (except the attention itself).
         """
-        P, T = past[0].shape[2], cells.shape[1]
-        x = self.cell_proj(self.cell_embedding(cells)) + self.feature_proj(features) \
-            + self.slot_embedding.weight[P:P + T]
+        x = self._tokens(cells, features, past[0].shape[2])
         present = []
         for i, block in enumerate(self.blocks):
             x, key, value = block.forward_cached(x, past[2 * i], past[2 * i + 1])

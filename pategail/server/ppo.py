@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from pategail.server.policy import Policy, masked_log_probs
+from pategail.sdk.features import SLOTS
+from pategail.server.policy import DISTINCT_FEATURE, Policy, masked_log_probs
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,16 @@ class PPOConfig:
     O(1). Without it, unit-variance rewards at γ = 0.9 gave returns of std 6.3; the value loss's gradient was
     7× the policy loss's, and the shared gradient-norm clip (0.5) shrank every policy step ~40× (approx_kl
     0.001, no ratio ever clipped): the policy hardly followed its advantages (BENCHMARKS.md, issue 19)."""
+
+    balance_distinct: bool = False
+    """Weight each decision's term of the clipped surrogate by the inverse frequency, in the round's rollout,
+    of its state's number of distinct cells so far (weights of mean 1): every count then carries the same
+    weight in the policy update. Without it the update follows the common states (one or two cells so far);
+    on the sparse city one update from a trained policy raised π(explore | 5 cells) from 0.15 to 0.25 although
+    PPO's advantages there favoured "stay", because the ~3,500 one-cell decisions favoured "explore" and the
+    ~40 five-cell ones were outvoted. Off by default: with the policy's count embedding it cut the sparse
+    city's invented days (2.9% → 0.6%, seed 0) but cost the paper's GeoLife DailyLoc (0.008 → 0.026)
+    (BENCHMARKS.md, issue 19, session 3)."""
 
     def __post_init__(self):
         if not (self.learning_rate > 0 and self.n_epochs >= 1 and self.batch_size >= 1):
@@ -114,6 +125,15 @@ def explained_variance(predicted: np.ndarray, target: np.ndarray) -> float:
     return float("nan") if var == 0 else float(1 - np.var(target - predicted) / var)
 
 
+def distinct_balance_weights(features: np.ndarray) -> np.ndarray:
+    """float32 (n, T): 1 / (decisions of the batch whose state has the same number of distinct cells so far),
+    scaled to mean 1 (features (n, T, F), the "distinct" column holding count / SLOTS)."""
+    counts = np.rint(np.asarray(features)[..., DISTINCT_FEATURE] * SLOTS).astype(np.int64)
+    frequency = np.bincount(counts.ravel())[counts]
+    weights = 1.0 / frequency
+    return (weights * (weights.size / weights.sum())).astype(np.float32)
+
+
 def ppo_update(policy: Policy, optimizer: torch.optim.Optimizer, rollout: Rollout, config: PPOConfig,
                generator: torch.Generator) -> dict:
     """Update ``policy`` in place on one rollout; return the diagnostics of the last epoch and overall."""
@@ -128,6 +148,8 @@ def ppo_update(policy: Policy, optimizer: torch.optim.Optimizer, rollout: Rollou
     old_logp = torch.as_tensor(rollout.log_probs, dtype=torch.float32)
     adv_all = torch.as_tensor(advantages, dtype=torch.float32)
     ret_all = torch.as_tensor(returns, dtype=torch.float32)
+    weight_all = torch.as_tensor(distinct_balance_weights(rollout.features[:, :-1])) if config.balance_distinct \
+        else None
     n = len(cells)
     stats = {"policy_loss": [], "value_loss": [], "entropy": [], "approx_kl": [], "clip_fraction": []}
     policy.train()
@@ -144,7 +166,7 @@ def ppo_update(policy: Policy, optimizer: torch.optim.Optimizer, rollout: Rollou
             log_ratio = logp - old_logp[idx]
             ratio = log_ratio.exp()
             surrogate = torch.min(ratio * adv, ratio.clamp(1 - config.clip_range, 1 + config.clip_range) * adv)
-            policy_loss = -surrogate.mean()
+            policy_loss = -surrogate.mean() if weight_all is None else -(surrogate * weight_all[idx]).mean()
             value_loss = ((values[:, :-1] - ret_all[idx]) ** 2).mean()
             entropy = -(logp_all.exp() * logp_all).sum(-1).mean()
             loss = policy_loss + config.vf_coef * value_loss - config.ent_coef * entropy

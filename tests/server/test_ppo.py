@@ -135,3 +135,45 @@ def test_scaled_rewards_make_the_update_independent_of_the_reward_scale():
     assert outcome[True, 1.0][1] == pytest.approx(outcome[True, 10.0][1], rel=1e-4)
     assert not torch.allclose(outcome[False, 1.0][0], outcome[False, 10.0][0], atol=1e-5)
     assert outcome[False, 10.0][1] > 50 * outcome[False, 1.0][1]
+
+
+def test_distinct_balance_weights_give_every_count_the_same_total_weight():
+    from pategail.server.ppo import distinct_balance_weights
+
+    features = np.zeros((2, 4, 11), np.float32)
+    features[..., 5] = np.array([[1, 1, 1, 2], [1, 1, 1, 5]]) / 48          # six decisions at 1 cell, one at 2, one at 5
+    w = distinct_balance_weights(features)
+    assert w.mean() == pytest.approx(1.0)
+    counts = np.rint(features[..., 5] * 48)
+    totals = [w[counts == k].sum() for k in (1, 2, 5)]
+    np.testing.assert_allclose(totals, totals[0], rtol=1e-6)
+    assert w[0, 3] == pytest.approx(6 * w[0, 0])
+
+
+def test_balancing_lets_a_rare_state_outweigh_a_common_one():
+    """One decision in a rare state (5 cells) is rewarded for "home", 31 in the common state (1 cell) for
+    "stay"; with balance_distinct the rare state's preference moves its probability more than without."""
+    from dataclasses import replace
+    rng = np.random.default_rng(4)
+    cells, feats, masks = _rollout(rng)
+    feats[..., 5] = 1 / 48
+    feats[0, :, 5] = 5 / 48                                  # day 0 is the rare state throughout
+    actions = rng.integers(0, 4, (32, 5))
+    rewards = np.where(actions == 0, 1.0, -1.0).astype(np.float32)
+    rewards[0] = np.where(actions[0] == 1, 1.0, -1.0)
+    rollout = Rollout(cells, feats, masks, actions, np.full((32, 5), np.log(0.25), np.float32),
+                      np.zeros((32, 5), np.float32), rewards)
+    p_home = {}
+    for balanced in (False, True):
+        torch.manual_seed(0)
+        policy = Policy(PolicyConfig(n_cells=5, d_model=16, n_heads=2, n_layers=1, cell_dim=8, d_ff=32,
+                                     distinct_embedding=True))
+        optimizer = torch.optim.Adam(policy.parameters(), lr=3e-3)
+        for _ in range(3):
+            ppo_update(policy, optimizer, rollout, PPOConfig(n_epochs=2, batch_size=8, ent_coef=0.0, gamma=0.01,
+                                                             gae_lambda=0.0, balance_distinct=balanced),
+                       torch.Generator().manual_seed(0))
+        with torch.no_grad():
+            logits, _ = policy(torch.as_tensor(cells[:1]), torch.as_tensor(feats[:1]))
+        p_home[balanced] = torch.softmax(logits[0, :-1], -1)[:, 1].mean().item()
+    assert p_home[True] > p_home[False] + 0.02
