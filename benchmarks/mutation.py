@@ -273,13 +273,15 @@ _SECAGG_FAST = ["tests/secagg/test_secagg_closed_forms.py", "tests/secagg/test_s
                 "tests/secagg/test_secagg_adversary.py", "tests/secagg/test_gaussian_mechanism.py",
                 "tests/secagg/test_device_policy.py", "tests/secagg/test_device_ledger.py",
                 "tests/secagg/test_secagg_statistics.py", "tests/secagg/test_secagg_round.py"]
-_PRIVACY = ["tests/privacy/test_feasibility_hand.py", "tests/privacy/test_privacy_calibration.py", "tests/privacy/test_privacy_plan.py",
-            "tests/privacy/test_gaussian_accounting.py", "tests/privacy/test_privacy_accountant.py",
-            "tests/privacy/test_privacy_unequal_scales.py"]
+_PRIVACY = ["tests/privacy/test_feasibility_hand.py", "tests/privacy/test_privacy_calibration.py",
+            "tests/privacy/test_privacy_plan.py", "tests/privacy/test_gaussian_accounting.py",
+            "tests/privacy/test_privacy_accountant.py", "tests/privacy/test_privacy_unequal_scales.py"]
+_PLAN_CLI = ["tests/cli/test_privacy_plan_cli.py"]
 TEST_MAP = {
     "secagg.client": _SECAGG_FAST,
     "secagg.aggregator": _SECAGG_FAST,
-    "secagg.shamir": _SECAGG_FAST[:2] + ["tests/secagg/test_secagg_boundaries.py", "tests/secagg/test_secagg_round.py"],
+    "secagg.shamir": _SECAGG_FAST[:2] + ["tests/secagg/test_secagg_boundaries.py",
+                                         "tests/secagg/test_secagg_round.py"],
     "secagg.fixedpoint": _SECAGG_FAST,
     "secagg.noise": _SECAGG_FAST + ["tests/population/test_population_noise.py"],
     "secagg.checksum": _SECAGG_FAST,
@@ -288,11 +290,12 @@ TEST_MAP = {
                       "tests/secagg/test_device_budget.py", "tests/privacy/test_gaussian_accounting.py"],
     "secagg.round": _SECAGG_FAST,
     "privacy.calibration": _PRIVACY + ["tests/server/test_rewards_hand.py", "tests/server/test_rewards.py"],
-    "privacy.plan": _PRIVACY + ["tests/cli/test_privacy_plan_cli.py"],
+    "privacy.plan": _PRIVACY + _PLAN_CLI,
     "privacy.accountant": _PRIVACY,
-    "privacy.gaussian": _PRIVACY + ["tests/cli/test_privacy_plan_cli.py"],
-    "privacy.feasibility": _PRIVACY + ["tests/cli/test_privacy_plan_cli.py"],
-    "privacy.sdk_accounting": _PRIVACY + ["tests/secagg/test_device_ledger.py", "tests/secagg/test_gaussian_mechanism.py"],
+    "privacy.gaussian": _PRIVACY + _PLAN_CLI,
+    "privacy.feasibility": _PRIVACY + _PLAN_CLI,
+    "privacy.sdk_accounting": _PRIVACY + ["tests/secagg/test_device_ledger.py",
+                                          "tests/secagg/test_gaussian_mechanism.py"],
     "ppo": ["tests/server/test_ppo_hand.py", "tests/server/test_ppo.py"],
     "features": ["tests/sdk/test_features_hand.py", "tests/sdk/test_epr_hand.py", "tests/sdk/test_epr.py",
                  "tests/sdk/test_places.py"],
@@ -301,8 +304,9 @@ TEST_MAP = {
     "metrics.km": ["tests/metrics"],
     "metrics.paper": ["tests/metrics"],
     "metrics.evaluate": ["tests/metrics"],
-    "contribution": ["tests/sdk/test_contribution_hand.py", "tests/sdk/test_contribution.py", "tests/server/test_initial_states.py",
-                     "tests/server/test_rewards.py", "tests/secagg/test_gaussian_mechanism.py"],
+    "contribution": ["tests/sdk/test_contribution_hand.py", "tests/sdk/test_contribution.py",
+                     "tests/server/test_initial_states.py", "tests/server/test_rewards.py",
+                     "tests/secagg/test_gaussian_mechanism.py"],
     "rewards": ["tests/server/test_rewards_hand.py", "tests/server/test_rewards.py"],
     "population.ideal": ["tests/population/test_ideal_noise.py", "tests/population/test_population_noise.py"],
 }

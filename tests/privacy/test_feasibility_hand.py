@@ -39,7 +39,8 @@ def test_can_learn_at_the_boundary_and_each_line():
     assert above == ("laplace  pair     noise std      4.25 on each released mean, ABOVE the measured tolerance 3: "
                      "the generator is not expected to learn")
     none = Feasibility("gaussian", "block:3", 3, 0.125, None).line()
-    assert none == "gaussian block:3  noise std     0.125 on each released mean (no tolerance measured at this granularity)"
+    assert none == ("gaussian block:3  noise std     0.125 on each released mean (no tolerance measured at this "
+                    "granularity)")
     zero = Feasibility("gaussian", "block:8", 3, 0.0, 0.0)
     assert zero.line().endswith("did not beat epr on >= 4 of 5 metrics at this granularity even without noise "
                                 "(measured tolerance 0)")
