@@ -273,43 +273,53 @@ _SECAGG_FAST = ["tests/secagg/test_secagg_closed_forms.py", "tests/secagg/test_s
                 "tests/secagg/test_secagg_adversary.py", "tests/secagg/test_gaussian_mechanism.py",
                 "tests/secagg/test_device_policy.py", "tests/secagg/test_device_ledger.py",
                 "tests/secagg/test_secagg_statistics.py", "tests/secagg/test_secagg_round.py"]
-_PRIVACY = ["tests/privacy/test_feasibility_hand.py", "tests/privacy/test_privacy_calibration.py",
+_PRIVACY = ["tests/privacy/test_feasibility_hand.py", "tests/privacy/test_plan_hand.py",
+            "tests/privacy/test_privacy_calibration.py",
             "tests/privacy/test_privacy_plan.py", "tests/privacy/test_gaussian_accounting.py",
             "tests/privacy/test_privacy_accountant.py", "tests/privacy/test_privacy_unequal_scales.py"]
 _PLAN_CLI = ["tests/cli/test_privacy_plan_cli.py"]
+
+
+def _first(path: str, files: list[str]) -> list[str]:
+    return [path] + [f for f in files if f != path]
+
+
 TEST_MAP = {
-    "secagg.client": _SECAGG_FAST,
-    "secagg.aggregator": _SECAGG_FAST,
+    "secagg.client": _first("tests/secagg/test_secagg_client_checks.py", _SECAGG_FAST),
+    "secagg.aggregator": _first("tests/secagg/test_secagg_client_checks.py", _SECAGG_FAST),
     "secagg.shamir": _SECAGG_FAST[:2] + ["tests/secagg/test_secagg_boundaries.py",
                                          "tests/secagg/test_secagg_round.py"],
     "secagg.fixedpoint": _SECAGG_FAST,
-    "secagg.noise": _SECAGG_FAST + ["tests/population/test_population_noise.py"],
+    "secagg.noise": _first("tests/secagg/test_secagg_closed_forms.py", ["tests/secagg/test_noise_edges.py"] +
+                           _SECAGG_FAST + ["tests/population/test_population_noise.py"]),
     "secagg.checksum": _SECAGG_FAST,
     "secagg.checksum_server": _SECAGG_FAST,
     "secagg.ledger": ["tests/secagg/test_device_ledger.py", "tests/secagg/test_gaussian_mechanism.py",
                       "tests/secagg/test_device_budget.py", "tests/privacy/test_gaussian_accounting.py"],
-    "secagg.round": _SECAGG_FAST,
+    "secagg.round": _first("tests/secagg/test_secagg_boundaries.py", _SECAGG_FAST),
     "privacy.calibration": _PRIVACY + ["tests/server/test_rewards_hand.py", "tests/server/test_rewards.py"],
-    "privacy.plan": _PRIVACY + _PLAN_CLI,
-    "privacy.accountant": _PRIVACY,
-    "privacy.gaussian": _PRIVACY + _PLAN_CLI,
+    "privacy.plan": _first("tests/privacy/test_plan_hand.py", _PRIVACY + _PLAN_CLI),
+    "privacy.accountant": _first("tests/privacy/test_privacy_accountant.py", _PRIVACY),
+    "privacy.gaussian": _first("tests/privacy/test_gaussian_accounting.py", _PRIVACY + _PLAN_CLI),
     "privacy.feasibility": _PRIVACY + _PLAN_CLI,
-    "privacy.sdk_accounting": _PRIVACY + ["tests/secagg/test_device_ledger.py",
-                                          "tests/secagg/test_gaussian_mechanism.py"],
+    "privacy.sdk_accounting": _first("tests/privacy/test_gaussian_accounting.py", _PRIVACY + [
+        "tests/secagg/test_device_ledger.py", "tests/secagg/test_gaussian_mechanism.py"]),
     "ppo": ["tests/server/test_ppo_hand.py", "tests/server/test_ppo.py"],
     "features": ["tests/sdk/test_features_hand.py", "tests/sdk/test_epr_hand.py", "tests/sdk/test_epr.py",
                  "tests/sdk/test_places.py"],
     "epr": ["tests/sdk/test_epr_hand.py", "tests/sdk/test_epr.py", "tests/sdk/test_places.py"],
     "geo": ["tests/sdk/test_features_hand.py", "tests/sdk/test_epr_hand.py", "tests/sdk/test_epr.py"],
-    "metrics.km": ["tests/metrics"],
-    "metrics.paper": ["tests/metrics"],
-    "metrics.evaluate": ["tests/metrics"],
+    "metrics.km": ["tests/metrics/test_km.py", "tests/metrics/test_evaluate.py", "tests/metrics/test_spatial.py"],
+    "metrics.paper": ["tests/metrics/test_paper.py", "tests/metrics/test_evaluate.py"],
+    "metrics.evaluate": ["tests/metrics/test_evaluate.py", "tests/metrics/test_km.py", "tests/metrics/test_paper.py"],
     "contribution": ["tests/sdk/test_contribution_hand.py", "tests/sdk/test_contribution.py",
                      "tests/server/test_initial_states.py", "tests/server/test_rewards.py",
                      "tests/secagg/test_gaussian_mechanism.py"],
     "rewards": ["tests/server/test_rewards_hand.py", "tests/server/test_rewards.py"],
     "population.ideal": ["tests/population/test_ideal_noise.py", "tests/population/test_population_noise.py"],
 }
+"""Per module, its unit test files; the first one (the module's own, fast) runs alone first, the rest only
+when it passes — most mutants are killed by the first file, and one file is collected in ~1 s."""
 DIRECT_RESULTS = "direct-results.jsonl"
 """One JSON line per checked mutant in the stage: name, module, status, exit code, seconds (appended as each
 finishes, so an interrupted run resumes where it stopped)."""
@@ -367,10 +377,44 @@ def direct_results() -> dict[str, dict]:
     return out
 
 
+DIRECT_CLEAN = "direct-clean.json"
+"""Clean-run seconds per group of test files (cached in the stage; dropped when --recheck copies the tests)."""
+
+
+def _groups(name: str) -> list[tuple[str, ...]]:
+    # files missing from the stage are left out: a stage made before a test file was written (a before run)
+    files = [f for f in TEST_MAP[name] if (STAGE / "mutants" / f).exists()]
+    return [tuple(files[:1]), tuple(files[1:])] if len(files) > 1 else [tuple(files)]
+
+
+_CLEAN_LOCK = __import__("threading").Lock()
+
+
+def _clean_seconds(files: tuple[str, ...], nice: int) -> float:
+    """The clean run of ``files`` (must pass; cached) after the forced-failure check (MUTANT_UNDER_TEST=fail
+    must fail: the tests import the staged mutants, not the installed package)."""
+    path = STAGE / DIRECT_CLEAN
+    key = " ".join(files)
+    with _CLEAN_LOCK:
+        cache = json.loads(path.read_text()) if path.exists() else {}
+    if key not in cache:
+        status, code, secs = _pytest(list(files), "", 1800, nice)
+        if status != "survived":
+            raise SystemExit(f"the clean run of {key} did not pass (exit {code})")
+        forced, code, _ = _pytest(list(files), "fail", 1800, nice)
+        if forced != "killed":
+            raise SystemExit(f"the forced failure was not noticed by {key} (exit {code}): the tests do not run "
+                             "the staged mutants")
+        with _CLEAN_LOCK:
+            cache = json.loads(path.read_text()) if path.exists() else {}
+            cache[key] = round(secs, 1)
+            path.write_text(json.dumps(cache, indent=1))
+    return cache[key]
+
+
 def run_direct(chosen: list[str], jobs: int, timeout: float | None, nice: int) -> None:
-    """Check each of ``chosen`` not yet in DIRECT_RESULTS; first, per module, a clean run (must pass; its time
-    sets the limit: ``timeout`` or 4x the clean time + 30 s) and a forced failure (MUTANT_UNDER_TEST=fail must
-    fail, proving the tests import the staged mutants, not the installed package)."""
+    """Check each of ``chosen`` not yet in DIRECT_RESULTS: its module's first test file, then (when that
+    passes) the others; each group's limit is ``timeout`` or 4x its clean run + 30 s."""
     import signal
     import threading
     from concurrent.futures import ThreadPoolExecutor
@@ -379,31 +423,31 @@ def run_direct(chosen: list[str], jobs: int, timeout: float | None, nice: int) -
     done = direct_results()
     todo = [m for m in chosen if m not in done]
     by_module = {name: [m for m in todo if m.startswith(_module_name(name) + ".")] for name in MODULES}
-    limits, clean = {}, {}
-    for name, mutants in by_module.items():
-        if not mutants:
-            continue
-        files = tuple(TEST_MAP[name])
-        if files not in clean:  # once per distinct set of test files
-            status, code, secs = _pytest(list(files), "", 1800, nice)
-            if status != "survived":
-                raise SystemExit(f"{name}: the clean run of {' '.join(files)} did not pass (exit {code})")
-            forced, code, _ = _pytest(list(files), "fail", 1800, nice)
-            if forced != "killed":
-                raise SystemExit(f"{name}: the forced failure was not noticed (exit {code}): the tests do not run "
-                                 "the staged mutants")
-            clean[files] = secs
-        limits[name] = timeout or 4 * clean[files] + 30
-        print(f"{name}: {len(mutants)} mutants; clean run {clean[files]:.0f} s, limit {limits[name]:.0f} s",
-              flush=True)
+    limits: dict[str, list[float]] = {}
+    module_locks = {name: threading.Lock() for name in MODULES}
+
+    def limits_of(name: str) -> list[float]:
+        # the module's clean runs, when its first mutant comes up (overlapping other modules' mutants)
+        with module_locks[name]:
+            if name not in limits:
+                limits[name] = [timeout or 4 * _clean_seconds(g, nice) + 30 for g in _groups(name)]
+                print(f"{name}: {len(by_module[name])} mutants; limits "
+                      f"{', '.join(f'{t:.0f}' for t in limits[name])} s", flush=True)
+            return limits[name]
+
     lock = threading.Lock()
     total = sum(len(v) for v in by_module.values())
     count = [0]
 
     def one(name: str, mutant: str) -> None:
-        if _STOPPING:
-            return
-        status, code, secs = _pytest(TEST_MAP[name], mutant, limits[name], nice)
+        status, code, secs = "survived", 0, 0.0
+        for group, limit in zip(_groups(name), limits_of(name)):
+            if _STOPPING:
+                return
+            status, code, took = _pytest(list(group), mutant, limit, nice)
+            secs += took
+            if status != "survived":
+                break
         if _STOPPING:
             return
         row = {"mutant": mutant, "module": name, "status": status, "exit": code, "seconds": round(secs, 1)}
@@ -527,6 +571,7 @@ def _main_direct(args, names: list[str]) -> int:
             for target in (STAGE / "tests", STAGE / "mutants" / "tests"):
                 shutil.rmtree(target, ignore_errors=True)
                 shutil.copytree(ROOT / "tests", target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+            (STAGE / DIRECT_CLEAN).unlink(missing_ok=True)
             chosen = direct_survivors(names)
             kept = [r for r in direct_results().values() if r["mutant"] not in set(chosen)]
             (STAGE / DIRECT_RESULTS).write_text("".join(json.dumps(r) + "\n" for r in kept))
