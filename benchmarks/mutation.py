@@ -294,7 +294,7 @@ TEST_MAP = {
                            _SECAGG_FAST + ["tests/population/test_population_noise.py"]),
     "secagg.checksum": _SECAGG_FAST,
     "secagg.checksum_server": _SECAGG_FAST,
-    "secagg.ledger": ["tests/secagg/test_device_ledger.py", "tests/secagg/test_gaussian_mechanism.py",
+    "secagg.ledger": ["tests/secagg/test_ledger_hand.py", "tests/secagg/test_device_ledger.py", "tests/secagg/test_gaussian_mechanism.py",
                       "tests/secagg/test_device_budget.py", "tests/privacy/test_gaussian_accounting.py"],
     "secagg.round": _first("tests/secagg/test_secagg_boundaries.py", _SECAGG_FAST),
     "privacy.calibration": _PRIVACY + ["tests/server/test_rewards_hand.py", "tests/server/test_rewards.py"],
