@@ -274,7 +274,7 @@ _SECAGG_FAST = ["tests/secagg/test_secagg_closed_forms.py", "tests/secagg/test_s
                 "tests/secagg/test_device_policy.py", "tests/secagg/test_device_ledger.py",
                 "tests/secagg/test_secagg_statistics.py", "tests/secagg/test_secagg_round.py"]
 _PRIVACY = ["tests/privacy/test_feasibility_hand.py", "tests/privacy/test_plan_hand.py",
-            "tests/privacy/test_privacy_calibration.py",
+            "tests/privacy/test_accountant_hand.py", "tests/privacy/test_privacy_calibration.py",
             "tests/privacy/test_privacy_plan.py", "tests/privacy/test_gaussian_accounting.py",
             "tests/privacy/test_privacy_accountant.py", "tests/privacy/test_privacy_unequal_scales.py"]
 _PLAN_CLI = ["tests/cli/test_privacy_plan_cli.py"]
@@ -299,7 +299,7 @@ TEST_MAP = {
     "secagg.round": _first("tests/secagg/test_secagg_boundaries.py", _SECAGG_FAST),
     "privacy.calibration": _PRIVACY + ["tests/server/test_rewards_hand.py", "tests/server/test_rewards.py"],
     "privacy.plan": _first("tests/privacy/test_plan_hand.py", _PRIVACY + _PLAN_CLI),
-    "privacy.accountant": _first("tests/privacy/test_privacy_accountant.py", _PRIVACY),
+    "privacy.accountant": _first("tests/privacy/test_accountant_hand.py", _PRIVACY),
     "privacy.gaussian": _first("tests/privacy/test_gaussian_accounting.py", _PRIVACY + _PLAN_CLI),
     "privacy.feasibility": _PRIVACY + _PLAN_CLI,
     "privacy.sdk_accounting": _first("tests/privacy/test_gaussian_accounting.py", _PRIVACY + [
@@ -458,8 +458,14 @@ def run_direct(chosen: list[str], jobs: int, timeout: float | None, nice: int) -
             print(f"[{count[0]}/{total}] {status:8s} {secs:6.1f} s {mutant}", flush=True)
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        for future in [pool.submit(one, name, m) for name, ms in by_module.items() for m in ms]:
-            future.result()
+        futures = [pool.submit(one, name, m) for name, ms in by_module.items() for m in ms]
+        for future in futures:
+            while True:  # wake up every second: a signal's handler runs only in the main thread
+                try:
+                    future.result(timeout=1)
+                    break
+                except TimeoutError:
+                    continue
 
 
 def direct_report(names: list[str]) -> str:

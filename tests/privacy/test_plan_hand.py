@@ -62,6 +62,9 @@ def test_a_gaussian_plan_s_releases_and_declaration():
 def test_without_privacy_nothing_is_declared_and_nothing_is_noisy():
     plan = PrivacyPlan(None, 1e-5, 2.0, 100)
     assert plan.mechanism == NO_MECHANISM and plan.declare(0.7, 0) is None and plan.per_query_epsilon is None
+    kept = plan_privacy(None, 1e-6, 3.0, 100, reserve_queries=20)
+    assert (kept.target_delta, kept.kappa, kept.planned_queries, kept.reserve_queries) == (1e-6, 3.0, 100, 20)
+    assert kept.noise_scales == (0.0, 0.0) and kept.expected_epsilon is None and kept.budgeted_queries == 120
     spec = GaussianSpec("block:8", 12, 5, 40, 0.5, 0.2)
     g = plan_gaussian_run(None, 1e-5, 2.0, 100, 10, spec)
     assert not g.private and g.is_gaussian and g.mechanism == NO_MECHANISM and g.declare(0.7, 0) is None
