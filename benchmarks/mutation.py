@@ -395,6 +395,8 @@ def _clean_seconds(files: tuple[str, ...], nice: int) -> float:
     must fail: the tests import the staged mutants, not the installed package)."""
     path = STAGE / DIRECT_CLEAN
     key = " ".join(files)
+    if _STOPPING:
+        raise SystemExit("stopped")
     with _CLEAN_LOCK:
         cache = json.loads(path.read_text()) if path.exists() else {}
     if key not in cache:
@@ -440,6 +442,8 @@ def run_direct(chosen: list[str], jobs: int, timeout: float | None, nice: int) -
     count = [0]
 
     def one(name: str, mutant: str) -> None:
+        if _STOPPING:
+            return
         status, code, secs = "survived", 0, 0.0
         for group, limit in zip(_groups(name), limits_of(name)):
             if _STOPPING:
