@@ -48,6 +48,13 @@ def test_epsilon_and_delta_on_the_accountant_s_grid():
     laplace.record(2.0, 1.0, 15)
     assert laplace.delta(4.0) == pytest.approx(composed_delta([QueryRelease(2.0, 1.0, 15)], 4.0, GRID), rel=1e-12)
     assert laplace.delta(4.0) < laplace.delta(2.0)
+    # Laplace releases alone are composed by PLD on the accountant's own grid (not the default 1e-4)
+    extra = QueryRelease(5.0, 2.5, 7)
+    on_grid = composed_epsilon([QueryRelease(2.0, 1.0, 15), extra], 1e-6, GRID)
+    assert on_grid != composed_epsilon([QueryRelease(2.0, 1.0, 15), extra], 1e-6)
+    assert laplace.epsilon_after(5.0, 2.5, 7) == pytest.approx(on_grid, rel=1e-12)
+    assert laplace.epsilon_after_release(extra) == pytest.approx(on_grid, rel=1e-12)
+    assert laplace.epsilon() == pytest.approx(composed_epsilon([QueryRelease(2.0, 1.0, 15)], 1e-6, GRID), rel=1e-12)
 
 
 def test_pure_dp_figures_count_laplace_releases_only():
