@@ -12,6 +12,7 @@ from dp_accounting.rdp.rdp_privacy_accountant import DEFAULT_RDP_ORDERS
 
 from pategail.sdk.accounting import GaussianRelease, QueryRelease
 from pategail.sdk.secagg.policy import DeclaredPlan
+from pategail.server.privacy.gaussian import plan_gaussian
 from pategail.server.privacy.plan import (GAUSSIAN_MECHANISM, MECHANISM, NO_MECHANISM, PLAN_FILE, GaussianSpec,
                                           PrivacyPlan, ReleaseNoise, load_or_make_plan, plan_gaussian_run,
                                           plan_privacy)
@@ -126,3 +127,9 @@ def test_a_gaussian_plan_is_kept_for_its_own_settings_only(tmp_path):
     assert json.loads((tmp_path / PLAN_FILE).read_text())["gaussian"]["clip_share"] == 0.25
     laplace = load_or_make_plan(tmp_path, 3.0, 1e-6, 2.0, 500, 40)      # no Gaussian spec: a Laplace plan
     assert not laplace.is_gaussian and laplace.sum_noise_scale > 0
+
+
+@pytest.mark.parametrize("fraction", [0.0, 1.0, 1.5, -0.1])
+def test_the_environment_share_of_a_gaussian_plan_is_inside_0_1(fraction):
+    with pytest.raises(ValueError, match=r"env_fraction must be in \(0, 1\)"):
+        plan_gaussian(4.0, 1e-5, 96, 10, 50, 0.5, fraction)
