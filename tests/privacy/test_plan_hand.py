@@ -12,7 +12,7 @@ from dp_accounting.rdp.rdp_privacy_accountant import DEFAULT_RDP_ORDERS
 
 from pategail.sdk.accounting import GaussianRelease, QueryRelease
 from pategail.sdk.secagg.policy import DeclaredPlan
-from pategail.server.privacy.gaussian import plan_gaussian
+from pategail.server.privacy.gaussian import calibrate_noise_multiplier, plan_gaussian
 from pategail.server.privacy.plan import (GAUSSIAN_MECHANISM, MECHANISM, NO_MECHANISM, PLAN_FILE, GaussianSpec,
                                           PrivacyPlan, ReleaseNoise, load_or_make_plan, plan_gaussian_run,
                                           plan_privacy)
@@ -133,3 +133,10 @@ def test_a_gaussian_plan_is_kept_for_its_own_settings_only(tmp_path):
 def test_the_environment_share_of_a_gaussian_plan_is_inside_0_1(fraction):
     with pytest.raises(ValueError, match=r"env_fraction must be in \(0, 1\)"):
         plan_gaussian(4.0, 1e-5, 96, 10, 50, 0.5, fraction)
+
+
+@pytest.mark.parametrize("epsilon, delta, count", [(0.0, 1e-5, 3), (-1.0, 1e-5, 3), (1.0, 0.0, 3), (1.0, 1.0, 3),
+                                                   (1.0, 1e-5, 0)])
+def test_gaussian_calibration_refuses_bad_targets(epsilon, delta, count):
+    with pytest.raises(ValueError, match="need epsilon > 0"):
+        calibrate_noise_multiplier(epsilon, delta, count)
