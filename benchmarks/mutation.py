@@ -266,7 +266,8 @@ def _row(label: str, c: Counter) -> str:
 # unit test files (TEST_MAP, fastest first, stopping at the first failure) with a time limit. Fewer tests run
 # than mutmut's map would choose, so a score is a lower bound.
 
-_SECAGG_FAST = ["tests/secagg/test_secagg_closed_forms.py", "tests/secagg/test_secagg_primitives.py",
+_SECAGG_FAST = ["tests/secagg/test_secagg_closed_forms.py", "tests/secagg/test_noise_edges.py",
+                "tests/secagg/test_ledger_hand.py", "tests/secagg/test_secagg_primitives.py",
                 "tests/secagg/test_secagg_client_checks.py", "tests/secagg/test_secagg_boundaries.py",
                 "tests/secagg/test_survivor_binding.py", "tests/secagg/test_round_binding.py",
                 "tests/secagg/test_checksum_affine.py", "tests/secagg/test_plausibility.py",
@@ -296,7 +297,8 @@ TEST_MAP = {
     "secagg.checksum_server": _SECAGG_FAST,
     "secagg.ledger": ["tests/secagg/test_ledger_hand.py", "tests/secagg/test_device_ledger.py", "tests/secagg/test_gaussian_mechanism.py",
                       "tests/secagg/test_device_budget.py", "tests/privacy/test_gaussian_accounting.py"],
-    "secagg.round": _first("tests/secagg/test_secagg_boundaries.py", _SECAGG_FAST),
+    "secagg.round": _first("tests/secagg/test_secagg_boundaries.py", ["tests/secagg/test_round_stats.py"] +
+                           _SECAGG_FAST),
     "privacy.calibration": _PRIVACY + ["tests/server/test_rewards_hand.py", "tests/server/test_rewards.py"],
     "privacy.plan": _first("tests/privacy/test_plan_hand.py", _PRIVACY + _PLAN_CLI),
     "privacy.accountant": _first("tests/privacy/test_accountant_hand.py", _PRIVACY),
