@@ -288,8 +288,8 @@ def _first(path: str, files: list[str]) -> list[str]:
 TEST_MAP = {
     "secagg.client": _first("tests/secagg/test_secagg_client_checks.py", _SECAGG_FAST),
     "secagg.aggregator": _first("tests/secagg/test_secagg_client_checks.py", _SECAGG_FAST),
-    "secagg.shamir": _SECAGG_FAST[:2] + ["tests/secagg/test_secagg_boundaries.py",
-                                         "tests/secagg/test_secagg_round.py"],
+    "secagg.shamir": ["tests/secagg/test_secagg_closed_forms.py", "tests/secagg/test_secagg_primitives.py",
+                      "tests/secagg/test_secagg_boundaries.py", "tests/secagg/test_secagg_round.py"],
     "secagg.fixedpoint": _SECAGG_FAST,
     "secagg.noise": _first("tests/secagg/test_secagg_closed_forms.py", ["tests/secagg/test_noise_edges.py"] +
                            _SECAGG_FAST + ["tests/population/test_population_noise.py"]),
