@@ -40,3 +40,22 @@ def test_values_must_match_the_clients(federation, rng):
         run_secure_round(clients, np.zeros((3, M)), config, rng, coordinator=coordinator, num_queries=5)
     with pytest.raises(ValueError, match="values=None needs num_queries"):
         run_secure_round(clients, None, config, rng, coordinator=coordinator)
+
+
+def _burning(fn, seconds):
+    """``fn`` after ``seconds`` of this thread's CPU time (a measurable cost for the round's clock)."""
+    def slow(*args, **kwargs):
+        t = time.thread_time()
+        while time.thread_time() - t < seconds:
+            pass
+        return fn(*args, **kwargs)
+    return slow
+
+
+def test_coordinator_cpu_counts_both_its_steps(federation, rng, monkeypatch):
+    coordinator, clients, _ = federation(3)
+    monkeypatch.setattr(coordinator, "new_round", _burning(coordinator.new_round, 0.03))
+    monkeypatch.setattr(coordinator, "verify", _burning(coordinator.verify, 0.03))
+    config = SecureRoundConfig(round_id=2, n_min=2)
+    result = run_secure_round(clients, rng.random((3, M)), config, rng, coordinator=coordinator)
+    assert result.stats.coordinator_cpu_s >= 0.06
