@@ -104,13 +104,22 @@ def test_environment_layout_with_the_place_part():
     np.testing.assert_array_equal(parts.explore_expected, [0.13, 0.14])
     np.testing.assert_array_equal(parts.places, places)
     assert EnvironmentLayout(n, b).unpack(vector[:12]).places is None
-    with pytest.raises(ValueError):
+    wrong = "^contributions do not have the environment layout$"
+    with pytest.raises(ValueError, match=wrong):
         layout.pack(initial, explore)                       # the place part is missing
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=wrong):
         EnvironmentLayout(n, b).pack(initial, explore, places)  # a place part the layout has no room for
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=wrong):
         layout.pack(initial, explore, places[:-1])
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=wrong):
+        layout.pack(initial[:-1], explore, places)
+    with pytest.raises(ValueError, match=wrong):
+        layout.pack(initial, explore[:-1], places)
+    with pytest.raises(ValueError, match="layout"):
         layout.unpack(vector[:-1])
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="layout"):
         EnvironmentLayout(0, 0).unpack(np.zeros(2))
+    # the smallest layout: one cell, one rank bin
+    tiny = EnvironmentLayout(1, 1).unpack(np.arange(6.0))
+    assert (tiny.homes.tolist(), tiny.firsts.tolist(), tiny.first_at_home, tiny.weight) == ([0.0], [1.0], 2.0, 3.0)
+    assert (tiny.explore_observed.tolist(), tiny.explore_expected.tolist()) == ([4.0], [5.0])

@@ -71,7 +71,7 @@ def test_tolerance_experiment_adds_the_seeded_normal_noise_to_every_released_mea
     noisy = d + np.random.default_rng(11).normal(0.0, 0.25, size=47)
     np.testing.assert_allclose(rewards[0], standardised(noisy), rtol=1e-5, atol=1e-5)
     # β is not applied in the experiment (no Σ D² is used): the noise-free ranking is that of d plus the noise
-    with pytest.raises(ValueError, match="seeded generator"):
+    with pytest.raises(ValueError, match="^a tolerance experiment needs its seeded generator$"):
         rewards_from_release(release, config)
 
 
