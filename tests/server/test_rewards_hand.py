@@ -36,9 +36,13 @@ def test_gaussian_release_is_divided_by_the_public_count_not_the_survivors():
     mean_reward, accuracy = ensemble_verdict(release, config, public_count=4)
     assert mean_reward == pytest.approx(np.mean(means))
     assert accuracy == pytest.approx(np.mean(means < 0.5)) == pytest.approx(4 / 12)
-    for bad in (None, 0):
-        with pytest.raises(ValueError, match="public count"):
+    for bad in (None, 0, -2):
+        with pytest.raises(ValueError, match="^the Gaussian mechanism's release is divided by a fixed public "
+                                             "count of devices$"):
             rewards_from_release(release, config, public_count=bad)
+    # one public device is a count like any other: its centred sum plus ½
+    alone = rewards_from_release(release, config, public_count=1)
+    np.testing.assert_allclose(alone.ravel(), standardised(per_decision(sums + 0.5, 8, 2)), rtol=1e-5, atol=1e-5)
 
 
 def test_gaussian_day_granularity_gives_every_decision_of_a_day_one_reward():
