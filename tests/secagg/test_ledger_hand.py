@@ -72,6 +72,8 @@ def test_noiseless_rounds(tmp_path):
     keeper.record(noiseless)
     assert keeper.epsilon() == math.inf and keeper.releases == ()
     assert PrivacyLedger(tmp_path / "l.json").epsilon() == math.inf   # the unbounded round is on disk too
+    keeper.record(config(2, b=0.0, b_sq=0.0))
+    assert json.loads((tmp_path / "l.json").read_text())["unbounded"] == 2    # counted, one per round
 
 
 @pytest.mark.parametrize("content", ["not json", json.dumps({"format": "other/1", "releases": [], "unbounded": 0}),
