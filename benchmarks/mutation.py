@@ -545,14 +545,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.direct:
         return _main_direct(args, names)
     if args.survivors:
-        mutmut = Path(sys.executable).with_name("mutmut")
-        for name in survivors(names):
-            print(f"## {name}")
-            if args.diff:  # mutmut's own rendering of the mutant, its changed lines only
-                shown = subprocess.run([str(mutmut), "show", name], cwd=STAGE, capture_output=True, text=True)
-                print("\n".join(line for line in shown.stdout.splitlines()
-                                if line[:1] in "+-" and line[:3] not in ("+++", "---")))
-        return 0
+        return _print_mutants(survivors(names), args.diff)
     if not args.report:
         if args.resume:
             chosen = unchecked(sample(names, args.sample, args.seed, args.limit, args.limit_prefix), names)
@@ -568,16 +561,21 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _print_mutants(mutants: list[str], diff: bool) -> int:
+    """Each mutant's name and, with ``diff``, mutmut's own rendering of it (its changed lines only)."""
+    mutmut = Path(sys.executable).with_name("mutmut")
+    for name in mutants:
+        print(f"## {name}")
+        if diff:
+            shown = subprocess.run([str(mutmut), "show", name], cwd=STAGE, capture_output=True, text=True)
+            print("\n".join(line for line in shown.stdout.splitlines()
+                            if line[:1] in "+-" and line[:3] not in ("+++", "---")))
+    return 0
+
+
 def _main_direct(args, names: list[str]) -> int:
     if args.survivors:
-        mutmut = Path(sys.executable).with_name("mutmut")
-        for name in direct_survivors(names):
-            print(f"## {name}")
-            if args.diff:
-                shown = subprocess.run([str(mutmut), "show", name], cwd=STAGE, capture_output=True, text=True)
-                print("\n".join(line for line in shown.stdout.splitlines()
-                                if line[:1] in "+-" and line[:3] not in ("+++", "---")))
-        return 0
+        return _print_mutants(direct_survivors(names), args.diff)
     if not args.report:
         if args.recheck:
             for target in (STAGE / "tests", STAGE / "mutants" / "tests"):
