@@ -273,7 +273,8 @@ _SECAGG_FAST = ["tests/secagg/test_secagg_closed_forms.py", "tests/secagg/test_n
                 "tests/secagg/test_checksum_affine.py", "tests/secagg/test_plausibility.py",
                 "tests/secagg/test_secagg_adversary.py", "tests/secagg/test_gaussian_mechanism.py",
                 "tests/secagg/test_device_policy.py", "tests/secagg/test_device_ledger.py",
-                "tests/secagg/test_secagg_statistics.py", "tests/secagg/test_secagg_round.py"]
+                "tests/secagg/test_secagg_statistics.py", "tests/secagg/test_round_stats.py",
+                "tests/secagg/test_secagg_round.py"]
 _PRIVACY = ["tests/privacy/test_feasibility_hand.py", "tests/privacy/test_plan_hand.py",
             "tests/privacy/test_accountant_hand.py", "tests/privacy/test_privacy_calibration.py",
             "tests/privacy/test_privacy_plan.py", "tests/privacy/test_gaussian_accounting.py",
@@ -291,14 +292,13 @@ TEST_MAP = {
     "secagg.shamir": ["tests/secagg/test_secagg_closed_forms.py", "tests/secagg/test_secagg_primitives.py",
                       "tests/secagg/test_secagg_boundaries.py", "tests/secagg/test_secagg_round.py"],
     "secagg.fixedpoint": _SECAGG_FAST,
-    "secagg.noise": _first("tests/secagg/test_secagg_closed_forms.py", ["tests/secagg/test_noise_edges.py"] +
-                           _SECAGG_FAST + ["tests/population/test_population_noise.py"]),
+    "secagg.noise": _SECAGG_FAST + ["tests/population/test_population_noise.py"],
     "secagg.checksum": _SECAGG_FAST,
     "secagg.checksum_server": _SECAGG_FAST,
-    "secagg.ledger": ["tests/secagg/test_ledger_hand.py", "tests/secagg/test_device_ledger.py", "tests/secagg/test_gaussian_mechanism.py",
-                      "tests/secagg/test_device_budget.py", "tests/privacy/test_gaussian_accounting.py"],
-    "secagg.round": _first("tests/secagg/test_secagg_boundaries.py", ["tests/secagg/test_round_stats.py"] +
-                           _SECAGG_FAST),
+    "secagg.ledger": ["tests/secagg/test_ledger_hand.py", "tests/secagg/test_device_ledger.py",
+                      "tests/secagg/test_gaussian_mechanism.py", "tests/secagg/test_device_budget.py",
+                      "tests/privacy/test_gaussian_accounting.py"],
+    "secagg.round": _first("tests/secagg/test_secagg_boundaries.py", _SECAGG_FAST),
     "privacy.calibration": _PRIVACY + ["tests/server/test_rewards_hand.py", "tests/server/test_rewards.py"],
     "privacy.plan": _first("tests/privacy/test_plan_hand.py", _PRIVACY + _PLAN_CLI),
     "privacy.accountant": _first("tests/privacy/test_accountant_hand.py", _PRIVACY),
