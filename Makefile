@@ -33,7 +33,8 @@ test: setup
 
 # Mutation testing of the privacy-, security- and learning-critical modules (a benchmark, not part of `make test`;
 # see BENCHMARKS.md "Mutation testing"). MUTATION_ARGS="--sample 40" runs a seeded sample of each module;
-# "--module ppo" one module. Hours on 2 cores for the full set.
+# "--module ppo" one module. Hours on 2 cores for the full set. On a loaded machine add "--direct --jobs 2":
+# no whole-selection pass, each mutant runs its module's own test files, resumable (README "Testing").
 MUTATION_ARGS ?=
 mutation: setup
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,mutation]'
