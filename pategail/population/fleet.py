@@ -131,7 +131,7 @@ class PopulationFleet:
                 self.shards.append(_RayShard(remote.remote(np.arange(lo, hi), days, model, where, chunk)))
             else:
                 self.shards.append(PopulationShard(np.arange(lo, hi), days, model, where, chunk,
-                                                   workers or os.cpu_count() or 1))
+                                                   workers or len(os.sched_getaffinity(0))))
         self._last: tuple[bytes, bytes] | None = None
         self._pending: np.ndarray | None = None
         self._pending_ids: frozenset[int] = frozenset()
