@@ -24,9 +24,10 @@ def test_plan_feasibility_uses_the_mechanism_s_std_over_the_devices():
     f = plan_feasibility(laplace, 12)
     assert f == Feasibility("laplace", "pair", 12, math.sqrt(2) * 3.0 / 12, 3.0)
     gauss = SimpleNamespace(is_gaussian=True, sum_noise_scale=99.0, mechanism_name="gaussian", granularity="day",
-                            gaussian={"noise_std": 1.5})
+                            gaussian={"noise_std": 1.5, "env_noise_std": 4.0})
     f = plan_feasibility(gauss, 6)
-    assert f == Feasibility("gaussian", "day", 6, 0.25, 0.3)
+    # the environment's std is per released sum: not divided by the devices
+    assert f == Feasibility("gaussian", "day", 6, 0.25, 0.3, 4.0)
     assert f.can_learn is True
 
 
