@@ -203,9 +203,14 @@ class Policy(nn.Module):
         x = self.cell_proj(self.cell_embedding(cells)) + self.feature_proj(features) \
             + self.slot_embedding.weight[first_slot:first_slot + T]
         if self.config.distinct_embedding:
-            count = torch.round(features[..., DISTINCT_FEATURE] * SLOTS).clamp(0, self.config.max_slots)
-            x = x + self.distinct_embedding(count.to(torch.int64))
+            x = x + self.distinct_term(features)
         return x
+
+    def distinct_term(self, features: torch.Tensor) -> torch.Tensor:
+        """The learned embedding of the exact distinct-cell count read from ``features`` (…, F) → (…, d_model);
+        only with ``config.distinct_embedding``. Every decoding path adds it, the incremental ones included."""
+        count = torch.round(features[..., DISTINCT_FEATURE] * SLOTS).clamp(0, self.config.max_slots)
+        return self.distinct_embedding(count.to(torch.int64))
 
     def forward(self, cells: torch.Tensor, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         x = self._tokens(cells, features, 0)
@@ -245,6 +250,8 @@ class Policy(nn.Module):
         T = cells.shape[1]
         x = self.cell_proj(self.cell_embedding(cells)) + self.feature_proj(features) \
             + self.slot_embedding(slot + torch.arange(T))
+        if self.config.distinct_embedding:
+            x = x + self.distinct_term(features)
         new = []
         for i, block in enumerate(self.blocks):
             x, key, value = block.forward_step(x, slot, buffers[2 * i], buffers[2 * i + 1])
@@ -340,6 +347,8 @@ class PolicyStepInference(nn.Module):
         B, D = cells.shape[0], p.config.d_model
         H, hd = p.config.n_heads, D // p.config.n_heads
         x = self.cell_table[cells[:, 0]] + p.feature_proj(features[:, 0]) + p.slot_embedding.weight[slot]
+        if p.config.distinct_embedding:
+            x = x + p.distinct_term(features[:, 0])
         new = []
         for i, block in enumerate(p.blocks):
             key_buffer, value_buffer = buffers[2 * i], buffers[2 * i + 1]

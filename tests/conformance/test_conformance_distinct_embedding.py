@@ -56,25 +56,33 @@ def test_onnx_models_with_the_embedding_equal_torch(tmp_path, real_sample):
     from pategail.export.bundle import export_bundle
     from pategail.export.discriminator import Discriminator
     from pategail.sdk.bundle import load_bundle, open_generation_session, open_policy_session
-    from pategail.sdk.decoding import CacheLayout, past_names
+    from pategail.sdk.decoding import BufferedDecoder, decoder_for
 
     policy = perturbed(_policy(True), seed=4)
     bundle = load_bundle(export_bundle(policy, Discriminator(), tmp_path / "bundle"))
     cells, features = real_sample["days"][:8].astype(np.int64), real_sample["features"][:8]
     mask = real_sample["mask"][:8]
-    (full,) = open_policy_session(bundle).run(["logits"], {"cells": cells, "features": features, "mask": mask})
+    full, log_probs = open_policy_session(bundle).run(["logits", "log_probs"],
+                                                      {"cells": cells, "features": features, "mask": mask})
     with torch.no_grad():
         expected, _ = policy(torch.from_numpy(cells), torch.from_numpy(features))
     np.testing.assert_allclose(full, expected.numpy(), atol=1e-4, rtol=0)
-    step = open_generation_session(bundle)
-    layout = CacheLayout.of_session(step)
-    cache, rows = layout.empty(len(cells)), []
-    for t in range(cells.shape[1]):
-        out = step.run(None, {"cells": cells[:, t:t + 1], "features": features[:, t:t + 1],
-                              "mask": mask[:, t:t + 1], **dict(zip(past_names(layout.n_layers), cache))})
-        rows.append(out[1])
-        cache = out[3:]
-    np.testing.assert_allclose(np.concatenate(rows, axis=1), full, atol=1e-4, rtol=0)
+    # the incremental model (cache buffers), slot by slot through the SDK's own decoder
+    decoder = decoder_for(open_generation_session(bundle))
+    assert isinstance(decoder, BufferedDecoder)
+    decoder.reset(len(cells))
+    rows = [decoder(cells[:, t], features[:, t], mask[:, t]) for t in range(cells.shape[1] - 1)]
+    np.testing.assert_allclose(np.stack(rows, axis=1), log_probs[:, :-1], atol=1e-4, rtol=0)
+    # and torch's own incremental path (the coordinator's sampling)
+    c, f = torch.from_numpy(cells), torch.from_numpy(features)
+    buffers, steps = policy.empty_buffers(len(cells)), []
+    with torch.no_grad():
+        for t in range(cells.shape[1]):
+            logits, _, new = policy.forward_step(c[:, t:t + 1], f[:, t:t + 1], torch.tensor(t), buffers)
+            for buffer, rows_t in zip(buffers, new):
+                buffer[:, :, t:t + 1] = rows_t
+            steps.append(logits)
+    np.testing.assert_allclose(torch.cat(steps, dim=1).numpy(), expected.numpy(), atol=1e-4, rtol=0)
 
 
 @pytest.mark.parametrize("count", [0, 48, 60])

@@ -49,9 +49,10 @@ def test_a_gaussian_plan_s_releases_and_declaration():
                        env_values=50, gaussian=gaussian)
     assert plan.is_gaussian and plan.mechanism == GAUSSIAN_MECHANISM and plan.per_query_epsilon is None
     assert plan.clip_share == 0.5
-    # rewards: σ, block 8, C = clip_share · ½√96; the environment: its own σ, the whole vector, ENV_L2_BOUND = 3
+    # rewards: σ, block 8, C = clip_share · ½√96; the environment: its own σ, the whole vector, ENV_L2_BOUND = √12
+    # (its parts at the cells and again summed over the regions)
     assert plan.release_noise("rewards") == ReleaseNoise("gaussian", 2.5, 0.0, 8, 0.25 * math.sqrt(96))
-    assert plan.release_noise("initial_states") == ReleaseNoise("gaussian", 7.0, 0.0, 0, 3.0)
+    assert plan.release_noise("initial_states") == ReleaseNoise("gaussian", 7.0, 0.0, 0, math.sqrt(12))
     assert plan.declare(0.6, 1) == DeclaredPlan(4.0, 1e-5, 0.0, 0.0, 0.6, 1, "gaussian", 1.1, 3.3)
     day = PrivacyPlan(4.0, 1e-5, 2.0, 100, 0, mechanism_name="gaussian", granularity="day", reward_values=2,
                       gaussian={"noise_std": 1.0})
@@ -84,7 +85,7 @@ def test_gaussian_run_expected_epsilon_is_the_zcdp_composition():
     spec = GaussianSpec("day", 6, 9, 30, 0.5, 0.25)
     plan = plan_gaussian_run(3.0, 1e-6, 2.0, 500, 40, spec)
     g = plan.gaussian
-    env_sens = 3.0 + 0.5 * math.sqrt(30) * QUANTUM
+    env_sens = math.sqrt(12) + 0.5 * math.sqrt(30) * QUANTUM
     sens = 0.5 * 0.5 * math.sqrt(6) + 0.5 * math.sqrt(6) * QUANTUM
     assert g["clip_norm"] == pytest.approx(0.5 * 0.5 * math.sqrt(6))
     assert (g["env_epsilon"], g["rewards_epsilon"]) == pytest.approx((0.75, 2.25))
