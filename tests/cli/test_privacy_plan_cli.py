@@ -16,22 +16,22 @@ from pategail.server.privacy.plan import GaussianSpec, plan_gaussian_run, plan_p
 def test_privacy_plan_prints_each_mechanism_against_the_tolerance(tmp_path, capsys):
     cfg = tmp_path / "small.json"
     cfg.write_text(json.dumps({"rounds": 3, "days_per_round": 8}))
-    assert main(["privacy-plan", "--devices", "50", "--epsilon", "2", "--config", str(cfg),
+    assert main(["privacy-plan", "--devices", "20", "--epsilon", "2", "--config", str(cfg),
                  "--granularity", "pair", "day"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert "50 devices, total ε = 2" in out[0] and len(out) == 4       # 50 devices: no room for a richer share
+    assert "20 devices, total ε = 2" in out[0] and len(out) == 4       # 20 devices: no room for a richer share
     laplace, pair, day = out[1:]
     assert laplace.startswith("laplace  pair") and pair.startswith("gaussian pair") and day.startswith("gaussian day")
-    # the Gaussian day line is the calibrated σ over 50 devices, and its verdict follows the tolerance
+    # the Gaussian day line is the calibrated σ over 20 devices, and its verdict follows the tolerance
     g = plan_gaussian(2.0, 1e-5, 8, 4, 12_657 + 3 * 180, 1.0, 0.1)    # + pategail-geolife's 180 regions
-    std = g.noise_std / 50
+    std = g.noise_std / 20
     assert f"{std:9.4g}".strip() in day
     # and the environment release's noise against what a region must hold to be seen (3σ device weights)
     assert f"environment: noise std {g.env_noise_std:.3g}" in day and f"from {3 * g.env_noise_std:.3g} device" in day
     assert "environment" not in laplace
     assert ("below" in day) == (std <= MEASURED_TOLERANCE["day"])
     if std > MEASURED_TOLERANCE["day"]:
-        assert f"needs about {math.ceil(50 * std / MEASURED_TOLERANCE['day']):,} devices" in day
+        assert f"needs about {math.ceil(20 * std / MEASURED_TOLERANCE['day']):,} devices" in day
 
 
 def test_privacy_plan_suggests_a_larger_environment_share_only_when_the_rewards_afford_it(capsys):

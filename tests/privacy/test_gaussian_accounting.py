@@ -74,12 +74,21 @@ def test_calibrated_noise_multiplier_is_tight(epsilon, delta, count):
                                                               rel=1e-9)
 
 
-def test_gaussian_plan_splits_the_budget_and_composes_within_it():
+def test_gaussian_plan_splits_the_budget_and_spends_all_of_it_jointly():
     p = plan_gaussian(4.0, 1e-5, reward_values=96, reward_releases=61, env_values=8444, clip_share=0.5,
                       env_fraction=0.2)
-    assert (p.env_epsilon, p.rewards_epsilon) == pytest.approx((0.8, 3.2))
-    assert gaussian_epsilon(p.env_noise_multiplier, 1, 5e-6) <= 0.8
-    assert gaussian_epsilon(p.noise_multiplier, 61, 5e-6) <= 3.2
+    # the split fixes the ratio of the multipliers: each part calibrated on its own to its share at δ/2
+    z_env, z = calibrate_noise_multiplier(0.8, 5e-6, 1), calibrate_noise_multiplier(3.2, 5e-6, 61)
+    assert p.env_noise_multiplier / p.noise_multiplier == pytest.approx(z_env / z, rel=1e-12)
+    # ... and one factor scales both until the joint composition spends the whole target, not less
+    joint = composed_epsilon([GaussianRelease(p.env_noise_multiplier, 1.0, 1),
+                              GaussianRelease(p.noise_multiplier, 1.0, 61)], 1e-5)
+    assert 4.0 * (1 - 1e-3) < joint <= 4.0
+    assert p.noise_multiplier < z and p.env_noise_multiplier < z_env          # less noise than basic composition
+    # each part alone (at δ/2) now costs more than its share; the parts are not additive
+    assert p.env_epsilon == pytest.approx(gaussian_epsilon(p.env_noise_multiplier, 1, 5e-6)) and p.env_epsilon > 0.8
+    assert p.rewards_epsilon == pytest.approx(gaussian_epsilon(p.noise_multiplier, 61, 5e-6))
+    assert p.rewards_epsilon > 3.2
     assert p.clip_norm == pytest.approx(0.25 * math.sqrt(96)) and p.env_clip_norm == ENV_L2_BOUND
     assert p.noise_std == pytest.approx(p.noise_multiplier * gaussian_sensitivity(p.clip_norm, 96))
     run = plan_gaussian_run(4.0, 1e-5, 2.0, 10, 1, GaussianSpec("day", 96, 61, 8444, 0.5, 0.2))

@@ -7,10 +7,13 @@ which honest contributions never exceed); the secure aggregation adds distribute
 (``pategail.sdk.accounting.gaussian_sensitivity``; neighbouring runs differ in one device's vector being
 present or absent), accounted in Rényi DP by dp-accounting (``GaussianRelease.noise_multiplier``).
 
-The budget is split by basic composition: the environment release is (f·ε, δ/2)-DP on its own, the reward
-releases of every planned round and the retry reserve are ((1 − f)·ε, δ/2)-DP together (f =
-``env_epsilon_fraction``), so the run is (ε, δ)-DP; the accountant reports the joint RDP composition, which
-is never larger.
+The budget is calibrated jointly, so that the run spends what it promises: the split f =
+``env_epsilon_fraction`` fixes the ratio of the two noise multipliers (each part calibrated on its own to
+(f·ε, δ/2) and ((1 − f)·ε, δ/2), as basic composition would), and both are then scaled by one factor until the
+joint RDP composition of every release — the environment vector, the planned reward rounds and the retry
+reserve — is (ε, δ)-DP. Gaussian releases compose in RDP as one Gaussian of ρ = Σ count/(2z²), so the factor
+is one calibration. Basic composition alone left the joint ε well under the target (5.73 for ε = 8 at 1,000
+devices and f = 0.5: 24–26% more noise than needed; 10–12% at the default f = 0.1).
 """
 from __future__ import annotations
 
@@ -74,9 +77,10 @@ class GaussianPlan:
     env_clip_norm: float
     """ENV_L2_BOUND."""
     env_epsilon: float
-    """ε of the environment release alone, at δ/2."""
+    """ε of the environment release alone, at δ/2 (the parts are not additive: the run's ε is their joint
+    composition, calibrated to the target)."""
     rewards_epsilon: float
-    """ε of every budgeted reward release together, at δ/2."""
+    """ε of every budgeted reward release together, alone, at δ/2."""
 
 
 def plan_gaussian(target_epsilon: float, target_delta: float, reward_values: int, reward_releases: int,
@@ -86,9 +90,20 @@ def plan_gaussian(target_epsilon: float, target_delta: float, reward_values: int
     with ``env_fraction`` of ε for the environment."""
     if not 0 < env_fraction < 1:
         raise ValueError(f"env_fraction must be in (0, 1), got {env_fraction}")
-    env_eps, rewards_eps = env_fraction * target_epsilon, (1 - env_fraction) * target_epsilon
-    z_env = calibrate_noise_multiplier(env_eps, target_delta / 2, 1)
-    z = calibrate_noise_multiplier(rewards_eps, target_delta / 2, reward_releases)
+    z_env = calibrate_noise_multiplier(env_fraction * target_epsilon, target_delta / 2, 1)
+    z = calibrate_noise_multiplier((1 - env_fraction) * target_epsilon, target_delta / 2, reward_releases)
+    scale = joint_scale(z_env, z, reward_releases, target_epsilon, target_delta)
+    z_env, z = scale * z_env, scale * z
     clip = reward_clip_norm(reward_values, clip_share)
     return GaussianPlan(z, z * gaussian_sensitivity(clip, reward_values), clip, z_env,
-                        z_env * gaussian_sensitivity(ENV_L2_BOUND, env_values), ENV_L2_BOUND, env_eps, rewards_eps)
+                        z_env * gaussian_sensitivity(ENV_L2_BOUND, env_values), ENV_L2_BOUND,
+                        gaussian_epsilon(z_env, 1, target_delta / 2),
+                        gaussian_epsilon(z, reward_releases, target_delta / 2))
+
+
+def joint_scale(env_multiplier: float, multiplier: float, releases: int, epsilon: float, delta: float) -> float:
+    """The factor c for which one environment release of noise multiplier c·``env_multiplier`` and ``releases``
+    reward releases of c·``multiplier`` compose (RDP) to at most (ε, δ): they are one Gaussian of multiplier
+    c / √(2ρ) with ρ = 1/(2·z_env²) + releases/(2·z²), so c is √(2ρ) times that Gaussian's calibrated z."""
+    rho = 0.5 / env_multiplier ** 2 + 0.5 * releases / multiplier ** 2
+    return calibrate_noise_multiplier(epsilon, delta, 1) * math.sqrt(2 * rho)

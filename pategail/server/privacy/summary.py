@@ -69,8 +69,9 @@ def _mechanism_fields(plan: PrivacyPlan, accountant: PrivacyAccountant, devices:
                    noise_multiplier=g["noise_multiplier"], env_noise_multiplier=g["env_noise_multiplier"],
                    noise_std_on_mean=g["noise_std"] / devices,
                    epsilon_parts={"environment": g["env_epsilon"], "rewards": g["rewards_epsilon"],
-                                  "split": "basic composition, each part at δ/2; epsilon_total is the joint RDP "
-                                           "composition of what was released"})
+                                  "split": "env_epsilon_fraction sets the ratio of the two noise multipliers; both "
+                                           "are scaled together until the joint RDP composition is the total; "
+                                           "each part's ε is that part alone at δ/2 (not additive)"})
     else:
         out.update(clip_norm=None, noise_multiplier=None,
                    noise_std_on_mean=math.sqrt(2) * plan.sum_noise_scale / devices,
