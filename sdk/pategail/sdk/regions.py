@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -84,6 +85,15 @@ def regions(tree: CellTree, max_cells: int = REGION_CELLS) -> np.ndarray:
 
 
 def region_map(cells: np.ndarray, max_cells: int = REGION_CELLS) -> np.ndarray:
-    """int64 (n_cells,): the region of every cell of a (n_cells, 2) table of latitude, longitude."""
-    cells = np.asarray(cells, dtype=np.float64)
-    return regions(CellTree.from_coordinates(cells[:, 0], cells[:, 1]), max_cells)
+    """int64 (n_cells,): the region of every cell of a (n_cells, 2) table of latitude, longitude (read-only:
+    the map of one table is built once and shared, since a simulated fleet asks for it once per user)."""
+    cells = np.ascontiguousarray(cells, dtype=np.float64)
+    return _region_map(cells.tobytes(), cells.shape, int(max_cells))
+
+
+@lru_cache(maxsize=8)
+def _region_map(table: bytes, shape: tuple[int, ...], max_cells: int) -> np.ndarray:
+    cells = np.frombuffer(table, dtype=np.float64).reshape(shape)
+    out = regions(CellTree.from_coordinates(cells[:, 0], cells[:, 1]), max_cells)
+    out.flags.writeable = False
+    return out
