@@ -3,7 +3,8 @@ of N devices under the default configuration (pategail.population; BENCHMARKS.md
 
     .venv/bin/python benchmarks/population.py --data runs/pategail-geolife --devices 1000 --rounds 3
 
-Prints one JSON line. ``--ray-workers W`` runs the shards on a local Ray cluster of W workers.
+Prints one JSON line. ``--ray-workers W`` runs the shards on a local Ray cluster of W workers, ``--processes P``
+in P processes of this machine (one thread each).
 """
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ def main():
     ap.add_argument("--devices", type=int, required=True)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--ray-workers", type=int, default=None)
+    ap.add_argument("--processes", type=int, default=None, help="shard processes (default: shards in this process)")
     ap.add_argument("--keep", type=Path, default=None, help="run directory to keep (default: a temporary one)")
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
@@ -52,7 +54,7 @@ def main():
                                           config.min_survivors, config.secagg_colluders))
         population = resample_population(ds.users, args.devices, seed=0)
         fleet = PopulationFleet(ds, population, bundle, seed=0, state_dir=root / "population",
-                                ray_workers=args.ray_workers)
+                                ray_workers=args.ray_workers, processes=args.processes)
         coordinator = Coordinator(config, fleet, ds.cells, root, seed=0)
         setup = time.perf_counter() - t0
         t = time.perf_counter()
@@ -61,13 +63,16 @@ def main():
         times = []
         coordinator.train(on_round=lambda s: times.append(s.seconds))
         print(json.dumps({"devices": args.devices, "source_users": len(ds.users), "rounds": args.rounds,
-                          "ray_workers": args.ray_workers, "shards": len(fleet.shards),
+                          "ray_workers": args.ray_workers, "processes": args.processes,
+                          "shards": len(fleet.shards),
                           "secagg_degree_sdk_default": secagg_degree_for(args.devices),
                           "setup_seconds": round(setup, 1), "environment_release_seconds": round(environment, 1),
                           "seconds_per_round": [round(x, 1) for x in times],
                           "peak_rss_gb_driver": round(peak_rss_gb(), 2),
                           "days_per_round": config.days_per_round, "disc_steps": config.disc_steps}))
     finally:
+        if "fleet" in locals():
+            fleet.close()
         if args.keep is None:
             shutil.rmtree(root, ignore_errors=True)
 

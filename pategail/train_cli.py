@@ -43,6 +43,10 @@ def register(sub) -> None:
                        help="threads of the population fleet in this process (default: one a core); its devices "
                             "compute the same numbers with any number (unlike --threads, which is the "
                             "coordinator's)")
+    scale.add_argument("--population-processes", type=int, default=None, metavar="N",
+                       help="run the population fleet's devices in N processes of this machine, one thread each "
+                            "(threads in one process stop scaling near 2 cores); the same numbers as in one "
+                            "process")
     p.set_defaults(func=run_train)
 
 
@@ -102,6 +106,12 @@ def run_train(args) -> int:
         raise PategailError(f"--threads {args.threads}: must be at least 1")
     if args.population_threads is not None and args.population_threads < 1:
         raise PategailError(f"--population-threads {args.population_threads}: must be at least 1")
+    if args.population_processes is not None:
+        if args.population_processes < 1:
+            raise PategailError(f"--population-processes {args.population_processes}: must be at least 1")
+        if args.population_threads is not None or args.ray_address is not None or args.ray_workers is not None:
+            raise PategailError("--population-processes runs the devices in processes of one thread each; leave "
+                                "out --population-threads and --ray-address/--ray-workers")
     # Multi-threaded CPU kernels split reductions by thread count and timing, so two processes with the same
     # seed drifted apart by a float quantum that the adversarial game amplifies; one thread is bit-exact.
     torch.set_num_threads(args.threads)
@@ -120,9 +130,9 @@ def run_train(args) -> int:
         users = choose_users(dataset.users, args.devices, args.seed)
     fleet_kind = args.fleet if args.fleet != "auto" else ("sdk" if len(users) <= SDK_FLEET_MAX else "population")
     if fleet_kind == "sdk" and (args.ray_address is not None or args.ray_workers is not None
-                                or args.population_threads is not None):
-        raise PategailError("--ray-address/--ray-workers/--population-threads run the population fleet; add "
-                            "--fleet population")
+                                or args.population_threads is not None or args.population_processes is not None):
+        raise PategailError("--ray-address/--ray-workers/--population-threads/--population-processes run the "
+                            "population fleet; add --fleet population")
     # What the run's journal and devices belong to: a resumed run must be the same run (a release in the
     # journal is re-used, so it must come from the same configuration, seed, data and devices).
     identity = {"config": config.to_dict(), "seed": args.seed, "data": str(args.data.resolve()),
@@ -133,8 +143,12 @@ def run_train(args) -> int:
     check_run_marker(run, identity, args.resume)
     with _run_log(run / "train.log", quiet_terminal=not (args.verbose or args.no_progress)) as console_level:
         fleet = _fleet(args, fleet_kind, dataset, users, population, run, config)
-        return run_coordinator(args, config, dataset, run, fleet, downstream_config, console_level,
-                               population=population)
+        try:
+            return run_coordinator(args, config, dataset, run, fleet, downstream_config, console_level,
+                                   population=population)
+        finally:
+            if hasattr(fleet, "close"):
+                fleet.close()
 
 
 def check_run_marker(run: Path, identity: dict, resume: bool) -> None:
@@ -171,7 +185,7 @@ def _fleet(args, kind: str, dataset, users, population, run: Path, config):
     return PopulationFleet(dataset, population or one_device_per_user(users, args.seed, len(dataset.users)),
                            initial_bundle, seed=args.seed, state_dir=run / "population",
                            ray_address=args.ray_address, ray_workers=args.ray_workers,
-                           workers=args.population_threads)
+                           workers=args.population_threads, processes=args.population_processes)
 
 
 def ensure_initial_bundle(config, dataset, seed: int, run: Path) -> Path:

@@ -14,20 +14,26 @@ coordinator's budget check still stops a run at its target), and local generatio
 (PolicyUpdate is checked and acknowledged).
 
 Shards: the devices split into ``shards`` ranges of whole chunks (pategail.population.shard); with
-``ray_address`` (or ``ray_workers``) each shard is a Ray actor (one thread each), else an object of this
+``ray_address`` (or ``ray_workers``) each shard is a Ray actor (one thread each); with ``processes`` each
+shard is a process of this machine (one thread each: numpy's small products hold the GIL, so threads in one
+process stop scaling near 2 cores and processes are how one machine's cores are used); else an object of this
 process whose chunks run on ``workers`` threads (default: one a core) — the result is the same numbers every
-way (devices are computed in chunks of ``chunk`` consecutive ids, whatever the shards and threads).
+way (devices are computed in chunks of ``chunk`` consecutive ids, whatever the shards, threads or processes).
+Remote shards (actors, processes) are all sent a request before any answer is awaited, so they work at once.
 """
 from __future__ import annotations
 
 import logging
 import math
+import multiprocessing
 import os
 import time
+import traceback
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
+import torch
 
 from pategail.errors import PategailError
 from pategail.sdk.bundle import load_bundle, open_training_session
@@ -71,16 +77,95 @@ def shard_ranges(n_devices: int, shards: int, chunk: int = CHUNK) -> list[tuple[
 
 
 class _RayShard:
-    """A shard running as a Ray actor, called like a local one (each call waits for its result)."""
+    """A shard running as a Ray actor: :meth:`submit` sends a call, the function it returns waits for the
+    result."""
 
     def __init__(self, actor):
         self._actor = actor
 
-    def __getattr__(self, name):
+    def submit(self, name: str, *args):
         import ray
 
-        method = getattr(self._actor, name)
-        return lambda *args: ray.get(method.remote(*args))
+        ref = getattr(self._actor, name).remote(*args)
+        return lambda: ray.get(ref)
+
+
+def _serve_shard(conn, args: tuple) -> None:
+    """A shard process's life: build the shard, then answer ``(method, args)`` calls until ``None`` or the
+    pipe closes. Each answer is ``(True, value)`` or ``(False, exception)`` (its traceback added as a note)."""
+    torch.set_num_threads(1)            # the processes are the parallelism
+    try:
+        shard = PopulationShard(*args)
+    except Exception as err:            # noqa: BLE001 — handed to the fleet, which raises it
+        err.add_note(traceback.format_exc())
+        conn.send((False, err))
+        return
+    conn.send((True, None))
+    while True:
+        try:
+            call = conn.recv()
+        except EOFError:
+            return
+        if call is None:
+            return
+        name, call_args = call
+        try:
+            conn.send((True, getattr(shard, name)(*call_args)))
+        except Exception as err:        # noqa: BLE001
+            err.add_note(f"in the population shard process {os.getpid()}:\n{traceback.format_exc()}")
+            conn.send((False, err))
+
+
+class _ProcessShard:
+    """A shard in a process of its own (started by ``spawn``: a fresh interpreter, so no thread pool of this
+    process is inherited half-way), called through a pipe like a Ray actor."""
+
+    def __init__(self, args: tuple):
+        context = multiprocessing.get_context("spawn")
+        self._conn, child = context.Pipe()
+        self._process = context.Process(target=_serve_shard, args=(child, args), daemon=True,
+                                        name=f"pategail-shard-{args[0][0] if len(args[0]) else 0}")
+        self._process.start()
+        child.close()
+
+    def _ended(self) -> PategailError:
+        self._process.join(5)
+        return PategailError(f"a population shard process ended (exit code {self._process.exitcode}); the run "
+                             "can be resumed with --resume")
+
+    def _answer(self):
+        try:
+            ok, value = self._conn.recv()
+        except (EOFError, OSError):
+            raise self._ended() from None
+        if not ok:
+            raise value
+        return value
+
+    def _refuse(self):
+        raise self._ended()
+
+    def ready(self) -> None:
+        """Wait until the shard is built (its error, if it could not be)."""
+        self._answer()
+
+    def submit(self, name: str, *args):
+        try:
+            self._conn.send((name, args))
+        except OSError:                 # the process is gone: said when its answer is awaited
+            return self._refuse
+        return self._answer
+
+    def close(self) -> None:
+        if self._process.is_alive():
+            try:
+                self._conn.send(None)
+            except OSError:
+                pass
+            self._process.join(10)
+            if self._process.is_alive():
+                self._process.terminate()
+        self._conn.close()
 
 
 def start_ray(address: str | None, workers: int | None):
@@ -105,11 +190,15 @@ class PopulationFleet:
     def __init__(self, dataset, population: Population, bundle_dir: Path, seed: int = 0,
                  state_dir: Path | None = None, *, dropout: float = 0.0, shards: int = 1,
                  ray_address: str | None = None, ray_workers: int | None = None, chunk: int = CHUNK,
-                 workers: int | None = None):
+                 workers: int | None = None, processes: int | None = None):
         if not 0 <= dropout < 1:
             raise PategailError(f"dropout must be in [0, 1), got {dropout}")
         if workers is not None and workers < 1:
             raise PategailError(f"the population fleet's threads must be at least 1, got {workers}")
+        if processes is not None and processes < 1:
+            raise PategailError(f"the population fleet's processes must be at least 1, got {processes}")
+        if processes is not None and (ray_address is not None or ray_workers is not None):
+            raise PategailError("the population fleet runs its shards on Ray or in processes, not both")
         t0 = time.perf_counter()
         self.population = population
         self.seed = seed
@@ -122,29 +211,62 @@ class PopulationFleet:
             ray = start_ray(ray_address, ray_workers)
             shards = max(shards, int(ray.cluster_resources().get("CPU", 1)))
             remote = ray.remote(num_cpus=1)(PopulationShard)
+        if processes is not None:
+            shards = max(shards, processes)
         self.ranges = shard_ranges(len(population), shards, chunk)
+        self.processes = processes is not None
         self.shards = []
         for lo, hi in self.ranges:
             days = population.devices_days(dataset, lo, hi)
             where = None if state_dir is None else Path(state_dir) / f"devices-{lo}-{hi - 1}"
             if self.distributed:
                 self.shards.append(_RayShard(remote.remote(np.arange(lo, hi), days, model, where, chunk)))
+            elif self.processes:
+                self.shards.append(_ProcessShard((np.arange(lo, hi), days, model, where, chunk, 1)))
             else:
                 self.shards.append(PopulationShard(np.arange(lo, hi), days, model, where, chunk,
                                                    workers or len(os.sched_getaffinity(0))))
+        if self.processes:
+            try:
+                for shard in self.shards:         # built at once, each in its process
+                    shard.ready()
+            except BaseException:
+                self.close()
+                raise
         self._last: tuple[bytes, bytes] | None = None
         self._pending: np.ndarray | None = None
         self._pending_ids: frozenset[int] = frozenset()
         self._length = 0
         self.setup_seconds = time.perf_counter() - t0
+        where = " on Ray" if self.distributed else " (one process each)" if self.processes else ""
         log.info("population fleet: %d simulated devices (%s) in %d shard(s)%s, set up in %.1f s", len(population),
-                 population.method, len(self.shards), " on Ray" if self.distributed else "", self.setup_seconds)
+                 population.method, len(self.shards), where, self.setup_seconds)
+
+    def _on_every_shard(self, name: str, *args) -> list:
+        """``shard.name(*args)`` for every shard, in shard order; remote shards all start before any is
+        awaited."""
+        answers = [shard.submit(name, *args) if hasattr(shard, "submit") else None for shard in self.shards]
+        results, failure = [], None
+        for shard, answer in zip(self.shards, answers):
+            try:                            # every answer is read, so that no pipe keeps a stale one
+                results.append(getattr(shard, name)(*args) if answer is None else answer())
+            except Exception as err:        # noqa: BLE001 — the first failure is raised below
+                failure = failure or err
+        if failure is not None:
+            raise failure
+        return results
+
+    def close(self) -> None:
+        """Stop the shard processes (nothing to do for in-process shards or Ray actors)."""
+        for shard in self.shards:
+            if isinstance(shard, _ProcessShard):
+                shard.close()
 
     def describe(self) -> dict:
         """report.json's ``fleet`` entry."""
         return {"kind": "population", "simulation": "ideal secure aggregation (exact sum + the protocol's noise)",
                 "devices": len(self.device_ids), "shards": len(self.shards), "ray": self.distributed,
-                "dropout": self.dropout}
+                "processes": len(self.shards) if self.processes else 0, "dropout": self.dropout}
 
     def public_keys(self) -> dict:
         """None: simulated devices hold no keys (the secure sum is the ideal functionality)."""
@@ -168,10 +290,10 @@ class PopulationFleet:
             return Ack(msg.round, KIND_NAMES[KIND_POLICY_UPDATE], 0).to_bytes()
         t0 = time.perf_counter()
         if isinstance(msg, RoundRequest):
-            parts = [s.round_request(msg) for s in self.shards]
+            parts = self._on_every_shard("round_request", msg)
             kind = KIND_ROUND_REQUEST
         else:
-            parts = [s.environment_request(msg.region_cells) for s in self.shards]
+            parts = self._on_every_shard("environment_request", msg.region_cells)
             kind = KIND_INITIAL_STATES_REQUEST
         self._pending = np.sum(parts, axis=0)
         self._length = len(self._pending) // 2
@@ -201,14 +323,14 @@ class PopulationFleet:
             # each device's upload is a clipped function of its own vector (centred block means, L2 norm ≤ C),
             # so the sum is taken over the contributors' uploads, recomputed from the shards' state
             total = np.zeros(2 * m, dtype=np.int64)          # slots m..2m-1: no Σ D² in this mechanism
-            for part in (s.contributions(contributors, config) for s in self.shards):
+            for part in self._on_every_shard("contributions", contributors, config):
                 if part is not None:
                     total[:m] += part
         else:
             total = self._pending.copy()
             left_out = self._pending_ids - set(contributors)
             if left_out:
-                for part in (s.contributions(sorted(left_out)) for s in self.shards):
+                for part in self._on_every_shard("contributions", sorted(left_out)):
                     if part is not None:
                         total -= part
         divisor = config.n_min - config.colluders
@@ -222,4 +344,4 @@ class PopulationFleet:
 
     def parameters(self) -> np.ndarray:
         """float32 (N, P): every device's discriminator, in device order."""
-        return np.concatenate([s.parameters() for s in self.shards])
+        return np.concatenate(self._on_every_shard("parameters"))

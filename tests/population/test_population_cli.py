@@ -30,9 +30,10 @@ def test_train_on_a_resampled_population(data, tmp_path, capsys):
     run = tmp_path / "run"
     assert main(["-q", "train", "--data", str(d), "--out", str(run), "--no-privacy", "--config", str(config),
                  "--population", "24", "--population-days", "0.5", "--fleet", "population", "--no-downstream",
-                 "--no-progress", "--population-threads", "2"]) == 0
+                 "--no-progress", "--population-processes", "2"]) == 0
     report = json.loads((run / "report.json").read_text())
     assert report["fleet"]["kind"] == "population" and report["fleet"]["devices"] == 24
+    assert report["fleet"]["processes"] == report["fleet"]["shards"] == 1     # 24 devices: one chunk of 256
     assert report["population"] == {"devices": 24, "source_users": 10,
                                     "method": "whole users drawn with replacement, each device a random 0.5 of "
                                               "its days"}
@@ -60,6 +61,10 @@ def test_the_sdk_fleet_reports_itself(data, tmp_path):
     (["--devices", "3", "--ray-workers", "2"], "add --fleet population"),
     (["--devices", "3", "--population-threads", "2"], "add --fleet population"),
     (["--population", "5", "--population-threads", "0"], "--population-threads 0: must be at least 1"),
+    (["--devices", "3", "--population-processes", "2"], "add --fleet population"),
+    (["--population", "5", "--population-processes", "0"], "--population-processes 0: must be at least 1"),
+    (["--population", "5", "--population-processes", "2", "--population-threads", "2"],
+     "leave out --population-threads"),
 ])
 def test_bad_combinations_are_one_line_errors(data, tmp_path, capsys, extra, message):
     d, _ = data

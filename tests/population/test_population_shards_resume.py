@@ -1,5 +1,5 @@
 """The population fleet gives the same numbers however it is split and however often it is stopped: 12
-devices in chunks of 4 over 1 or 3 in-process shards, 1 or 3 threads, or 2 Ray workers (a local cluster),
+devices in chunks of 4 over 1 or 3 in-process shards, 1 or 3 threads, 2 processes, or 2 Ray workers (a local cluster),
 release the same sums and end with the same discriminators and policy, bit for bit; a run killed in the
 middle of round 3 (after the devices trained, before the release) resumes from the checkpoints — the
 coordinator's and the fleet's own (every discriminator and both AdamW moments) — to the uninterrupted
@@ -7,11 +7,13 @@ result."""
 from __future__ import annotations
 
 import importlib.util
+import os
 
 import numpy as np
 import pytest
 import torch
 
+from pategail.errors import PategailError
 from pategail.population.fleet import PopulationFleet
 from pategail.population.resample import resample_population
 
@@ -82,6 +84,45 @@ def test_three_shards_give_the_single_shard_result(tmp_path, dataset, population
     fleet = PopulationFleet(dataset, population, run_bundle, seed=0, shards=3, chunk=CHUNK)
     assert fleet.ranges == [(0, 4), (4, 8), (8, 12)]
     assert_same(outcome(train(fleet, dataset.cells, tmp_path / "run", short_config), fleet), uninterrupted)
+
+
+def test_two_processes_give_the_single_process_result(tmp_path, dataset, population, run_bundle, short_config,
+                                                      train, uninterrupted):
+    fleet = PopulationFleet(dataset, population, run_bundle, seed=0, state_dir=tmp_path / "state", chunk=CHUNK,
+                            processes=2)
+    try:
+        assert fleet.describe()["processes"] == 2 and fleet.ranges == [(0, 8), (8, 12)]
+        processes = [s._process for s in fleet.shards]
+        assert len({p.pid for p in processes} | {os.getpid()}) == 3 and all(p.is_alive() for p in processes)
+        assert_same(outcome(train(fleet, dataset.cells, tmp_path / "run", short_config), fleet), uninterrupted)
+        # each process kept its own devices' state on disk, as an in-process shard does
+        assert sorted(p.parent.name for p in (tmp_path / "state").rglob("state-3.npz")) == ["devices-0-7",
+                                                                                          "devices-8-11"]
+    finally:
+        fleet.close()
+    assert not any(p.is_alive() for p in processes)
+
+
+def test_a_dead_shard_process_is_a_clear_error(tmp_path, dataset, population, run_bundle):
+    fleet = PopulationFleet(dataset, population, run_bundle, seed=0, chunk=CHUNK, processes=2)
+    try:
+        assert fleet.parameters().shape[0] == N_DEVICES
+        fleet.shards[1]._process.kill()
+        fleet.shards[1]._process.join()
+        with pytest.raises(PategailError, match="population shard process ended .*--resume"):
+            fleet.parameters()
+        # the living shard answered too: its pipe holds no stale answer for the next call
+        np.testing.assert_array_equal(fleet.shards[0].submit("parameters")()[:1], fleet.shards[0].submit(
+            "parameters")()[:1])
+    finally:
+        fleet.close()
+
+
+def test_processes_are_not_combined_with_ray(dataset, population, run_bundle):
+    with pytest.raises(PategailError, match="Ray or in processes"):
+        PopulationFleet(dataset, population, run_bundle, processes=2, ray_workers=2)
+    with pytest.raises(PategailError, match="at least 1"):
+        PopulationFleet(dataset, population, run_bundle, processes=0)
 
 
 @pytest.mark.slow
