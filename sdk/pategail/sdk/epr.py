@@ -83,39 +83,54 @@ class ExploreLaw:
     an agent explores from the cell (memory grows with the cells explored from: at most n_cells × K float64
     and n_cells × n_cells int16; without a place law one cumulative row serves every cell). Forming and
     summing the K weights afresh at every explore move was the largest part of the environment's cost.
-    Tables of more than ``RANK_TABLE_MAX`` cells keep no ranks (:attr:`fast` False: the environment then
-    draws from the masked weights directly)."""
+    Tables of more than ``RANK_TABLE_MAX`` cells keep no ranks (:attr:`fast` False): the environment then
+    zeroes the visited candidates' weights, kept per cell, and sums them at every move (the draw of before)."""
 
     def __init__(self, neighbours: np.ndarray, rank_weight: np.ndarray, relevance: np.ndarray | None):
         self.neighbours = neighbours
         self.rank_weight = rank_weight
         self.relevance = relevance
         n, k = neighbours.shape
-        self.cumulative = np.empty((n if relevance is not None else 1, k), dtype=np.float64)  # pages untouched
-        self._summed = np.zeros(len(self.cumulative), dtype=bool)                                # until used
         self.fast = n <= RANK_TABLE_MAX
+        # the cumulative weights (fast) or the weights (not) of the cells explored from; pages untouched
+        # until used; without a place law one row serves every cell
+        self._table = np.empty((n if relevance is not None else 1, k), dtype=np.float64)
+        self._known = np.zeros(len(self._table), dtype=bool)
         if self.fast:
             self._rank = np.empty((n, n), dtype=np.int16 if k < np.iinfo(np.int16).max else np.int32)
             self._ranked = np.zeros(n, dtype=bool)
 
-    def rows(self, cells: np.ndarray) -> np.ndarray:
-        """float64 (m, K): the weights of the candidates of each of ``cells`` (m,), a fresh array."""
+    def _weights(self, cells: np.ndarray) -> np.ndarray:
         if self.relevance is None:
             return np.repeat(self.rank_weight[None, :], len(cells), axis=0)
         return self.rank_weight[None, :] * self.relevance[self.neighbours[cells]]
 
-    def cumulative_rows(self, cells: np.ndarray) -> np.ndarray:
-        """int64 (m,): the row of :attr:`cumulative` (float64 (R, K), the candidates' cumulative weights) that
-        holds the law of each of ``cells``; rows are filled here the first time they are asked for."""
-        if self.relevance is None:
-            rows = np.zeros(len(cells), dtype=np.int64)
-        else:
-            rows = np.asarray(cells, dtype=np.int64)
-        missing = np.unique(rows[~self._summed[rows]])
+    def _rows_of(self, cells: np.ndarray) -> np.ndarray:
+        """The rows of the kept table for ``cells``, filled here the first time they are asked for."""
+        rows = np.asarray(cells, dtype=np.int64) if self.relevance is not None else np.zeros(len(cells), np.int64)
+        missing = np.unique(rows[~self._known[rows]])
         if len(missing):
-            self.cumulative[missing] = np.cumsum(self.rows(missing), axis=1)
-            self._summed[missing] = True
+            w = self._weights(missing)
+            self._table[missing] = np.cumsum(w, axis=1) if self.fast else w
+            self._known[missing] = True
         return rows
+
+    def rows(self, cells: np.ndarray) -> np.ndarray:
+        """float64 (m, K): the weights of the candidates of each of ``cells`` (m,), a fresh array."""
+        if self.fast or self.relevance is None:
+            return self._weights(cells)
+        return self._table[self._rows_of(cells)]
+
+    @property
+    def cumulative(self) -> np.ndarray:
+        """float64 (R, K): rows of the candidates' cumulative weights (:meth:`cumulative_rows` says which)."""
+        if not self.fast:
+            raise RuntimeError("this explore law keeps weights, not cumulative weights")
+        return self._table
+
+    def cumulative_rows(self, cells: np.ndarray) -> np.ndarray:
+        """int64 (m,): the row of :attr:`cumulative` that holds the law of each of ``cells``."""
+        return self._rows_of(cells)
 
     def ranks(self, origins: np.ndarray, cells: np.ndarray) -> np.ndarray:
         """int (m, S): the rank − 1 (column of ``neighbours``) of cells[i, j] among the candidates of
