@@ -1,5 +1,5 @@
 """Throughput of day generation on one core: days per CPU second and peak memory, before and after the
-fixed-length key/value cache buffers (issue 17).
+fixed-length key/value cache buffers and the explore draw from kept cumulative weights (issue 17).
 
 Usage (standalone; needs the project installed, e.g. ``make setup``):
 
@@ -15,14 +15,14 @@ model (a cache grown by concatenation at every slot, as bundles of issue 17's fi
    incremental model, ``--reps`` times after a warm-up (the best and the mean are reported), and the old
    full-prefix path for ``--old-days`` days (0 skips it; it is slow);
 2. ``pategail generate`` end to end in a child process for ``--days`` and ``--big`` days (default 100,000) with
-   each bundle: bundle loading and checks, geometry, generation in batches of 1,000, the CSV streamed to
+   each variant: bundle loading and checks, geometry, generation in batches of 1,000, the CSV streamed to
    disk; wall time, CPU time (user + system of the child) and peak RSS (VmHWM, read from /proc at exit),
    with torch made unimportable as on a phone.
 
 Everything runs on one core: the process and its children are pinned to ``--cpu`` (default 0; -1: no pin),
 ONNX Runtime uses ``--threads`` intra-op threads in process (the CLI always uses one, as devices do), and
-numpy's BLAS one thread. Both bundles share today's environment code, so the in-process rows isolate the
-policy model and its cache. On a shared machine wall time overstates the cost; CPU time is what the process
+numpy's BLAS one thread. "concat" and "buffers" share today's environment code, so their difference is the
+policy model and its cache; "session3" and "buffers" share the model, so theirs is the explore draw. On a shared machine wall time overstates the cost; CPU time is what the process
 itself was scheduled for, so both are printed, with the load average before and after each measurement.
 Prints a markdown table and, last, one line ``JSON {...}`` with every figure (also written to ``--json``).
 """
@@ -45,7 +45,11 @@ import numpy as np
 
 _CHILD = textwrap.dedent("""
     import sys, json
+    import os
     sys.modules["torch"] = None    # as on a phone: the onnxruntime-training wheel imports torch when it can
+    if os.environ.get("PATEGAIL_BENCH_SESSION3_EXPLORE"):
+        import pategail.sdk.epr
+        pategail.sdk.epr.RANK_TABLE_MAX = 0                      # the explore draw of issue 17's session 3
     from pategail.sdk.cli import main
     rc = main(sys.argv[1:])
     hwm = int(next(l for l in open('/proc/self/status') if l.startswith('VmHWM')).split()[1])
@@ -76,13 +80,14 @@ def timed(fn):
     return out, {"wall_s": time.perf_counter() - w, "cpu_s": time.process_time() - c, "load": [l0, load()]}
 
 
-def cli(bundle: Path, days: int, out: Path, cpu: int) -> dict:
+def cli(bundle: Path, days: int, out: Path, cpu: int, session3_explore: bool = False) -> dict:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     l0, t0 = load(), time.perf_counter()
     pin = ["taskset", "-c", str(cpu)] if cpu >= 0 and shutil.which("taskset") else []
     cmd = [*pin, sys.executable, "-c", _CHILD, "-q", "generate", "--bundle", str(bundle), "--days", str(days),
            "--out", str(out), "--seed", "0"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **_ONE_THREAD})
+    env = {**os.environ, **_ONE_THREAD, **({"PATEGAIL_BENCH_SESSION3_EXPLORE": "1"} if session3_explore else {})}
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode:
@@ -132,11 +137,19 @@ def untrained_bundles(data: Path, out: Path) -> tuple[Path, Path]:
     return new, old
 
 
-def in_process(bundle_dir: Path, rows: np.ndarray, threads: int, reps: int) -> tuple[dict, np.ndarray]:
+def in_process(bundle_dir: Path, rows: np.ndarray, threads: int, reps: int,
+               session3_explore: bool = False) -> tuple[dict, np.ndarray]:
+    import pategail.sdk.epr as epr
     from pategail.sdk.bundle import load_bundle, open_generation_session
     from pategail.sdk.epr import CellGeometry
     from pategail.sdk.generate import generate_days
 
+    if session3_explore:
+        today, epr.RANK_TABLE_MAX = epr.RANK_TABLE_MAX, 0
+        try:
+            return in_process(bundle_dir, rows, threads, reps)
+        finally:
+            epr.RANK_TABLE_MAX = today
     bundle = load_bundle(bundle_dir)
     env = bundle.environment
     geometry = CellGeometry.build(env.cells, env.candidates)
@@ -187,14 +200,15 @@ def main() -> None:
             variants = {"bundle": args.bundle}
         else:
             new, old = untrained_bundles(args.data, tmp)
-            variants = {"concat": old, "buffers": new}
+            variants = {"concat": old, "session3": new, "buffers": new}
         env = load_bundle(next(iter(variants.values()))).environment
         rng = np.random.default_rng(0)
         w = env.initial_weights / env.initial_weights.sum()
         rows = env.initial_states[rng.choice(len(w), size=args.days, p=w)]
         result["in_process"], days = {}, {}
         for name, path in variants.items():
-            result["in_process"][name], days[name] = in_process(path, rows, args.threads, args.reps)
+            result["in_process"][name], days[name] = in_process(path, rows, args.threads, args.reps,
+                                                                session3_explore=name == "session3")
         today = list(variants)[-1]                        # "buffers", or "bundle" with --bundle
         result["same_days"] = all(np.array_equal(d, days[today]) for d in days.values())
         if args.old_days:
@@ -213,7 +227,7 @@ def main() -> None:
                                      places=env.places).days
             result["full_prefix"] = {"days": len(part), **r, "same_days": bool(np.array_equal(old_days, new_days))}
         if not args.no_cli:
-            result["cli"] = {name: [cli(path, n, tmp / f"{name}-{n}.csv", args.cpu)
+            result["cli"] = {name: [cli(path, n, tmp / f"{name}-{n}.csv", args.cpu, name == "session3")
                                     for n in (args.days, args.big) if n]
                              for name, path in variants.items()}
     result["load_end"] = load()
@@ -232,7 +246,8 @@ def _cpu_model() -> str:
 
 
 _LABEL = {"concat": "first incremental model (cache concatenated every slot)",
-          "buffers": "incremental model over cache buffers written in place",
+          "session3": "cache buffers, explore weights masked and summed every move (session 3)",
+          "buffers": "cache buffers, explore from kept cumulative weights (session 4)",
           "bundle": "the bundle's generation model"}
 
 
@@ -257,7 +272,7 @@ def _print_table(r: dict) -> None:
             print(f"| `pategail generate`, {_LABEL[name]} | {c['days']:,} | {c['cpu_s']:.2f} | "
                   f"{c['days'] / c['cpu_s']:,.0f} | {1e6 * c['cpu_s'] / c['days']:,.0f} | {c['wall_s']:.1f} | "
                   f"{c['peak_rss_mb']:.0f} | {c['load'][0]}–{c['load'][1]} |")
-    print(f"\nsame days for the same seed across the models: {r['same_days']}"
+    print(f"\nsame days for the same seed across the variants: {r['same_days']}"
           + (f"; full-prefix path: {r['full_prefix']['same_days']}" if "full_prefix" in r else ""))
 
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from pategail.sdk import explore_draw
 from pategail.sdk.contribution import DAYS_CAP, contribution_weight
 from pategail.sdk.day_state import DayState
 from pategail.sdk.features import EXPLORE, HOME, RETURN, SLOTS, STAY, label_actions
@@ -74,29 +75,80 @@ class CellGeometry:
 
 
 class ExploreLaw:
-    """The unnormalised explore weight of every candidate of every cell: ``rank_weight[r]`` for the cell of
-    rank r + 1, times its relevance under a place law. A cell's row is computed the first time an agent
-    explores from it and kept (memory grows with the cells explored from, at most n_cells × K float64): forming
-    the K weights afresh at every explore move was the largest part of the environment's cost."""
+    """The explore law of every cell: the weight of each of its K candidates, ``rank_weight[r]`` for the
+    cell of rank r + 1, times its relevance under a place law.
+
+    For the draw (:func:`pategail.sdk.explore_draw.masked_inverse_cdf`) it keeps, per cell, the cumulative
+    weights of its candidates and the rank of every cell among its candidates, each computed the first time
+    an agent explores from the cell (memory grows with the cells explored from: at most n_cells × K float64
+    and n_cells × n_cells int16; without a place law one cumulative row serves every cell). Forming and
+    summing the K weights afresh at every explore move was the largest part of the environment's cost.
+    Tables of more than ``RANK_TABLE_MAX`` cells keep no ranks (:attr:`fast` False): the environment then
+    zeroes the visited candidates' weights, kept per cell, and sums them at every move (the draw of before)."""
 
     def __init__(self, neighbours: np.ndarray, rank_weight: np.ndarray, relevance: np.ndarray | None):
         self.neighbours = neighbours
         self.rank_weight = rank_weight
         self.relevance = relevance
-        if relevance is not None:
-            self._table = np.empty(neighbours.shape, dtype=np.float64)     # pages untouched until used
-            self._known = np.zeros(len(neighbours), dtype=bool)
+        n, k = neighbours.shape
+        self.fast = n <= RANK_TABLE_MAX
+        # the cumulative weights (fast) or the weights (not) of the cells explored from; pages untouched
+        # until used; without a place law one row serves every cell
+        self._table = np.empty((n if relevance is not None else 1, k), dtype=np.float64)
+        self._known = np.zeros(len(self._table), dtype=bool)
+        if self.fast:
+            self._rank = np.empty((n, n), dtype=np.int16 if k < np.iinfo(np.int16).max else np.int32)
+            self._ranked = np.zeros(n, dtype=bool)
 
-    def rows(self, cells: np.ndarray) -> np.ndarray:
-        """float64 (m, K): a fresh copy of the weights of the candidates of each of ``cells`` (m,)."""
+    def _weights(self, cells: np.ndarray) -> np.ndarray:
         if self.relevance is None:
             return np.repeat(self.rank_weight[None, :], len(cells), axis=0)
-        missing = np.unique(cells[~self._known[cells]])
+        return self.rank_weight[None, :] * self.relevance[self.neighbours[cells]]
+
+    def _rows_of(self, cells: np.ndarray) -> np.ndarray:
+        """The rows of the kept table for ``cells``, filled here the first time they are asked for."""
+        rows = np.asarray(cells, dtype=np.int64) if self.relevance is not None else np.zeros(len(cells), np.int64)
+        missing = np.unique(rows[~self._known[rows]])
         if len(missing):
-            # the same product as rank_weight[None, :] * relevance[cand], so the same bits
-            self._table[missing] = self.rank_weight[None, :] * self.relevance[self.neighbours[missing]]
+            w = self._weights(missing)
+            self._table[missing] = np.cumsum(w, axis=1) if self.fast else w
             self._known[missing] = True
-        return self._table[cells]
+        return rows
+
+    def rows(self, cells: np.ndarray) -> np.ndarray:
+        """float64 (m, K): the weights of the candidates of each of ``cells`` (m,), a fresh array."""
+        if self.fast or self.relevance is None:
+            return self._weights(cells)
+        return self._table[self._rows_of(cells)]
+
+    @property
+    def cumulative(self) -> np.ndarray:
+        """float64 (R, K): rows of the candidates' cumulative weights (:meth:`cumulative_rows` says which)."""
+        if not self.fast:
+            raise RuntimeError("this explore law keeps weights, not cumulative weights")
+        return self._table
+
+    def cumulative_rows(self, cells: np.ndarray) -> np.ndarray:
+        """int64 (m,): the row of :attr:`cumulative` that holds the law of each of ``cells``."""
+        return self._rows_of(cells)
+
+    def ranks(self, origins: np.ndarray, cells: np.ndarray) -> np.ndarray:
+        """int (m, S): the rank − 1 (column of ``neighbours``) of cells[i, j] among the candidates of
+        origins[i] (m,), or K where it is not one of them."""
+        origins = np.asarray(origins, dtype=np.int64)
+        missing = np.unique(origins[~self._ranked[origins]])
+        if len(missing):
+            k = self.neighbours.shape[1]
+            self._rank[missing] = k
+            self._rank[missing[:, None], self.neighbours[missing]] = np.arange(k)
+            self._ranked[missing] = True
+        n = self._rank.shape[1]
+        return self._rank.reshape(-1).take(origins[:, None] * n + cells)
+
+
+RANK_TABLE_MAX = 8192
+"""Most cells for which :class:`ExploreLaw` keeps each explored-from cell's ranks of all cells (n_cells int16 a
+row: 16 KB at most, 128 MB if every cell of the largest table were explored from)."""
 
 
 def candidate_count(n_cells: int, candidates: int) -> int:
@@ -257,18 +309,48 @@ class EPREnvironment:
         return out
 
     def _sample_explore(self, rows: np.ndarray) -> np.ndarray:
+        """The explore destinations of agents ``rows``: a candidate not visited today, ∝ its weight, by inverse
+        CDF on one uniform per agent whose candidates are not all visited (the nearest unvisited cell for
+        the others, without a draw)."""
         if len(rows) == 0:
             return np.empty(0, dtype=np.int32)
         here = self.state.current[rows]
+        law, k = self._law, self.geometry.candidates
+        if not law.fast:
+            return self._draw_masked(rows, here, None)
+        # the visited candidates' columns, each once, in increasing order (K: not a candidate)
+        skip = np.sort(law.ranks(here, self.state.history()[rows]), axis=1)
+        skip[:, 1:][skip[:, 1:] == skip[:, :-1]] = k
+        skip.sort(axis=1)
+        full = (skip < k).sum(axis=1) == k                                     # all K nearest seen today
+        open_ = np.flatnonzero(~full)
+        out = np.empty(len(rows), dtype=np.int32)
+        if len(open_):
+            r = self.rng.random(len(open_))
+            index, sure = explore_draw.masked_inverse_cdf(law.cumulative, law.cumulative_rows(here[open_]),
+                                                          skip[open_], r, explore_draw.GUARD)
+            out[open_] = self.geometry.neighbours[here[open_], np.minimum(index, k - 1)]
+            if not sure.all():                 # too close to call in float sums: the masked cumulative sum
+                redo = open_[~sure]
+                out[redo] = self._draw_masked(rows[redo], here[redo], r[~sure])
+        for i in np.flatnonzero(full):
+            out[i] = self._nearest_unvisited(self.history()[rows[i]])
+        return out
+
+    def _draw_masked(self, rows: np.ndarray, here: np.ndarray, r: np.ndarray | None) -> np.ndarray:
+        """The explore draw the long way: the candidates' weights with the visited ones zeroed, their cumulative
+        sum, inverse CDF with the uniforms ``r`` (drawn here, one per agent not surrounded by visited cells,
+        when None)."""
         cand = self.geometry.neighbours[here]                                 # (m, K) by rank
         weights = self._law.rows(here)
         np.putmask(weights, self.state.visited(rows, cand), 0.0)              # never explore a visited cell
         cdf = np.cumsum(weights, axis=1, out=weights)
+        if r is not None:
+            return _pick_cdf(cand, cdf, r)
         full = cdf[:, -1] == 0                                                # all K nearest seen today
-        if not full.any():
-            return _pick_cdf(cand, cdf, self.rng)
         out = np.empty(len(rows), dtype=np.int32)
-        out[~full] = _pick_cdf(cand[~full], cdf[~full], self.rng)
+        if (~full).any():
+            out[~full] = _pick_cdf(cand[~full], cdf[~full], self.rng.random(int((~full).sum())))
         for i in np.flatnonzero(full):
             out[i] = self._nearest_unvisited(self.history()[rows[i]])
         return out
@@ -310,14 +392,14 @@ def _pick(values: np.ndarray, weights: np.ndarray, rng: np.random.Generator) -> 
     """One entry of each row of ``values``, drawn with probability proportional to ``weights``."""
     if len(values) == 0:
         return np.empty(0, dtype=np.int32)
-    return _pick_cdf(values, np.cumsum(weights, axis=1), rng)
+    return _pick_cdf(values, np.cumsum(weights, axis=1), rng.random(len(values)))
 
 
-def _pick_cdf(values: np.ndarray, cdf: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """:func:`_pick` given the rows' cumulative weights ``cdf`` (one uniform draw per row, inverse CDF)."""
+def _pick_cdf(values: np.ndarray, cdf: np.ndarray, r: np.ndarray) -> np.ndarray:
+    """:func:`_pick` given the rows' cumulative weights ``cdf`` and one uniform ``r`` per row (inverse CDF)."""
     if len(values) == 0:
         return np.empty(0, dtype=np.int32)
-    u = rng.random(len(values)) * cdf[:, -1]
+    u = r * cdf[:, -1]
     idx = (cdf <= u[:, None]).sum(axis=1)
     return values[np.arange(len(values)), np.minimum(idx, values.shape[1] - 1)].astype(np.int32)
 
