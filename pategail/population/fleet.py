@@ -46,7 +46,7 @@ from pategail.sdk.secagg.fixedpoint import SCALE, decode
 
 from .ideal import distributed_noise
 from .resample import Population
-from .shard import CHUNK, DeviceModel, PopulationShard
+from .shard import CHUNK, DeviceModel, PopulationShard, chunk_directory
 from .stacked import Layout, OptimiserSettings
 
 log = logging.getLogger(__name__)
@@ -74,6 +74,20 @@ def shard_ranges(n_devices: int, shards: int, chunk: int = CHUNK) -> list[tuple[
     shards = max(1, min(shards, chunks))
     bounds = [round(i * chunks / shards) * chunk for i in range(shards + 1)]
     return [(lo, min(hi, n_devices)) for lo, hi in zip(bounds, bounds[1:]) if lo < min(hi, n_devices)]
+
+
+def check_state_layout(state_dir: Path, n_devices: int, chunk: int) -> None:
+    """PategailError when ``state_dir`` holds devices' state in another layout than chunks of ``chunk`` ids
+    over ``n_devices`` (another population size, chunk, or an older version's per-shard files): resumed, those
+    devices would silently start again from the bundle."""
+    if not state_dir.is_dir():
+        return
+    expected = {chunk_directory(lo, min(lo + chunk, n_devices) - 1) for lo in range(0, n_devices, chunk)}
+    foreign = sorted(p.name for p in state_dir.iterdir() if p.name.startswith("devices-") and p.name not in expected)
+    if foreign:
+        raise PategailError(f"{state_dir}: holds devices' state this fleet cannot read ({foreign[0]}: another "
+                            f"population, chunk of devices, or version); resume it with the version and settings "
+                            "that made it, or start again in another --out")
 
 
 class _RayShard:
@@ -214,11 +228,13 @@ class PopulationFleet:
         if processes is not None:
             shards = max(shards, processes)
         self.ranges = shard_ranges(len(population), shards, chunk)
+        if state_dir is not None:
+            check_state_layout(Path(state_dir), len(population), chunk)
         self.processes = processes is not None
         self.shards = []
         for lo, hi in self.ranges:
             days = population.devices_days(dataset, lo, hi)
-            where = None if state_dir is None else Path(state_dir) / f"devices-{lo}-{hi - 1}"
+            where = None if state_dir is None else Path(state_dir)
             if self.distributed:
                 self.shards.append(_RayShard(remote.remote(np.arange(lo, hi), days, model, where, chunk)))
             elif self.processes:

@@ -95,9 +95,9 @@ def test_two_processes_give_the_single_process_result(tmp_path, dataset, populat
         processes = [s._process for s in fleet.shards]
         assert len({p.pid for p in processes} | {os.getpid()}) == 3 and all(p.is_alive() for p in processes)
         assert_same(outcome(train(fleet, dataset.cells, tmp_path / "run", short_config), fleet), uninterrupted)
-        # each process kept its own devices' state on disk, as an in-process shard does
-        assert sorted(p.parent.name for p in (tmp_path / "state").rglob("state-3.npz")) == ["devices-0-7",
-                                                                                          "devices-8-11"]
+        # each process kept its own devices' state on disk, one directory a chunk, as an in-process shard does
+        assert sorted(p.parent.name for p in (tmp_path / "state").rglob("state-3.npz")) == [
+            "devices-0-3", "devices-4-7", "devices-8-11"]
     finally:
         fleet.close()
     assert not any(p.is_alive() for p in processes)
@@ -147,7 +147,9 @@ def test_a_killed_run_resumes_to_the_uninterrupted_result(tmp_path, dataset, pop
     fleet = PopulationFleet(dataset, population, run_bundle, seed=0, state_dir=state, chunk=CHUNK)
     with pytest.raises(Killed):
         train(KilledInRound(fleet, 3), dataset.cells, tmp_path / "run", short_config)
-    assert sorted(p.name for p in state.rglob("state-*.npz")) == ["state-2.npz", "state-3.npz"]
+    # one directory a chunk of 4 devices, each keeping the last two rounds
+    assert sorted(str(p.relative_to(state)) for p in state.rglob("state-*.npz")) == [
+        f"devices-{lo}-{lo + 3}/state-{r}.npz" for lo in (0, 4, 8) for r in (2, 3)]
     del fleet
     fleet = PopulationFleet(dataset, population, run_bundle, seed=0, state_dir=state, chunk=CHUNK)
     # the devices had trained round 3 before the kill: the round sent again must be replayed from the state
@@ -155,3 +157,25 @@ def test_a_killed_run_resumes_to_the_uninterrupted_result(tmp_path, dataset, pop
     assert [s.round for s in fleet.shards] == [3]
     coordinator = train(fleet, dataset.cells, tmp_path / "run", short_config, resume=True)
     assert_same(outcome(coordinator, fleet), uninterrupted)
+
+
+def test_a_run_stopped_on_one_shard_resumes_on_three(tmp_path, dataset, population, run_bundle, short_config,
+                                                     train, uninterrupted):
+    """The state is kept per chunk of devices, not per shard: another split (more processes, Ray workers)
+    resumes the same devices (a per-shard layout restarted them from the bundle)."""
+    state = tmp_path / "state"
+    fleet = PopulationFleet(dataset, population, run_bundle, seed=0, state_dir=state, chunk=CHUNK)
+    with pytest.raises(Killed):
+        train(KilledInRound(fleet, 3), dataset.cells, tmp_path / "run", short_config)
+    del fleet
+    fleet = PopulationFleet(dataset, population, run_bundle, seed=0, state_dir=state, shards=3, chunk=CHUNK)
+    assert [s.round for s in fleet.shards] == [3, 3, 3]
+    coordinator = train(fleet, dataset.cells, tmp_path / "run", short_config, resume=True)
+    assert_same(outcome(coordinator, fleet), uninterrupted)
+
+
+def test_state_in_another_layout_is_refused(tmp_path, dataset, population, run_bundle):
+    state = tmp_path / "state"
+    (state / "devices-0-11").mkdir(parents=True)        # an older version's one shard of 12 devices
+    with pytest.raises(PategailError, match="devices-0-11: another population, chunk of devices, or version"):
+        PopulationFleet(dataset, population, run_bundle, seed=0, state_dir=state, chunk=CHUNK)
