@@ -24,9 +24,13 @@ Remote shards (actors, processes) are all sent a request before any answer is aw
 from __future__ import annotations
 
 import logging
+import logging.handlers
 import math
 import multiprocessing
 import os
+import pickle
+import signal
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -104,15 +108,37 @@ class _RayShard:
         return lambda: ray.get(ref)
 
 
-def _serve_shard(conn, args: tuple) -> None:
+def _picklable(err: Exception) -> Exception:
+    """``err`` if it crosses a pipe intact, else a RuntimeError saying what it was (some exceptions cannot be
+    rebuilt from their pickled arguments)."""
+    try:
+        pickle.loads(pickle.dumps(err))
+        return err
+    except Exception:                   # noqa: BLE001 — any failure to round-trip
+        plain = RuntimeError(f"{type(err).__name__}: {err}")
+        for note in getattr(err, "__notes__", ()):
+            plain.add_note(note)
+        return plain
+
+
+def _serve_shard(conn, args: tuple, logs, level: int) -> None:
     """A shard process's life: build the shard, then answer ``(method, args)`` calls until ``None`` or the
-    pipe closes. Each answer is ``(True, value)`` or ``(False, exception)`` (its traceback added as a note)."""
+    pipe closes. Each answer is ``(True, value)`` or ``(False, exception)`` (its traceback added as a note).
+    Its log records go to the fleet's process (``logs``); Ctrl-C is the fleet's to handle; it ends with the
+    fleet's process, however that ends."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    parent = multiprocessing.parent_process()
+    if parent is not None:              # a killed fleet must not leave a shard writing its state files
+        threading.Thread(target=lambda: (parent.join(), os._exit(1)), daemon=True).start()
+    root = logging.getLogger()
+    root.handlers[:] = [logging.handlers.QueueHandler(logs)]
+    root.setLevel(level)
     torch.set_num_threads(1)            # the processes are the parallelism
     try:
         shard = PopulationShard(*args)
     except Exception as err:            # noqa: BLE001 — handed to the fleet, which raises it
         err.add_note(traceback.format_exc())
-        conn.send((False, err))
+        conn.send((False, _picklable(err)))
         return
     conn.send((True, None))
     while True:
@@ -127,23 +153,43 @@ def _serve_shard(conn, args: tuple) -> None:
             conn.send((True, getattr(shard, name)(*call_args)))
         except Exception as err:        # noqa: BLE001
             err.add_note(f"in the population shard process {os.getpid()}:\n{traceback.format_exc()}")
-            conn.send((False, err))
+            conn.send((False, _picklable(err)))
+
+
+class _LogRelay:
+    """The shard processes' log records, handled in this process (train.log, the terminal) by one thread."""
+
+    def __init__(self, context):
+        self.queue = context.Queue()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="pategail-shard-logs")
+        self._thread.start()
+
+    def _run(self) -> None:
+        while (record := self.queue.get()) is not None:
+            logging.getLogger(record.name).handle(record)
+
+    def close(self) -> None:
+        self.queue.put(None)
+        self._thread.join(5)
 
 
 class _ProcessShard:
     """A shard in a process of its own (started by ``spawn``: a fresh interpreter, so no thread pool of this
     process is inherited half-way), called through a pipe like a Ray actor."""
 
-    def __init__(self, args: tuple):
-        context = multiprocessing.get_context("spawn")
+    def __init__(self, context, args: tuple, logs):
         self._conn, child = context.Pipe()
-        self._process = context.Process(target=_serve_shard, args=(child, args), daemon=True,
+        self._process = context.Process(target=_serve_shard, daemon=True,
+                                        args=(child, args, logs, logging.getLogger("pategail").getEffectiveLevel()),
                                         name=f"pategail-shard-{args[0][0] if len(args[0]) else 0}")
         self._process.start()
         child.close()
+        self._started = False
 
     def _ended(self) -> PategailError:
         self._process.join(5)
+        if not self._started:
+            return PategailError(f"a population shard process could not start (exit code {self._process.exitcode})")
         return PategailError(f"a population shard process ended (exit code {self._process.exitcode}); the run "
                              "can be resumed with --resume")
 
@@ -162,6 +208,7 @@ class _ProcessShard:
     def ready(self) -> None:
         """Wait until the shard is built (its error, if it could not be)."""
         self._answer()
+        self._started = True
 
     def submit(self, name: str, *args):
         try:
@@ -170,15 +217,18 @@ class _ProcessShard:
             return self._refuse
         return self._answer
 
-    def close(self) -> None:
+    def ask_to_stop(self) -> None:
+        try:
+            self._conn.send(None)
+        except OSError:
+            pass
+
+    def stop(self, deadline: float) -> None:
+        """Wait for the process until ``deadline`` (time.monotonic), then terminate it."""
+        self._process.join(max(0.0, deadline - time.monotonic()))
         if self._process.is_alive():
-            try:
-                self._conn.send(None)
-            except OSError:
-                pass
-            self._process.join(10)
-            if self._process.is_alive():
-                self._process.terminate()
+            self._process.terminate()
+            self._process.join(5)
         self._conn.close()
 
 
@@ -232,23 +282,28 @@ class PopulationFleet:
             check_state_layout(Path(state_dir), len(population), chunk)
         self.processes = processes is not None
         self.shards = []
-        for lo, hi in self.ranges:
-            days = population.devices_days(dataset, lo, hi)
-            where = None if state_dir is None else Path(state_dir)
-            if self.distributed:
-                self.shards.append(_RayShard(remote.remote(np.arange(lo, hi), days, model, where, chunk)))
-            elif self.processes:
-                self.shards.append(_ProcessShard((np.arange(lo, hi), days, model, where, chunk, 1)))
-            else:
-                self.shards.append(PopulationShard(np.arange(lo, hi), days, model, where, chunk,
-                                                   workers or len(os.sched_getaffinity(0))))
-        if self.processes:
-            try:
-                for shard in self.shards:         # built at once, each in its process
+        self._logs = None
+        try:
+            if self.processes:
+                context = multiprocessing.get_context("spawn")
+                self._logs = _LogRelay(context)
+            for lo, hi in self.ranges:
+                days = population.devices_days(dataset, lo, hi)
+                where = None if state_dir is None else Path(state_dir)
+                if self.distributed:
+                    self.shards.append(_RayShard(remote.remote(np.arange(lo, hi), days, model, where, chunk)))
+                elif self.processes:
+                    self.shards.append(_ProcessShard(context, (np.arange(lo, hi), days, model, where, chunk, 1),
+                                                     self._logs.queue))
+                else:
+                    self.shards.append(PopulationShard(np.arange(lo, hi), days, model, where, chunk,
+                                                       workers or len(os.sched_getaffinity(0))))
+            for shard in self.shards:             # processes: built at once, each in its own
+                if isinstance(shard, _ProcessShard):
                     shard.ready()
-            except BaseException:
-                self.close()
-                raise
+        except BaseException:
+            self.close()
+            raise
         self._last: tuple[bytes, bytes] | None = None
         self._pending: np.ndarray | None = None
         self._pending_ids: frozenset[int] = frozenset()
@@ -273,10 +328,17 @@ class PopulationFleet:
         return results
 
     def close(self) -> None:
-        """Stop the shard processes (nothing to do for in-process shards or Ray actors)."""
-        for shard in self.shards:
-            if isinstance(shard, _ProcessShard):
-                shard.close()
+        """Stop the shard processes, all within one 10-second deadline (nothing to do for in-process shards or
+        Ray actors)."""
+        processes = [shard for shard in self.shards if isinstance(shard, _ProcessShard)]
+        for shard in processes:
+            shard.ask_to_stop()
+        deadline = time.monotonic() + 10
+        for shard in processes:
+            shard.stop(deadline)
+        if self._logs is not None:
+            self._logs.close()
+            self._logs = None
 
     def describe(self) -> dict:
         """report.json's ``fleet`` entry."""

@@ -124,18 +124,23 @@ class PopulationShard:
         self._positives = (np.concatenate(self._tables) if self._tables
                            else np.empty((0, N_PAIR_FEATURES), dtype=np.float32))
         self._environment_cache: dict[tuple[int, int], np.ndarray] = {}
-        p = np.broadcast_to(model.initial_parameters.astype(np.float32), (len(self.ids), model.layout.n_parameters))
-        self.params = torch.from_numpy(np.ascontiguousarray(p))
-        self.exp_avg = torch.zeros_like(self.params)
-        self.exp_avg_sq = torch.zeros_like(self.params)
-        self.step = 0
-        self.round = 0
+        self._reset()
         self._pending: tuple[str, object] | None = None
         if self.state_dir is not None:
             self.state_dir.mkdir(parents=True, exist_ok=True)
             self._load_latest()
 
     # -- state --------------------------------------------------------------------------------------------
+    def _reset(self) -> None:
+        """Every device as the bundle made it: the initial discriminator, zero AdamW moments, before round 1."""
+        m = self.model
+        p = np.broadcast_to(m.initial_parameters.astype(np.float32), (len(self.ids), m.layout.n_parameters))
+        self.params = torch.from_numpy(np.ascontiguousarray(p))
+        self.exp_avg = torch.zeros_like(self.params)
+        self.exp_avg_sq = torch.zeros_like(self.params)
+        self.step = 0
+        self.round = 0
+
     def _chunk_states(self) -> list[tuple[int, int, Path]]:
         """(first row, end row, directory) of each chunk's state."""
         first = int(self.ids[0]) if len(self.ids) else 0
@@ -157,21 +162,24 @@ class PopulationShard:
                     old.unlink(missing_ok=True)
 
     def _load(self, round_: int) -> None:
-        params, exp_avg, exp_avg_sq = self.params.clone(), self.exp_avg.clone(), self.exp_avg_sq.clone()
-        steps = set()
+        """Every chunk's state of ``round_``, checked whole (shapes, one step) before any is copied in place
+        (no second copy of the fleet's state in memory)."""
+        steps, shape = set(), (None, self.model.layout.n_parameters)
         for lo, hi, d in self._chunk_states():
             path = d / f"state-{round_}.npz"
-            with np.load(path) as z:
-                if z["params"].shape != tuple(params[lo:hi].shape):
-                    raise ValueError(f"{path}: holds {z['params'].shape[0]} devices, this chunk {hi - lo}")
-                params[lo:hi] = torch.from_numpy(z["params"])
-                exp_avg[lo:hi] = torch.from_numpy(z["exp_avg"])
-                exp_avg_sq[lo:hi] = torch.from_numpy(z["exp_avg_sq"])
+            with np.load(path) as z:            # members are read lazily: only the small ones here
+                if (z["params"].shape[0], z["params"].shape[1]) != (hi - lo, shape[1]):
+                    raise ValueError(f"{path}: holds {z['params'].shape} parameters, this chunk "
+                                     f"{(hi - lo, shape[1])}")
                 steps.add((int(z["step"]), int(z["round"])))
         if len(steps) != 1:
             raise ValueError(f"{self.state_dir}: the chunks of devices {self.ids[0]}-{self.ids[-1]} hold "
                              f"different steps for round {round_}")
-        self.params, self.exp_avg, self.exp_avg_sq = params, exp_avg, exp_avg_sq
+        for lo, hi, d in self._chunk_states():
+            with np.load(d / f"state-{round_}.npz") as z:
+                for name, tensor in (("params", self.params), ("exp_avg", self.exp_avg),
+                                     ("exp_avg_sq", self.exp_avg_sq)):
+                    tensor[lo:hi] = torch.from_numpy(z[name])
         (self.step, self.round), = steps
 
     def _load_latest(self) -> None:
@@ -231,9 +239,17 @@ class PopulationShard:
     def round_request(self, request: RoundRequest) -> np.ndarray:
         """Train every device for the request's k steps, score its generated pairs; keep the request as the
         pending one and return the shard's Σ of encoded (D, D²) contributions, int64 (2M,)."""
-        if request.round <= self.round and self.state_dir is not None and self._has_state(request.round - 1):
-            log.info("round %d again: replaying it from the state before it", request.round)
-            self._load(request.round - 1)
+        if request.round <= self.round:
+            # asked again after a coordinator restart: replayed from the state before it (round 1: the bundle's)
+            # (memory only, past round 1: nothing to replay from, the devices train on)
+            if request.round == 1:
+                self._reset()
+            elif self.state_dir is not None:
+                if not self._has_state(request.round - 1):
+                    raise ValueError(f"devices {self.ids[0]}-{self.ids[-1]} are past round {request.round} and "
+                                     f"hold no state of round {request.round - 1} to replay it from")
+                self._load(request.round - 1)
+            log.info("round %d again: replayed from the state before it", request.round)
         m = self.model
         negatives = np.ascontiguousarray(
             pair_features(request.days, request.homes, request.actions, m.cells).reshape(-1, N_PAIR_FEATURES),
