@@ -24,9 +24,13 @@ Remote shards (actors, processes) are all sent a request before any answer is aw
 from __future__ import annotations
 
 import logging
+import logging.handlers
 import math
 import multiprocessing
 import os
+import pickle
+import signal
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -46,7 +50,7 @@ from pategail.sdk.secagg.fixedpoint import SCALE, decode
 
 from .ideal import distributed_noise
 from .resample import Population
-from .shard import CHUNK, DeviceModel, PopulationShard
+from .shard import CHUNK, DeviceModel, PopulationShard, chunk_directory
 from .stacked import Layout, OptimiserSettings
 
 log = logging.getLogger(__name__)
@@ -76,6 +80,20 @@ def shard_ranges(n_devices: int, shards: int, chunk: int = CHUNK) -> list[tuple[
     return [(lo, min(hi, n_devices)) for lo, hi in zip(bounds, bounds[1:]) if lo < min(hi, n_devices)]
 
 
+def check_state_layout(state_dir: Path, n_devices: int, chunk: int) -> None:
+    """PategailError when ``state_dir`` holds devices' state in another layout than chunks of ``chunk`` ids
+    over ``n_devices`` (another population size, chunk, or an older version's per-shard files): resumed, those
+    devices would silently start again from the bundle."""
+    if not state_dir.is_dir():
+        return
+    expected = {chunk_directory(lo, min(lo + chunk, n_devices) - 1) for lo in range(0, n_devices, chunk)}
+    foreign = sorted(p.name for p in state_dir.iterdir() if p.name.startswith("devices-") and p.name not in expected)
+    if foreign:
+        raise PategailError(f"{state_dir}: holds devices' state this fleet cannot read ({foreign[0]}: another "
+                            f"population, chunk of devices, or version); resume it with the version and settings "
+                            "that made it, or start again in another --out")
+
+
 class _RayShard:
     """A shard running as a Ray actor: :meth:`submit` sends a call, the function it returns waits for the
     result."""
@@ -90,15 +108,37 @@ class _RayShard:
         return lambda: ray.get(ref)
 
 
-def _serve_shard(conn, args: tuple) -> None:
+def _picklable(err: Exception) -> Exception:
+    """``err`` if it crosses a pipe intact, else a RuntimeError saying what it was (some exceptions cannot be
+    rebuilt from their pickled arguments)."""
+    try:
+        pickle.loads(pickle.dumps(err))
+        return err
+    except Exception:                   # noqa: BLE001 — any failure to round-trip
+        plain = RuntimeError(f"{type(err).__name__}: {err}")
+        for note in getattr(err, "__notes__", ()):
+            plain.add_note(note)
+        return plain
+
+
+def _serve_shard(conn, args: tuple, logs, level: int) -> None:
     """A shard process's life: build the shard, then answer ``(method, args)`` calls until ``None`` or the
-    pipe closes. Each answer is ``(True, value)`` or ``(False, exception)`` (its traceback added as a note)."""
+    pipe closes. Each answer is ``(True, value)`` or ``(False, exception)`` (its traceback added as a note).
+    Its log records go to the fleet's process (``logs``); Ctrl-C is the fleet's to handle; it ends with the
+    fleet's process, however that ends."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    parent = multiprocessing.parent_process()
+    if parent is not None:              # a killed fleet must not leave a shard writing its state files
+        threading.Thread(target=lambda: (parent.join(), os._exit(1)), daemon=True).start()
+    root = logging.getLogger()
+    root.handlers[:] = [logging.handlers.QueueHandler(logs)]
+    root.setLevel(level)
     torch.set_num_threads(1)            # the processes are the parallelism
     try:
         shard = PopulationShard(*args)
     except Exception as err:            # noqa: BLE001 — handed to the fleet, which raises it
         err.add_note(traceback.format_exc())
-        conn.send((False, err))
+        conn.send((False, _picklable(err)))
         return
     conn.send((True, None))
     while True:
@@ -113,23 +153,43 @@ def _serve_shard(conn, args: tuple) -> None:
             conn.send((True, getattr(shard, name)(*call_args)))
         except Exception as err:        # noqa: BLE001
             err.add_note(f"in the population shard process {os.getpid()}:\n{traceback.format_exc()}")
-            conn.send((False, err))
+            conn.send((False, _picklable(err)))
+
+
+class _LogRelay:
+    """The shard processes' log records, handled in this process (train.log, the terminal) by one thread."""
+
+    def __init__(self, context):
+        self.queue = context.Queue()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="pategail-shard-logs")
+        self._thread.start()
+
+    def _run(self) -> None:
+        while (record := self.queue.get()) is not None:
+            logging.getLogger(record.name).handle(record)
+
+    def close(self) -> None:
+        self.queue.put(None)
+        self._thread.join(5)
 
 
 class _ProcessShard:
     """A shard in a process of its own (started by ``spawn``: a fresh interpreter, so no thread pool of this
     process is inherited half-way), called through a pipe like a Ray actor."""
 
-    def __init__(self, args: tuple):
-        context = multiprocessing.get_context("spawn")
+    def __init__(self, context, args: tuple, logs):
         self._conn, child = context.Pipe()
-        self._process = context.Process(target=_serve_shard, args=(child, args), daemon=True,
+        self._process = context.Process(target=_serve_shard, daemon=True,
+                                        args=(child, args, logs, logging.getLogger("pategail").getEffectiveLevel()),
                                         name=f"pategail-shard-{args[0][0] if len(args[0]) else 0}")
         self._process.start()
         child.close()
+        self._started = False
 
     def _ended(self) -> PategailError:
         self._process.join(5)
+        if not self._started:
+            return PategailError(f"a population shard process could not start (exit code {self._process.exitcode})")
         return PategailError(f"a population shard process ended (exit code {self._process.exitcode}); the run "
                              "can be resumed with --resume")
 
@@ -148,6 +208,7 @@ class _ProcessShard:
     def ready(self) -> None:
         """Wait until the shard is built (its error, if it could not be)."""
         self._answer()
+        self._started = True
 
     def submit(self, name: str, *args):
         try:
@@ -156,15 +217,18 @@ class _ProcessShard:
             return self._refuse
         return self._answer
 
-    def close(self) -> None:
+    def ask_to_stop(self) -> None:
+        try:
+            self._conn.send(None)
+        except OSError:
+            pass
+
+    def stop(self, deadline: float) -> None:
+        """Wait for the process until ``deadline`` (time.monotonic), then terminate it."""
+        self._process.join(max(0.0, deadline - time.monotonic()))
         if self._process.is_alive():
-            try:
-                self._conn.send(None)
-            except OSError:
-                pass
-            self._process.join(10)
-            if self._process.is_alive():
-                self._process.terminate()
+            self._process.terminate()
+            self._process.join(5)
         self._conn.close()
 
 
@@ -214,25 +278,32 @@ class PopulationFleet:
         if processes is not None:
             shards = max(shards, processes)
         self.ranges = shard_ranges(len(population), shards, chunk)
+        if state_dir is not None:
+            check_state_layout(Path(state_dir), len(population), chunk)
         self.processes = processes is not None
         self.shards = []
-        for lo, hi in self.ranges:
-            days = population.devices_days(dataset, lo, hi)
-            where = None if state_dir is None else Path(state_dir) / f"devices-{lo}-{hi - 1}"
-            if self.distributed:
-                self.shards.append(_RayShard(remote.remote(np.arange(lo, hi), days, model, where, chunk)))
-            elif self.processes:
-                self.shards.append(_ProcessShard((np.arange(lo, hi), days, model, where, chunk, 1)))
-            else:
-                self.shards.append(PopulationShard(np.arange(lo, hi), days, model, where, chunk,
-                                                   workers or len(os.sched_getaffinity(0))))
-        if self.processes:
-            try:
-                for shard in self.shards:         # built at once, each in its process
+        self._logs = None
+        try:
+            if self.processes:
+                context = multiprocessing.get_context("spawn")
+                self._logs = _LogRelay(context)
+            for lo, hi in self.ranges:
+                days = population.devices_days(dataset, lo, hi)
+                where = None if state_dir is None else Path(state_dir)
+                if self.distributed:
+                    self.shards.append(_RayShard(remote.remote(np.arange(lo, hi), days, model, where, chunk)))
+                elif self.processes:
+                    self.shards.append(_ProcessShard(context, (np.arange(lo, hi), days, model, where, chunk, 1),
+                                                     self._logs.queue))
+                else:
+                    self.shards.append(PopulationShard(np.arange(lo, hi), days, model, where, chunk,
+                                                       workers or len(os.sched_getaffinity(0))))
+            for shard in self.shards:             # processes: built at once, each in its own
+                if isinstance(shard, _ProcessShard):
                     shard.ready()
-            except BaseException:
-                self.close()
-                raise
+        except BaseException:
+            self.close()
+            raise
         self._last: tuple[bytes, bytes] | None = None
         self._pending: np.ndarray | None = None
         self._pending_ids: frozenset[int] = frozenset()
@@ -257,10 +328,17 @@ class PopulationFleet:
         return results
 
     def close(self) -> None:
-        """Stop the shard processes (nothing to do for in-process shards or Ray actors)."""
-        for shard in self.shards:
-            if isinstance(shard, _ProcessShard):
-                shard.close()
+        """Stop the shard processes, all within one 10-second deadline (nothing to do for in-process shards or
+        Ray actors)."""
+        processes = [shard for shard in self.shards if isinstance(shard, _ProcessShard)]
+        for shard in processes:
+            shard.ask_to_stop()
+        deadline = time.monotonic() + 10
+        for shard in processes:
+            shard.stop(deadline)
+        if self._logs is not None:
+            self._logs.close()
+            self._logs = None
 
     def describe(self) -> dict:
         """report.json's ``fleet`` entry."""

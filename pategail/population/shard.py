@@ -8,9 +8,11 @@ how the devices are split into shards (in one process or over Ray actors) nor on
 shard runs its chunks on (``workers``: each chunk is computed whole by one thread, and the shard's total is a
 sum of integers): a device computes the same numbers wherever it runs.
 
-State on disk (``state_dir``): after each round request, ``state-<round>.npz`` (parameters, both AdamW
-moments, step), written atomically; the one of the round before is kept, so a round asked for again after a
-coordinator restart is replayed from the state before it, like the SDK device's before-round checkpoint.
+State on disk (``state_dir``): after each round request, every chunk writes ``devices-<first>-<last>/
+state-<round>.npz`` (its devices' parameters, both AdamW moments, step), atomically; the one of the round
+before is kept, so a round asked for again after a coordinator restart is replayed from the state before it,
+like the SDK device's before-round checkpoint. The files are per chunk, not per shard, so a run stopped with
+one split (shards, processes, Ray workers) resumes with any other.
 """
 from __future__ import annotations
 
@@ -42,6 +44,11 @@ in device ids."""
 TRAIN_GROUP = 32
 """Devices trained together within a chunk (their activations, 32 × 64 × 64 floats a layer, stay in the
 core's cache: 25% faster than 256 at once, measured)."""
+
+
+def chunk_directory(first: int, last: int) -> str:
+    """The name of the state directory of the chunk of devices ``first``..``last``."""
+    return f"devices-{first}-{last}"
 
 
 @dataclass(frozen=True, eq=False)
@@ -117,45 +124,72 @@ class PopulationShard:
         self._positives = (np.concatenate(self._tables) if self._tables
                            else np.empty((0, N_PAIR_FEATURES), dtype=np.float32))
         self._environment_cache: dict[tuple[int, int], np.ndarray] = {}
-        p = np.broadcast_to(model.initial_parameters.astype(np.float32), (len(self.ids), model.layout.n_parameters))
-        self.params = torch.from_numpy(np.ascontiguousarray(p))
-        self.exp_avg = torch.zeros_like(self.params)
-        self.exp_avg_sq = torch.zeros_like(self.params)
-        self.step = 0
-        self.round = 0
+        self._reset()
         self._pending: tuple[str, object] | None = None
         if self.state_dir is not None:
             self.state_dir.mkdir(parents=True, exist_ok=True)
             self._load_latest()
 
     # -- state --------------------------------------------------------------------------------------------
-    def _path(self, round_: int) -> Path:
-        return self.state_dir / f"state-{round_}.npz"
+    def _reset(self) -> None:
+        """Every device as the bundle made it: the initial discriminator, zero AdamW moments, before round 1."""
+        m = self.model
+        p = np.broadcast_to(m.initial_parameters.astype(np.float32), (len(self.ids), m.layout.n_parameters))
+        self.params = torch.from_numpy(np.ascontiguousarray(p))
+        self.exp_avg = torch.zeros_like(self.params)
+        self.exp_avg_sq = torch.zeros_like(self.params)
+        self.step = 0
+        self.round = 0
+
+    def _chunk_states(self) -> list[tuple[int, int, Path]]:
+        """(first row, end row, directory) of each chunk's state."""
+        first = int(self.ids[0]) if len(self.ids) else 0
+        return [(lo, hi, self.state_dir / chunk_directory(first + lo, first + hi - 1)) for lo, hi in self._chunks()]
+
+    def _has_state(self, round_: int) -> bool:
+        return all((d / f"state-{round_}.npz").is_file() for _, _, d in self._chunk_states())
 
     def _save(self) -> None:
         if self.state_dir is None:
             return
-        with replacing(self._path(self.round)) as tmp, open(tmp, "wb") as f:
-            np.savez(f, params=self.params.numpy(), exp_avg=self.exp_avg.numpy(),
-                     exp_avg_sq=self.exp_avg_sq.numpy(), step=self.step, round=self.round)
-        for old in self.state_dir.glob("state-*.npz"):       # keep this round's and the one before
-            if int(old.stem.split("-")[1]) < self.round - 1:
-                old.unlink(missing_ok=True)
+        for lo, hi, d in self._chunk_states():
+            d.mkdir(parents=True, exist_ok=True)
+            with replacing(d / f"state-{self.round}.npz") as tmp, open(tmp, "wb") as f:
+                np.savez(f, params=self.params[lo:hi].numpy(), exp_avg=self.exp_avg[lo:hi].numpy(),
+                         exp_avg_sq=self.exp_avg_sq[lo:hi].numpy(), step=self.step, round=self.round)
+            for old in d.glob("state-*.npz"):       # keep this round's and the one before
+                if int(old.stem.split("-")[1]) < self.round - 1:
+                    old.unlink(missing_ok=True)
 
     def _load(self, round_: int) -> None:
-        with np.load(self._path(round_)) as z:
-            if z["params"].shape != tuple(self.params.shape):
-                raise ValueError(f"{self._path(round_)}: holds {z['params'].shape[0]} devices, this shard "
-                                 f"{len(self.ids)}")
-            self.params = torch.from_numpy(z["params"].copy())
-            self.exp_avg = torch.from_numpy(z["exp_avg"].copy())
-            self.exp_avg_sq = torch.from_numpy(z["exp_avg_sq"].copy())
-            self.step, self.round = int(z["step"]), int(z["round"])
+        """Every chunk's state of ``round_``, checked whole (shapes, one step) before any is copied in place
+        (no second copy of the fleet's state in memory)."""
+        steps, shape = set(), (None, self.model.layout.n_parameters)
+        for lo, hi, d in self._chunk_states():
+            path = d / f"state-{round_}.npz"
+            with np.load(path) as z:            # members are read lazily: only the small ones here
+                if (z["params"].shape[0], z["params"].shape[1]) != (hi - lo, shape[1]):
+                    raise ValueError(f"{path}: holds {z['params'].shape} parameters, this chunk "
+                                     f"{(hi - lo, shape[1])}")
+                steps.add((int(z["step"]), int(z["round"])))
+        if len(steps) != 1:
+            raise ValueError(f"{self.state_dir}: the chunks of devices {self.ids[0]}-{self.ids[-1]} hold "
+                             f"different steps for round {round_}")
+        for lo, hi, d in self._chunk_states():
+            with np.load(d / f"state-{round_}.npz") as z:
+                for name, tensor in (("params", self.params), ("exp_avg", self.exp_avg),
+                                     ("exp_avg_sq", self.exp_avg_sq)):
+                    tensor[lo:hi] = torch.from_numpy(z[name])
+        (self.step, self.round), = steps
 
     def _load_latest(self) -> None:
-        rounds = sorted(int(p.stem.split("-")[1]) for p in self.state_dir.glob("state-*.npz"))
-        if rounds:
-            self._load(rounds[-1])
+        """The latest round every chunk holds (a stop in the middle of a save leaves some chunks a round
+        ahead: each keeps the round before too); none: the devices start from the bundle."""
+        latest = [max((int(p.stem.split("-")[1]) for p in d.glob("state-*.npz")), default=0)
+                  for _, _, d in self._chunk_states()]
+        round_ = min(latest, default=0)
+        if round_ > 0:
+            self._load(round_)
             log.info("devices %d-%d: resumed their discriminators after round %d", self.ids[0], self.ids[-1],
                      self.round)
 
@@ -205,9 +239,17 @@ class PopulationShard:
     def round_request(self, request: RoundRequest) -> np.ndarray:
         """Train every device for the request's k steps, score its generated pairs; keep the request as the
         pending one and return the shard's Σ of encoded (D, D²) contributions, int64 (2M,)."""
-        if request.round <= self.round and self.state_dir is not None and self._path(request.round - 1).is_file():
-            log.info("round %d again: replaying it from the state before it", request.round)
-            self._load(request.round - 1)
+        if request.round <= self.round:
+            # asked again after a coordinator restart: replayed from the state before it (round 1: the bundle's)
+            # (memory only, past round 1: nothing to replay from, the devices train on)
+            if request.round == 1:
+                self._reset()
+            elif self.state_dir is not None:
+                if not self._has_state(request.round - 1):
+                    raise ValueError(f"devices {self.ids[0]}-{self.ids[-1]} are past round {request.round} and "
+                                     f"hold no state of round {request.round - 1} to replay it from")
+                self._load(request.round - 1)
+            log.info("round %d again: replayed from the state before it", request.round)
         m = self.model
         negatives = np.ascontiguousarray(
             pair_features(request.days, request.homes, request.actions, m.cells).reshape(-1, N_PAIR_FEATURES),

@@ -7,6 +7,7 @@ result."""
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
 
 import numpy as np
@@ -14,7 +15,7 @@ import pytest
 import torch
 
 from pategail.errors import PategailError
-from pategail.population.fleet import PopulationFleet
+from pategail.population.fleet import PopulationFleet, _picklable
 from pategail.population.resample import resample_population
 
 N_DEVICES, CHUNK = 12, 4
@@ -87,7 +88,7 @@ def test_three_shards_give_the_single_shard_result(tmp_path, dataset, population
 
 
 def test_two_processes_give_the_single_process_result(tmp_path, dataset, population, run_bundle, short_config,
-                                                      train, uninterrupted):
+                                                      train, uninterrupted, caplog):
     fleet = PopulationFleet(dataset, population, run_bundle, seed=0, state_dir=tmp_path / "state", chunk=CHUNK,
                             processes=2)
     try:
@@ -95,12 +96,20 @@ def test_two_processes_give_the_single_process_result(tmp_path, dataset, populat
         processes = [s._process for s in fleet.shards]
         assert len({p.pid for p in processes} | {os.getpid()}) == 3 and all(p.is_alive() for p in processes)
         assert_same(outcome(train(fleet, dataset.cells, tmp_path / "run", short_config), fleet), uninterrupted)
-        # each process kept its own devices' state on disk, as an in-process shard does
-        assert sorted(p.parent.name for p in (tmp_path / "state").rglob("state-3.npz")) == ["devices-0-7",
-                                                                                          "devices-8-11"]
+        # each process kept its own devices' state on disk, one directory a chunk, as an in-process shard does
+        assert sorted(p.parent.name for p in (tmp_path / "state").rglob("state-3.npz")) == [
+            "devices-0-3", "devices-4-7", "devices-8-11"]
     finally:
         fleet.close()
     assert not any(p.is_alive() for p in processes)
+    # the shard processes' log lines reach this process's logging (train.log, the terminal)
+    with caplog.at_level(logging.INFO, logger="pategail"):
+        again = PopulationFleet(dataset, population, run_bundle, seed=0, state_dir=tmp_path / "state", chunk=CHUNK,
+                                processes=2)
+        again.close()
+    assert sorted(r.getMessage() for r in caplog.records if "resumed their discriminators" in r.getMessage()) == [
+        "devices 0-7: resumed their discriminators after round 3", "devices 8-11: resumed their discriminators after "
+                                                                   "round 3"]
 
 
 def test_a_dead_shard_process_is_a_clear_error(tmp_path, dataset, population, run_bundle):
@@ -147,7 +156,9 @@ def test_a_killed_run_resumes_to_the_uninterrupted_result(tmp_path, dataset, pop
     fleet = PopulationFleet(dataset, population, run_bundle, seed=0, state_dir=state, chunk=CHUNK)
     with pytest.raises(Killed):
         train(KilledInRound(fleet, 3), dataset.cells, tmp_path / "run", short_config)
-    assert sorted(p.name for p in state.rglob("state-*.npz")) == ["state-2.npz", "state-3.npz"]
+    # one directory a chunk of 4 devices, each keeping the last two rounds
+    assert sorted(str(p.relative_to(state)) for p in state.rglob("state-*.npz")) == [
+        f"devices-{lo}-{lo + 3}/state-{r}.npz" for lo in (0, 4, 8) for r in (2, 3)]
     del fleet
     fleet = PopulationFleet(dataset, population, run_bundle, seed=0, state_dir=state, chunk=CHUNK)
     # the devices had trained round 3 before the kill: the round sent again must be replayed from the state
@@ -155,3 +166,53 @@ def test_a_killed_run_resumes_to_the_uninterrupted_result(tmp_path, dataset, pop
     assert [s.round for s in fleet.shards] == [3]
     coordinator = train(fleet, dataset.cells, tmp_path / "run", short_config, resume=True)
     assert_same(outcome(coordinator, fleet), uninterrupted)
+
+
+def test_a_run_stopped_on_one_shard_resumes_on_three(tmp_path, dataset, population, run_bundle, short_config,
+                                                     train, uninterrupted):
+    """The state is kept per chunk of devices, not per shard: another split (more processes, Ray workers)
+    resumes the same devices (a per-shard layout restarted them from the bundle)."""
+    state = tmp_path / "state"
+    fleet = PopulationFleet(dataset, population, run_bundle, seed=0, state_dir=state, chunk=CHUNK)
+    with pytest.raises(Killed):
+        train(KilledInRound(fleet, 3), dataset.cells, tmp_path / "run", short_config)
+    del fleet
+    fleet = PopulationFleet(dataset, population, run_bundle, seed=0, state_dir=state, shards=3, chunk=CHUNK)
+    assert [s.round for s in fleet.shards] == [3, 3, 3]
+    coordinator = train(fleet, dataset.cells, tmp_path / "run", short_config, resume=True)
+    assert_same(outcome(coordinator, fleet), uninterrupted)
+
+
+def test_state_in_another_layout_is_refused(tmp_path, dataset, population, run_bundle):
+    state = tmp_path / "state"
+    (state / "devices-0-11").mkdir(parents=True)        # an older version's one shard of 12 devices
+    with pytest.raises(PategailError, match="devices-0-11: another population, chunk of devices, or version"):
+        PopulationFleet(dataset, population, run_bundle, seed=0, state_dir=state, chunk=CHUNK)
+
+
+def test_a_run_killed_in_round_1_resumes_to_the_uninterrupted_result(tmp_path, dataset, population, run_bundle,
+                                                                    short_config, train, uninterrupted):
+    """Round 1 asked again is replayed from the bundle's discriminators (there is no state of round 0 on
+    disk), not trained a second time on top of the first."""
+    state = tmp_path / "state"
+    fleet = PopulationFleet(dataset, population, run_bundle, seed=0, state_dir=state, chunk=CHUNK)
+    with pytest.raises(Killed):
+        train(KilledInRound(fleet, 1), dataset.cells, tmp_path / "run", short_config)
+    del fleet
+    fleet = PopulationFleet(dataset, population, run_bundle, seed=0, state_dir=state, chunk=CHUNK, shards=2)
+    assert [s.round for s in fleet.shards] == [1, 1]
+    coordinator = train(fleet, dataset.cells, tmp_path / "run", short_config, resume=True)
+    assert_same(outcome(coordinator, fleet), uninterrupted)
+
+
+def test_an_error_that_cannot_cross_the_pipe_is_still_said():
+    class Local(Exception):                 # a local class cannot be pickled
+        pass
+
+    err = Local("the devices refused")
+    err.add_note("traceback of the shard")
+    plain = _picklable(err)
+    assert isinstance(plain, RuntimeError) and str(plain) == "Local: the devices refused"
+    assert plain.__notes__ == ["traceback of the shard"]
+    ok = ValueError("round 3")
+    assert _picklable(ok) is ok
