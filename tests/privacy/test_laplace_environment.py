@@ -97,3 +97,8 @@ def test_a_device_checks_and_records_the_environment_round_as_one_query():
         policy.check(config(1.25 * delta1, 1.2 * delta1), environment=True)     # one half below it
     with pytest.raises(RoundRefused, match="below the declared"):
         policy.check(config(1.25 * delta1, 1.25 * delta1))                       # not as a reward round
+    # a plan declared before (no environment multiplier) keeps its per-value floors for the environment round
+    older = DeclaredPlan.from_manifest(old).policy()
+    with pytest.raises(RoundRefused, match="on Σ D is below"):
+        older.check(config(1.25 * delta1, 1.25 * delta1), environment=True)
+    older.check(config(500.0, 500.0), environment=True)

@@ -57,7 +57,8 @@ class DevicePolicy:
     plan declares — a coordinator that signs a larger clip norm at the same σ is refused."""
     min_env_noise_multiplier: float = 0.0
     """Laplace environment rounds: the smallest b / Δ₁ (the smaller of the two halves' scales over the release's
-    L1 sensitivity, ``laplace_vector_sensitivity(ENV_L1_BOUND, M)``) the plan declares."""
+    L1 sensitivity, ``laplace_vector_sensitivity(ENV_L1_BOUND, M)``) the plan declares; 0 (a plan that declares
+    none): the per-value floors above apply to the environment round too."""
     min_threshold_share: float = 0.5
     """The Shamir threshold must exceed this share of the h share holders: floor(share * h) + 1. 0.5 is a
     strict majority (the protection against split views); lower it only to study the protocol."""
@@ -94,7 +95,7 @@ class DevicePolicy:
                 refuse(f"noise multiplier {z:.6g} (σ {cfg.sum_noise_scale:.6g}, clip norm {cfg.clip_norm:.6g}) is "
                        f"below the declared privacy plan's {self.min_noise_multiplier:.6g}")
             return
-        if environment:
+        if environment and self.min_env_noise_multiplier > 0:  # else (a plan without it): the per-value floors
             b = min(cfg.sum_noise_scale, cfg.sq_sum_noise_scale)
             z = b / laplace_vector_sensitivity(ENV_L1_BOUND, cfg.num_queries)
             if z < self.min_env_noise_multiplier * (1 - 1e-12) or (self.mechanism and b <= 0):
