@@ -52,20 +52,24 @@ def _environment_values(data: Path | None, candidates: int, region_cells: int = 
                               region_cells)
 
 
-def feasibility_table(devices: int, config, env_values: int, granularities, gaussian_env_values: int | None = None) -> list:
+def feasibility_table(devices: int, config, env_values: int, granularities, gaussian_env_values: int | None = None,
+                      laplace: bool = True) -> list:
     """One Feasibility per mechanism and granularity: the paper's Laplace (pair), then the Gaussian mechanism
     at each of ``granularities`` — each calibrated as a run of ``config`` would be. ``gaussian_env_values``:
-    the Gaussian mechanism's environment vector (with its coarse parts), default ``env_values``."""
+    the Gaussian mechanism's environment vector (with its coarse parts), default ``env_values``; ``laplace``
+    False: the Gaussian rows only."""
     from pategail.sdk.contribution import Granularity, reward_count
-    from pategail.server.privacy.feasibility import Feasibility, tolerance_for
+    from pategail.server.privacy.feasibility import Feasibility, plan_feasibility, tolerance_for
     from pategail.server.privacy.gaussian import plan_gaussian
     from pategail.server.privacy.plan import plan_privacy
 
     eps, delta, days = config.target_epsilon, config.target_delta, config.days_per_round
-    laplace = plan_privacy(eps, delta, config.kappa, env_values + config.rounds * reward_count(days),
-                           reserve_queries=config.retry_rounds * reward_count(days))
-    rows = [Feasibility("laplace", "pair", devices, math.sqrt(2) * laplace.sum_noise_scale / devices,
-                        tolerance_for("pair"))]
+    rows = []
+    if laplace:
+        rows.append(plan_feasibility(plan_privacy(eps, delta, config.kappa, 1 + config.rounds * reward_count(days),
+                                                  reserve_queries=config.retry_rounds * reward_count(days),
+                                                  env_values=env_values, env_fraction=config.env_epsilon_fraction),
+                                     devices))
     for name in granularities:
         values = Granularity.parse(name).count(days)
         g = plan_gaussian(eps, delta, values, config.rounds + config.retry_rounds,
@@ -104,7 +108,7 @@ def run_privacy_plan(args) -> int:
         from dataclasses import replace
         richer = {r.granularity: r for r in feasibility_table(
             args.devices, replace(config, env_epsilon_fraction=RICHER_ENV_FRACTION), env_values,
-            args.granularity, gaussian_env)[1:]}
+            args.granularity, gaussian_env, laplace=False)}
     for row in rows:
         need = "" if not row.tolerance or row.can_learn else \
             f"; needs about {math.ceil(args.devices * row.noise_std / row.tolerance):,} devices"

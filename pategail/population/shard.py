@@ -31,7 +31,7 @@ from pategail.sdk.environment_vector import environment_vector
 from pategail.sdk.features import N_PAIR_FEATURES, infer_home, pair_features
 from pategail.sdk.files import replacing
 from pategail.sdk.messages import RoundRequest
-from pategail.sdk.secagg.client import gaussian_input
+from pategail.sdk.secagg.client import gaussian_input, laplace_environment_input
 from pategail.sdk.secagg.fixedpoint import clip_unit, encode, encode_signed
 
 from .draws import minibatch_draws
@@ -293,12 +293,13 @@ class PopulationShard:
 
     def environment_request(self, region_cells: int = 0) -> np.ndarray:
         """Make every device's environment contribution (coarse parts over regions of at most
-        ``region_cells`` cells when > 0) pending; return the shard's Σ of encoded (v, v²)."""
+        ``region_cells`` cells when > 0) pending; return the shard's Σ of encoded (v, v²) — each v L1-clipped as
+        the SDK client does in a Laplace round (this total is only used by one)."""
         counts = np.bincount(self._table_of, minlength=len(self._tables))
         total = None
         for table, count in enumerate(counts):
             if count:
-                part = encoded_pair(self._environment(table, region_cells)) * count
+                part = encoded_pair(laplace_environment_input(self._environment(table, region_cells))) * count
                 total = part if total is None else total + part
         self._pending = ("environment", region_cells)
         return total
@@ -315,6 +316,8 @@ class PopulationShard:
             return None
         kind, negatives = self._pending
         if kind == "environment":         # a device's vector depends only on its user's days: once per user
+            if gaussian is None:          # the Laplace round: the device's own L1 clip (a no-op when honest)
+                encoded = lambda v: encoded_pair(laplace_environment_input(v))  # noqa: E731
             counts = np.bincount(self._table_of[rows], minlength=len(self._tables))
             return sum(int(c) * encoded(self._environment(t, negatives)) for t, c in enumerate(counts) if c)
 

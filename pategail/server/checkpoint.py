@@ -94,6 +94,8 @@ def journal_intent(directory: Path, round_: int, sum_scale: float, sq_sum_scale:
               "count": count}
     if noise is not None and noise.mechanism == "gaussian":   # ``noise``: a privacy.plan.ReleaseNoise
         record.update(mechanism="gaussian", block=noise.block, clip_norm=noise.clip_norm, shares=shares)
+    elif noise is not None and noise.environment:             # Laplace: one vector query (its L1 sensitivity)
+        record.update(environment=True)
     write_atomic(path, json.dumps(record).encode())
     return path
 

@@ -116,9 +116,10 @@ class TrainConfig:
     """Gaussian mechanism: the L2 clip norm C of a device's released vector as a share of the largest norm
     ½·√(values) it can have (1: nothing is ever clipped). The noise is proportional to C."""
     env_epsilon_fraction: float = 0.1
-    """Gaussian mechanism: the share of the total ε spent on the environment release (initial states,
-    explore and place laws, and their coarse parts over regions), released as one vector query with its L2
-    sensitivity; the rest goes to the rewards. ``pategail privacy-plan`` prints what each part gets."""
+    """The share of the total ε spent on the environment release (initial states, explore and place laws, and
+    with the Gaussian mechanism their coarse parts over regions), released as one vector query: with its L2
+    sensitivity (Gaussian) or, with the Laplace mechanism, its L1 sensitivity at Laplace scale Δ₁ / (share ·
+    ε) (pure DP); the rest goes to the rewards. ``pategail privacy-plan`` prints what each part gets."""
     tolerance_noise_std: float = 0.0
     """EXPERIMENT ONLY, NOT PRIVATE (refused with --epsilon): Gaussian noise of this standard deviation added
     by the coordinator to every released mean reward (per block of ``granularity``), from the run's seeded

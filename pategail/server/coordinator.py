@@ -59,9 +59,11 @@ def environment_length(cells: np.ndarray, geometry: CellGeometry, region_cells: 
 
 
 def planned_queries(config: TrainConfig, cells: np.ndarray, geometry: CellGeometry) -> int:
-    """Every query an uninterrupted run releases: the environment vector, then 47 per generated day of every
+    """Every query an uninterrupted run releases: the environment vector (one vector query with the Laplace
+    mechanism; the Gaussian plan counts its values, for the record), then 47 per generated day of every
     round."""
-    return environment_length(cells, geometry, config.region_cells) + config.rounds * reward_count(config.days_per_round)
+    env = 1 if config.mechanism == "laplace" else environment_length(cells, geometry, config.region_cells)
+    return env + config.rounds * reward_count(config.days_per_round)
 
 
 def reserve_queries(config: TrainConfig) -> int:
@@ -80,8 +82,10 @@ def run_plan(config: TrainConfig, cells: np.ndarray, ckpt_dir: Path,
                                 config.rounds + config.retry_rounds,
                                 environment_length(cells, geometry, config.region_cells),
                                 config.clip_share, config.env_epsilon_fraction)
+    env_values = environment_length(cells, geometry, config.region_cells) if gaussian is None else 0
     return load_or_make_plan(ckpt_dir, config.target_epsilon, config.target_delta, config.kappa,
-                             planned_queries(config, cells, geometry), reserve_queries(config), gaussian)
+                             planned_queries(config, cells, geometry), reserve_queries(config), gaussian,
+                             env_values, config.env_epsilon_fraction)
 
 
 def policy_config(config: TrainConfig, n_cells: int) -> PolicyConfig:

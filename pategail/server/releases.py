@@ -57,7 +57,8 @@ class SecureReleases:
         self.accountant = PrivacyAccountant(target_delta=self.config.target_delta)
         for intent in read_intents(self.ckpt_dir):
             noise = ReleaseNoise(intent.get("mechanism", "laplace"), intent["sum_scale"], intent["sq_sum_scale"],
-                                 intent.get("block", 0), intent.get("clip_norm", 0.0))
+                                 intent.get("block", 0), intent.get("clip_norm", 0.0),
+                                 intent.get("environment", False))
             if noise.noisy:
                 self.accountant.record_release(noise.accounting(intent["count"], intent.get("shares", 1)))
 

@@ -28,7 +28,9 @@ def test_privacy_plan_prints_each_mechanism_against_the_tolerance(tmp_path, caps
     assert f"{std:9.4g}".strip() in day
     # and the environment release's noise against what a region must hold to be seen (3σ device weights)
     assert f"environment: noise std {g.env_noise_std:.3g}" in day and f"from {3 * g.env_noise_std:.3g} device" in day
-    assert "environment" not in laplace
+    # the Laplace environment: one vector query, scale Δ₁ / (0.1 · ε), Δ₁ = 2 · 9 + 12,657 quanta (rounding)
+    env_std = math.sqrt(2) * (18 + 12_657 / 2 ** 24) / (0.1 * 2.0)
+    assert f"environment: noise std {env_std:.3g} on each cell sum" in laplace and "127" in laplace
     assert ("below" in day) == (std <= MEASURED_TOLERANCE["day"])
     if std > MEASURED_TOLERANCE["day"]:
         assert f"needs about {math.ceil(20 * std / MEASURED_TOLERANCE['day']):,} devices" in day

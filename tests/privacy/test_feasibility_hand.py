@@ -20,9 +20,13 @@ def test_measured_tolerances_are_the_benchmarked_ones():
 
 def test_plan_feasibility_uses_the_mechanism_s_std_over_the_devices():
     laplace = SimpleNamespace(is_gaussian=False, sum_noise_scale=3.0, mechanism_name="laplace", granularity="pair",
-                              gaussian=None)
+                              gaussian=None, env_sum_noise_scale=0.5)
     f = plan_feasibility(laplace, 12)
-    assert f == Feasibility("laplace", "pair", 12, math.sqrt(2) * 3.0 / 12, 3.0)
+    # the environment release (one vector query) has its own Laplace scale: std √2·b_env on each cell sum
+    assert f == Feasibility("laplace", "pair", 12, math.sqrt(2) * 3.0 / 12, 3.0, math.sqrt(2) * 0.5)
+    assert "noise std 0.707 on each cell sum, a home cell is seen from 2.12 device weights" in f.line()
+    per_value = SimpleNamespace(**{**vars(laplace), "env_sum_noise_scale": 0.0})     # a plan made before
+    assert plan_feasibility(per_value, 12).env_noise_std == math.sqrt(2) * 3.0
     gauss = SimpleNamespace(is_gaussian=True, sum_noise_scale=99.0, mechanism_name="gaussian", granularity="day",
                             gaussian={"noise_std": 1.5, "env_noise_std": 4.0})
     f = plan_feasibility(gauss, 6)

@@ -1,5 +1,6 @@
 """The coordinator and the emulator end to end, on a few users of the embedded default data."""
 import ast
+import glob
 import json
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from pategail.server.coordinator import Coordinator
 from pategail.server.initial_states import FACTOR_RANGE
 from pategail.server.policy import Policy, PolicyConfig
 from pategail.server.privacy.accountant import QueryRelease
+from pategail.sdk.secagg.ledger import PrivacyLedger
 from pategail.server.ppo import PPOConfig
 from pategail.train_cli import discriminator_training
 
@@ -107,6 +109,8 @@ def test_killed_and_resumed_run_ends_like_an_uninterrupted_one(dataset, tmp_path
 
 
 def test_privacy_spending_survives_a_crash_exactly_once(dataset, tmp_path, monkeypatch):
+    """A small private Laplace run: the environment is ONE vector query (its L1 sensitivity, its own ε share),
+    the rewards are sensitivity-1 queries; the coordinator and every device's ledger count the same."""
     run = tmp_path / "private"
     first = _coordinator(dataset, run, target_epsilon=50.0, rounds=2, kappa=3.0)   # unequal Σ / Σ² scales
 
@@ -116,24 +120,41 @@ def test_privacy_spending_survives_a_crash_exactly_once(dataset, tmp_path, monke
     monkeypatch.setattr(coordinator_module, "ppo_update", crash_in_update)
     with pytest.raises(RuntimeError):
         first.train()                          # initial states and round 1 released, round 1 not finished
-    assert first.accountant.num_queries == 2 * dataset.n_cells + 2 + 2 * n_rank_bins(candidate_count(dataset.n_cells, TINY["candidates"])) + (dataset.n_cells + 3) + 6 * 47
+    assert first.accountant.num_queries == 1 + 6 * 47          # the environment vector counts once
     monkeypatch.setattr(coordinator_module, "ppo_update", real_update)
     again = _coordinator(dataset, run, target_epsilon=50.0, rounds=2, kappa=3.0)
     assert again.resume()
     again.train()
     # the journalled round-1 release was reused, not asked for again: exactly the planned queries
-    assert again.accountant.num_queries == again.planned_queries()
-    # every query released Σ D at b = κ/ε_q and Σ D² at b_sq = κ/(ε_q(κ-1)), both recorded at their own scale
+    assert again.accountant.num_queries == again.planned_queries() == 1 + 2 * 6 * 47
+    # the environment: Laplace scale b_env = Δ₁ / (0.1 · 50) on each entry of both halves, Δ₁ = 2 · 9 plus the
+    # rounding of its 2·values entries (values quanta), recorded as one query of noise multiplier b_env / Δ₁
+    values = 2 * dataset.n_cells + 2 + 2 * n_rank_bins(candidate_count(dataset.n_cells, TINY["candidates"])) \
+        + (dataset.n_cells + 3)
+    delta1 = 18.0 + values / 2 ** 24
+    b_env = again.plan.env_sum_noise_scale
+    assert b_env == pytest.approx(delta1 / 5.0, rel=1e-12) and again.plan.env_epsilon == pytest.approx(5.0)
+    assert read_journal(run / "checkpoint")[0].sum_scale == b_env      # what the environment round added
+    env = QueryRelease(b_env / delta1, None, 1)
+    assert env.sum_scale == pytest.approx(0.2, rel=1e-12)
+    # every reward query released Σ D at b = κ/ε_q and Σ D² at b_sq = κ/(ε_q(κ-1)), both at their own scale
     sum_scale, sq_scale = again.plan.noise_scales
     assert sum_scale == pytest.approx(3.0 / again.plan.per_query_epsilon) and sq_scale == pytest.approx(sum_scale / 2)
-    assert again.accountant.releases == (QueryRelease(sum_scale, sq_scale, again.planned_queries()),)
+    assert again.accountant.releases == (env, QueryRelease(sum_scale, sq_scale, 2 * 6 * 47))
     direct = pld_privacy_accountant.PLDAccountant(value_discretization_interval=1e-4)
-    direct.compose(dp_event.LaplaceDpEvent(sum_scale), again.planned_queries())
-    direct.compose(dp_event.LaplaceDpEvent(sq_scale), again.planned_queries())
+    direct.compose(dp_event.LaplaceDpEvent(0.2))
+    direct.compose(dp_event.LaplaceDpEvent(sum_scale), 2 * 6 * 47)
+    direct.compose(dp_event.LaplaceDpEvent(sq_scale), 2 * 6 * 47)
     eps = again.accountant.epsilon()
     assert eps == pytest.approx(direct.get_epsilon(1e-5), rel=1e-9)
-    # the plan spends (nearly) the whole target: within the ~1% bisection and the coarser planning grid
-    assert 0.9 * 50.0 <= eps <= 50.0
+    # the plan (the retry reserve of one round included: a third of the reward queries here) spends (nearly)
+    # the whole target, within the ~1% bisection and the coarser planning grid; the run spent less
+    assert 0.9 * 50.0 <= again.plan.expected_epsilon <= 50.0 and eps <= again.plan.expected_epsilon
+    # every device took part in every release (the first round-1 attempt's result was journalled and reused)
+    ledgers = sorted(glob.glob(str(run / "devices" / "*" / "privacy-ledger.json")))
+    assert len(ledgers) == 3
+    for path in ledgers:
+        assert PrivacyLedger(path).releases == again.accountant.releases
 
 
 def test_coordinator_code_cannot_read_a_data_set():

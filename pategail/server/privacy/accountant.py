@@ -8,8 +8,10 @@ intents on every start (:mod:`pategail.server.releases`), so it has no state of 
 
 What is recorded: one ``QueryRelease`` per round — ``count`` queried pairs, each answered with Σ D + noise
 (Laplace scale ``sum_scale``) and, optionally, Σ D² + noise (``sq_sum_scale``); both sums have
-sensitivity 1. A run's ε at δ is the tight PLD composition of all of them (privacy-loss distributions,
-Meiser-Mohammadi / Koskela et al.); ``basic_epsilon`` is the pure-DP sum Σ 1/b for comparison.
+sensitivity 1; the Laplace mechanism's environment release is one such query of noise multiplier b/Δ₁ (one
+vector query of L1 sensitivity Δ₁, ``pategail.sdk.accounting.laplace_vector_release``). A run's ε at δ is the
+tight PLD composition of all of them (privacy-loss distributions, Meiser-Mohammadi / Koskela et al.);
+``basic_epsilon`` is the pure-DP sum Σ 1/b for comparison.
 
 Modelling note: the secure aggregation adds discrete Laplace noise on a 2^-24 grid (sensitivity 2^24
 quanta); the accountant uses the continuous Laplace PLD with the same ε per release. The two privacy-loss

@@ -31,7 +31,8 @@ class Feasibility:
     tolerance: float | None
     """The measured tolerance at this granularity (None: not measured)."""
     env_noise_std: float | None = None
-    """Gaussian mechanism: the noise std on each released environment sum (cell or region), else None."""
+    """The noise std on each released environment sum (cell, or region with the Gaussian mechanism's coarse
+    parts); None when unknown."""
 
     @property
     def env_units_to_be_seen(self) -> float | None:
@@ -45,9 +46,11 @@ class Feasibility:
         need = self.env_units_to_be_seen
         if need is None:
             return ""
-        return (f"; environment: noise std {self.env_noise_std:.3g} on each cell and region sum, a home region is "
+        unit = "region" if self.mechanism == "gaussian" else "cell"       # the Laplace release has no regions
+        sums = "cell and region sum" if self.mechanism == "gaussian" else "cell sum"
+        return (f"; environment: noise std {self.env_noise_std:.3g} on each {sums}, a home {unit} is "
                 f"seen from {need:.3g} device weights up (the {self.devices:,} devices weigh at most "
-                f"{self.devices:,}: at most {int(self.devices // need):,} regions can be seen)")
+                f"{self.devices:,}: at most {int(self.devices // need):,} {unit}s can be seen)")
 
     @property
     def can_learn(self) -> bool | None:
@@ -72,10 +75,11 @@ def tolerance_for(granularity: str) -> float | None:
 
 def plan_feasibility(plan, devices: int) -> Feasibility:
     """The run's own line, from its privacy plan (no calibration): Laplace b on Σ D has std √2·b/N on the mean
-    over N devices; the Gaussian mechanism's σ is divided by the fixed count N."""
-    env = None
+    over N devices; the Gaussian mechanism's σ is divided by the fixed count N. The environment's: on each
+    released sum (its signal is the device weight of a cell, not a mean)."""
     if plan.is_gaussian:
         std, env = plan.gaussian["noise_std"] / devices, plan.gaussian["env_noise_std"]
     else:
         std = math.sqrt(2) * plan.sum_noise_scale / devices
+        env = math.sqrt(2) * (plan.env_sum_noise_scale or plan.sum_noise_scale)
     return Feasibility(plan.mechanism_name, plan.granularity, devices, std, tolerance_for(plan.granularity), env)

@@ -28,8 +28,8 @@ from dp_accounting.mechanism_calibration import LowerEndpointAndGuess, calibrate
 from dp_accounting.pld import pld_privacy_accountant
 
 from pategail.sdk.accounting import (PLAN_INTERVAL, GaussianRelease, QueryRelease, Release, composed_epsilon,
-                                     gaussian_sensitivity)
-from pategail.sdk.contribution import Granularity
+                                     gaussian_sensitivity, laplace_vector_release, laplace_vector_sensitivity)
+from pategail.sdk.contribution import ENV_L1_BOUND, Granularity
 from pategail.sdk.files import write_atomic
 from pategail.sdk.secagg.policy import DeclaredPlan
 from pategail.server.privacy.accountant import to_dp_event
@@ -63,6 +63,9 @@ class ReleaseNoise:
     """Gaussian: 0 = the vector as it is (environment); K = centred K-decision block means."""
     clip_norm: float = 0.0
     """Gaussian: the device's L2 clip norm."""
+    environment: bool = False
+    """Laplace: the environment release, one vector query of its L1 sensitivity (the device L1-clips its
+    vector to ``ENV_L1_BOUND``), not ``values`` sensitivity-1 queries."""
 
     @property
     def noisy(self) -> bool:
@@ -75,6 +78,9 @@ class ReleaseNoise:
             return None
         if self.mechanism == "gaussian":
             return GaussianRelease(self.sum_scale, gaussian_sensitivity(self.clip_norm, values), 1, shares)
+        if self.environment:
+            return laplace_vector_release(self.sum_scale, self.sq_sum_scale,
+                                          laplace_vector_sensitivity(ENV_L1_BOUND, values))
         return QueryRelease(self.sum_scale, self.sq_sum_scale, values)
 NO_MECHANISM = "none (--no-privacy)"
 
@@ -90,7 +96,8 @@ class PrivacyPlan:
     kappa: float
     """κ of Theorem 3: 1/κ of each query's budget goes to Σ D, the rest to Σ D²."""
     planned_queries: int
-    """Every query the run will release: the environment vector, then 47 × days_per_round per round."""
+    """Every query the run will release: the environment vector (one vector query when
+    ``env_sum_noise_scale`` is set, else one query per value), then 47 × days_per_round per round."""
     reserve_queries: int = 0
     """Queries kept in reserve for retried releases (``retry_rounds`` rounds' worth): the noise is calibrated
     for planned + reserve, and a release that would take the composed ε past the target is never started."""
@@ -108,9 +115,16 @@ class PrivacyPlan:
     reward_values: int = 0
     """Gaussian: values of one round's reward vector."""
     env_values: int = 0
-    """Gaussian: values of the environment vector."""
+    """Values of the environment vector (Gaussian; Laplace when it is one vector query)."""
     gaussian: dict | None = None
     """Gaussian: the noise (``pategail.server.privacy.gaussian.GaussianPlan`` as a dict); None otherwise."""
+    env_sum_noise_scale: float = 0.0
+    """Laplace: the scale b_env on each entry of the environment release (both halves of the upload), its L1
+    sensitivity over its pure ε share: ``laplace_vector_sensitivity(ENV_L1_BOUND, env_values)`` /
+    (``env_fraction`` · target ε). 0: the environment is released per value at the rewards' scales (plans
+    made before it was one query)."""
+    env_fraction: float = 0.0
+    """Laplace: ``TrainConfig.env_epsilon_fraction`` the environment release was planned with."""
 
     @property
     def private(self) -> bool:
@@ -130,6 +144,8 @@ class PrivacyPlan:
         """The noise of a release of ``kind`` ("initial_states" or "rewards") — what its signed round
         configuration carries (zero noise, in the same vector layout, without privacy)."""
         if not self.is_gaussian:
+            if kind == "initial_states" and self.env_sum_noise_scale > 0:
+                return ReleaseNoise("laplace", self.env_sum_noise_scale, self.env_sum_noise_scale, environment=True)
             return ReleaseNoise("laplace", self.sum_noise_scale, self.sq_sum_noise_scale)
         g = self.gaussian or {}
         environment = kind == "initial_states"
@@ -170,7 +186,20 @@ class PrivacyPlan:
             return DeclaredPlan(self.target_epsilon, self.target_delta, 0.0, 0.0, min_survivors, colluders,
                                 "gaussian", self.gaussian["noise_multiplier"], self.gaussian["env_noise_multiplier"])
         return DeclaredPlan(self.target_epsilon, self.target_delta, self.sum_noise_scale, self.sq_sum_noise_scale,
-                            min_survivors, colluders)
+                            min_survivors, colluders, env_noise_multiplier=self.env_noise_multiplier)
+
+    @property
+    def env_noise_multiplier(self) -> float:
+        """Laplace: b_env / Δ₁ of the environment release (0 when it is released per value)."""
+        if self.is_gaussian or not self.env_sum_noise_scale:
+            return 0.0
+        return self.env_sum_noise_scale / laplace_vector_sensitivity(ENV_L1_BOUND, self.env_values)
+
+    @property
+    def env_epsilon(self) -> float | None:
+        """Laplace: the environment release's pure ε, Δ₁ / b_env (= env_fraction × target); None otherwise."""
+        z = self.env_noise_multiplier
+        return 1.0 / z if z else None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -181,27 +210,43 @@ class PrivacyPlan:
 
 
 def plan_privacy(target_epsilon: float | None, target_delta: float, kappa: float, planned_queries: int,
-                 interval: float = PLAN_INTERVAL, reserve_queries: int = 0) -> PrivacyPlan:
+                 interval: float = PLAN_INTERVAL, reserve_queries: int = 0, env_values: int = 0,
+                 env_fraction: float = 0.0) -> PrivacyPlan:
     """The plan of a run of ``planned_queries`` queries and ``reserve_queries`` in reserve for retries: no
     noise when ``target_epsilon`` is None, else the smallest Theorem-3 noise whose composition over every
-    planned and reserved query is (target_epsilon, target_delta)-DP."""
+    planned and reserved query is (target_epsilon, target_delta)-DP.
+
+    With ``env_values`` > 0 the first planned query is the environment release, ONE Laplace vector query of
+    ``env_values`` entries: its scale is its L1 sensitivity over its share ``env_fraction`` of the target ε
+    (pure DP), and the rewards' per-query noise is calibrated so that the joint PLD composition of the
+    environment release, the planned reward queries and the reserve meets the target (it gets the rest)."""
+    base = dict(env_values=int(env_values), env_fraction=float(env_fraction) if env_values else 0.0)
     if target_epsilon is None:
-        return PrivacyPlan(None, target_delta, kappa, planned_queries, reserve_queries)
+        return PrivacyPlan(None, target_delta, kappa, planned_queries, reserve_queries, **base)
     if not (target_epsilon > 0 and 0 < target_delta < 1 and planned_queries >= 1 and reserve_queries >= 0):
         raise ValueError("need target_epsilon > 0, 0 < target_delta < 1, at least one query and a reserve >= 0")
-    budgeted = planned_queries + reserve_queries
+    if env_values and not (0 < env_fraction < 1 and planned_queries >= 2):
+        raise ValueError(f"env_fraction must be in (0, 1) and a reward query planned, got {env_fraction}")
     if not kappa > 1:
         raise ValueError(f"kappa must be > 1, got {kappa}")
+    env: list[QueryRelease] = []
+    b_env = 0.0
+    if env_values:
+        b_env = laplace_vector_sensitivity(ENV_L1_BOUND, env_values) / (env_fraction * target_epsilon)
+        env = [laplace_vector_release(b_env, b_env, laplace_vector_sensitivity(ENV_L1_BOUND, env_values))]
+    budgeted = planned_queries + reserve_queries - len(env)      # reward queries
+    # the rewards' share of ε, for the guess only: the calibration below composes the environment with them
+    reward_epsilon = target_epsilon * (1.0 - (env_fraction if env_values else 0.0))
 
     def releases(b: float) -> list[QueryRelease]:
         # Theorem 3's split at per-query ε: b = κ/ε and b_sq = κ/(ε(κ-1)) = b/(κ-1)
-        return [QueryRelease(b, b / (kappa - 1.0), budgeted)]
+        return [*env, QueryRelease(b, b / (kappa - 1.0), budgeted)]
 
     def accountant() -> pld_privacy_accountant.PLDAccountant:
         return pld_privacy_accountant.PLDAccountant(value_discretization_interval=interval)
 
     # advanced composition gives the scale's order of magnitude: ε_total ≈ ε_q sqrt(2 Q ln(1/δ))
-    per_query = target_epsilon / math.sqrt(2 * budgeted * math.log(1 / target_delta))
+    per_query = reward_epsilon / math.sqrt(2 * budgeted * math.log(1 / target_delta))
     guess = sum_noise_scales(per_query, kappa).sum_scale
     def epsilon(b: float) -> float:
         return accountant().compose(to_dp_event(releases(b))).get_epsilon(target_delta)
@@ -215,7 +260,7 @@ def plan_privacy(target_epsilon: float | None, target_delta: float, kappa: float
                                LowerEndpointAndGuess(lower, guess), tol=RELATIVE_TOLERANCE * guess)
     expected = epsilon(b)
     return PrivacyPlan(target_epsilon, target_delta, kappa, planned_queries, reserve_queries, float(b),
-                       float(b / (kappa - 1.0)), float(expected))
+                       float(b / (kappa - 1.0)), float(expected), env_sum_noise_scale=float(b_env), **base)
 
 
 @dataclass(frozen=True)
@@ -254,23 +299,29 @@ def plan_gaussian_run(target_epsilon: float | None, target_delta: float, kappa: 
 
 def load_or_make_plan(directory: Path, target_epsilon: float | None, target_delta: float, kappa: float,
                       planned_queries: int, reserve_queries: int = 0,
-                      gaussian: GaussianSpec | None = None) -> PrivacyPlan:
+                      gaussian: GaussianSpec | None = None, env_values: int = 0,
+                      env_fraction: float = 0.0) -> PrivacyPlan:
     """The plan kept in ``directory`` when it was made for these settings; otherwise a new one, written there
-    (atomically) before any release can use it. ``gaussian``: the Gaussian mechanism's settings."""
+    (atomically) before any release can use it. ``gaussian``: the Gaussian mechanism's settings;
+    ``env_values`` / ``env_fraction``: the Laplace mechanism's environment release (:func:`plan_privacy`)."""
     path = Path(directory) / PLAN_FILE
     if gaussian is not None:
         fresh = lambda: plan_gaussian_run(target_epsilon, target_delta, kappa, planned_queries,  # noqa: E731
                                           reserve_queries, gaussian)
     else:
         fresh = lambda: plan_privacy(target_epsilon, target_delta, kappa, planned_queries,  # noqa: E731
-                                     reserve_queries=reserve_queries)
+                                     reserve_queries=reserve_queries, env_values=env_values,
+                                     env_fraction=env_fraction)
     if path.is_file():
         plan = PrivacyPlan.from_dict(json.loads(path.read_text()))
         spec = None if not plan.is_gaussian else GaussianSpec(
             plan.granularity, plan.reward_values, (plan.gaussian or {}).get("reward_releases", 0), plan.env_values,
             plan.clip_share, (plan.gaussian or {}).get("env_fraction", 0.0))
+        laplace_env = None if plan.is_gaussian else (plan.env_values, plan.env_fraction)
+        wanted_env = None if gaussian is not None else (env_values, env_fraction if env_values else 0.0)
         if (plan.target_epsilon, plan.target_delta, plan.kappa, plan.planned_queries, plan.reserve_queries,
-                spec) == (target_epsilon, target_delta, kappa, planned_queries, reserve_queries, gaussian):
+                spec, laplace_env) == (target_epsilon, target_delta, kappa, planned_queries, reserve_queries,
+                                       gaussian, wanted_env):
             return plan
     plan = fresh()
     path.parent.mkdir(parents=True, exist_ok=True)

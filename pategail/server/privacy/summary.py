@@ -72,7 +72,16 @@ def _mechanism_fields(plan: PrivacyPlan, accountant: PrivacyAccountant, devices:
                                   "split": "env_epsilon_fraction sets the ratio of the two noise multipliers; both "
                                            "are scaled together until the joint RDP composition is the total; "
                                            "each part's ε is that part alone at δ/2 (not additive)"})
-    else:
+    elif plan.env_epsilon is not None:
+        out.update(clip_norm=None, noise_multiplier=None, env_noise_multiplier=plan.env_noise_multiplier,
+                   env_l1_sensitivity=plan.env_sum_noise_scale / plan.env_noise_multiplier,
+                   noise_std_on_mean=math.sqrt(2) * plan.sum_noise_scale / devices,
+                   env_noise_std=math.sqrt(2) * plan.env_sum_noise_scale,
+                   epsilon_parts={"environment": plan.env_epsilon,
+                                  "split": "the environment is one Laplace vector query of its L1 sensitivity at "
+                                           "pure ε = env_epsilon_fraction × the total; the rewards' per-query "
+                                           "noise is calibrated so that the joint PLD composition is the total"})
+    else:                                  # a plan made before the environment was one query
         out.update(clip_norm=None, noise_multiplier=None,
                    noise_std_on_mean=math.sqrt(2) * plan.sum_noise_scale / devices,
                    epsilon_parts={"split": "none: every query (environment and rewards) at one per-query scale"})
@@ -104,9 +113,12 @@ def privacy_line(section: dict) -> str:
                 f"{section['clip_norm']:.3g}, noise multiplier {section['noise_multiplier']:.3g} (environment "
                 f"{section['env_noise_multiplier']:.3g}); noise std {section['noise_std_on_mean']:.3g} on each "
                 "released mean reward")
+    env = section.get("epsilon_parts", {}).get("environment")
     return (f"total ε = {section['epsilon_total']:.3g} at δ = {section['delta']:g} (target "
             f"{section['epsilon_target']:g}); per-query ε = {section['epsilon_per_query']:.3g}; λ = "
-            f"{section['lambda']:.3g}, λ_c = {section['lambda_c']:.3g}")
+            f"{section['lambda']:.3g}, λ_c = {section['lambda_c']:.3g}" + (
+                "" if env is None else f"; environment: one vector query, ε = {env:.3g}, noise std "
+                                       f"{section['env_noise_std']:.3g} on each released sum"))
 
 
 def guarantee_lines(section: dict) -> list[str]:
@@ -141,4 +153,9 @@ def plan_line(plan: PrivacyPlan, devices: int, beta: float, config=None) -> str:
             f"queries ({plan.planned_queries} planned + {plan.reserve_queries} in reserve for retries; together "
             f"they compose to ε={plan.expected_epsilon:.4g}); per-query ε "
             f"{plan.per_query_epsilon:.3g}; Laplace scale on each sum {b:.3g} (std {math.sqrt(2) * b / devices:.3g} "
-            f"on a mean reward over {devices} devices); κ={plan.kappa:g}, β={beta:g}")
+            f"on a mean reward over {devices} devices); κ={plan.kappa:g}, β={beta:g}" + (
+                "" if plan.env_epsilon is None else
+                f"; the environment ({plan.env_values} values) is one of those queries: a Laplace vector query of "
+                f"L1 sensitivity {plan.env_sum_noise_scale / plan.env_noise_multiplier:.4g} at ε "
+                f"{plan.env_epsilon:.3g} (scale {plan.env_sum_noise_scale:.3g}, std "
+                f"{math.sqrt(2) * plan.env_sum_noise_scale:.3g} on each released sum)"))

@@ -97,6 +97,27 @@ def gaussian_sensitivity(clip_norm: float, values: int) -> float:
     return float(clip_norm) + 0.5 * math.sqrt(values) / QUANTA_PER_UNIT
 
 
+def laplace_vector_sensitivity(l1_bound: float, values: int) -> float:
+    """L1 sensitivity (value units) of one Laplace-mechanism upload of a vector x of ``values`` entries in
+    [0, 1] with ‖x‖₁ ≤ ``l1_bound``: the upload carries x and x² (wire v2's two halves), and ‖x²‖₁ ≤ ‖x‖₁ for
+    entries in [0, 1], so the pair moves by at most 2·``l1_bound``; encoding rounds each of the 2·values
+    entries by at most half a quantum, adding ``values`` quanta (neighbouring runs: one device's vector present
+    or not)."""
+    return 2.0 * float(l1_bound) + int(values) / QUANTA_PER_UNIT
+
+
+def laplace_vector_release(sum_scale: float, sq_sum_scale: float, sensitivity: float) -> "QueryRelease":
+    """One Laplace vector query (the environment release): both halves of the upload (x with Laplace scale
+    ``sum_scale`` per entry, x² with ``sq_sum_scale``) as ONE Laplace mechanism of L1 ``sensitivity`` at the
+    smaller scale (adding more noise to a half is post-processing of a release at the smaller one — a
+    smaller scale on either half could not be hidden this way). Recorded as one sensitivity-1 query of
+    noise multiplier b / Δ₁: the Laplace mechanism's privacy-loss distribution depends on b / Δ₁ alone, and a
+    shift of L1 norm Δ₁ spread over several coordinates is dominated by the same shift on one coordinate
+    (Zhu, Dong, Wang 2022, the Laplace mechanism's dominating pair), which is what dp-accounting's
+    ``LaplaceDpEvent`` composes."""
+    return QueryRelease(min(float(sum_scale), float(sq_sum_scale)) / float(sensitivity), None, 1)
+
+
 Release = QueryRelease | GaussianRelease
 """Anything a run or a device's ledger records."""
 

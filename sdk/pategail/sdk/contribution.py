@@ -43,6 +43,16 @@ released home and first-cell distribution follow days, as the days a generator m
 with 700 days is not one home among 83 in the test days); capping keeps every entry in [0, 1]."""
 
 
+ENV_L1_BOUND = 9.0
+"""L1 norm no honest environment vector of the Laplace mechanism's layout (``place_law``, no regions) exceeds:
+six parts with entries ≥ 0 summing to at most w ≤ 1 — the home one-hot, the first cells with the at-home
+share, the weight itself, explore observed, explore expected and the place visits — and the return law's three
+entries, each at most w: 6 + 3 = 9. The device scales a longer vector down to it
+(``pategail.sdk.secagg.client.laplace_environment_input``), so it bounds what any device's upload can move
+whatever it holds; ``pategail.sdk.accounting.laplace_vector_sensitivity`` turns it into the release's L1
+sensitivity (Σ x² rides in the same upload)."""
+
+
 def contribution_weight(n_days: int, days_cap: int = DAYS_CAP) -> float:
     """w = min(1, n_days / days_cap): the weight of one device's environment contribution."""
     return min(1.0, n_days / days_cap)

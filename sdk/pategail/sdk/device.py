@@ -298,7 +298,7 @@ class Device:
         contribution = environment_vector(days, self.store.home, env.cells, env.alpha, env.candidates,
                                           msg.region_cells)
         check_request_budget(self.root, self._plan(), msg.round, len(contribution), environment=True)
-        self._pending.set(contribution)
+        self._pending.set(contribution, environment=True)
         return Ack(msg.round, KIND_NAMES[KIND_INITIAL_STATES_REQUEST], len(self._pending))
 
     # -- secure aggregation ----------------------------------------------------------------------------------
@@ -320,8 +320,10 @@ class Device:
                 raise ProtocolError(str(err)) from None
             self._pending.set(None)                  # uploaded once: a second noisy copy would weaken the DP
             return reply
+        if step == "advertise":
+            return client.start_round(*frames, environment=self._pending.environment)
         try:
-            method = {"advertise": client.start_round, "share": client.share_keys,
+            method = {"share": client.share_keys,
                       "ack": client.consistency_check, "unmask": client.unmask}[step]
         except KeyError:
             raise ProtocolError(f"unknown secure-aggregation step {step!r}") from None

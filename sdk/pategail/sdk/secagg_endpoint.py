@@ -14,9 +14,12 @@ class PendingVector:
 
     def __init__(self):
         self._vector: np.ndarray | None = None
+        self.environment = False
+        """The pending vector is the device's environment vector (a Laplace round releases it as one L1-clipped
+        vector query: ``pategail.sdk.secagg.client``)."""
 
-    def set(self, vector: np.ndarray | None) -> None:
-        self._vector = vector
+    def set(self, vector: np.ndarray | None, environment: bool = False) -> None:
+        self._vector, self.environment = vector, bool(environment and vector is not None)
 
     def peek(self) -> np.ndarray | None:
         """A copy of the vector, or None."""

@@ -3,7 +3,8 @@
 A device object owns one ``SecAggClient``. Each call takes the bytes the aggregator sent and returns the
 bytes to send back; a call that raises leaves the client's state unchanged:
 
-    start_round(signed_config, envelope) -> AdvertiseKeys      (verify config, policy, budget; open envelope)
+    start_round(signed_config, envelope[, environment]) -> AdvertiseKeys  (verify config, policy, budget; open
+                                                                          envelope)
     share_keys(key_broadcast)            -> ShareKeys          (t-of-k shares of b_u and s_u, encrypted)
     masked_input(share_delivery, scores) -> MaskedInput        (clip, noise share, checksum, mask; ledger)
     consistency_check(survivor_set)      -> SurvivorAck        (sign U3 once; abort below n_min)
@@ -11,7 +12,9 @@ bytes to send back; a call that raises leaves the client's state unchanged:
 
 ``scores`` are the device's D_u(s, a) for the round's M queries, shape (M,), float; the client clips them
 to [0, 1] itself and uploads both D and D² (computed from the clipped D): data slots 0..M-1 carry D,
-M..2M-1 carry D², slot 2M the checksum.
+M..2M-1 carry D², slot 2M the checksum. ``environment=True`` (the device's environment vector is pending):
+in a Laplace round the vector is L1-clipped on the device (:func:`laplace_environment_input`) and the
+release is accounted as one Laplace vector query of its L1 sensitivity (``ledger.round_release``).
 
 Never both secrets: a device signs exactly one survivor set per round and derives what it reveals from it
 (b_v for v in U3, the mask key s_v for v not in U3), keeping a record that refuses any request for the
@@ -28,7 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
-from pategail.sdk.contribution import Granularity
+from pategail.sdk.contribution import ENV_L1_BOUND, Granularity
 from pategail.sdk.features import SLOTS
 
 from . import crypto, shamir
@@ -72,6 +75,17 @@ def gaussian_input(scores: np.ndarray, cfg: RoundConfig) -> np.ndarray:
     return v * (cfg.clip_norm / norm) if norm > cfg.clip_norm else v
 
 
+def laplace_environment_input(values: np.ndarray) -> np.ndarray:
+    """What a device releases in a Laplace-mechanism environment round: its vector clipped to [0, 1], scaled
+    down to L1 norm ``ENV_L1_BOUND`` when longer — on the device, so the release's L1 sensitivity
+    (``pategail.sdk.accounting.laplace_vector_sensitivity``) holds whatever the device holds. Honest vectors
+    never exceed it (pategail.sdk.contribution); the x² half is computed from the result, so it is bounded
+    too."""
+    v = clip_unit(values)
+    norm = float(v.sum())
+    return v * (ENV_L1_BOUND / norm) if norm > ENV_L1_BOUND else v
+
+
 class Phase(enum.Enum):
     IDLE = 0
     ADVERTISED = 1
@@ -100,6 +114,7 @@ class _Round:
     ack: bytes = b""
     response: bytes = b""
     revealed: dict[int, str] = field(default_factory=dict)
+    environment: bool = False  # the upload is the device's environment vector (one vector query)
 
 
 def survivor_digest(config_digest: bytes, bitmap: bytes) -> bytes:
@@ -151,14 +166,15 @@ class SecAggClient:
         return self._round.config.participants.index(device) + 1
 
     # -- protocol ------------------------------------------------------------------------------------------
-    def start_round(self, signed_config: bytes, envelope: bytes) -> bytes:
-        """Verify the coordinator-signed config, open the checksum envelope, advertise fresh keys."""
+    def start_round(self, signed_config: bytes, envelope: bytes, environment: bool = False) -> bytes:
+        """Verify the coordinator-signed config, open the checksum envelope, advertise fresh keys.
+        ``environment``: the vector this round will upload is the device's environment vector."""
         cfg = RoundConfig.from_signed_bytes(signed_config, self._directory.coordinator)
         self._round_log.check(self._directory.coordinator, cfg.round_id)
         if self.device_id not in cfg.participants:
             raise ProtocolError(f"device {self.device_id} is not a participant of round {cfg.round_id}")
-        self.policy.check(cfg)  # a signature says who chose the configuration, not that it is safe
-        self.ledger.check(cfg)
+        self.policy.check(cfg, environment)  # a signature says who chose the configuration, not that it is safe
+        self.ledger.check(cfg, environment)
         env = ChecksumEnvelope.decode(envelope)
         if (env.round_id, env.device) != (cfg.round_id, self.device_id):
             raise MessageRejected("checksum envelope for another round or device")
@@ -168,7 +184,7 @@ class SecAggClient:
                                                         env.sealed, envelope_aad(digest, self.device_id)))
         graph = NeighbourGraph(cfg.participants, cfg.round_seed, cfg.degree)
         r = _Round(cfg, digest, graph.neighbours(self.device_id), key, offset, X25519PrivateKey.generate(),
-                   X25519PrivateKey.generate(), os.urandom(32))
+                   X25519PrivateKey.generate(), os.urandom(32), environment=bool(environment))
         reply = AdvertiseKeys(cfg.round_id, digest, self.device_id, crypto.public_bytes(r.c_key),
                               crypto.public_bytes(r.s_key)).encode(self._sign)
         self._round_log.accept(self._directory.coordinator, cfg.round_id)  # on disk before anything is sent
@@ -233,6 +249,8 @@ class SecAggClient:
             x = np.zeros(2 * m, dtype=np.int64)          # slots m..2m-1: no Σ D² in this mechanism
             x[:m] = encode_signed(gaussian_input(scores, cfg)) + self._draw(cfg, cfg.sum_noise_scale, m)
         else:
+            if r.environment:
+                scores = laplace_environment_input(scores)
             x = np.concatenate([encode(scores), encode(scores * scores)])
             x[:m] += self._draw(cfg, cfg.sum_noise_scale, m)
             x[m:] += self._draw(cfg, cfg.sq_sum_noise_scale, m)
@@ -244,7 +262,7 @@ class SecAggClient:
             seed = crypto.mask_seed(r.s_key, r.peers[v].s_public, r.digest, self.device_id, v)
             add_mask(y, expand_mask(seed, 2 * m), +1 if self.device_id < v else -1)
         reply = MaskedInput(cfg.round_id, r.digest, self.device_id, y).encode(self._sign)
-        self.ledger.record(cfg)  # from the moment the input leaves, a release containing it may exist
+        self.ledger.record(cfg, r.environment)  # from the moment the input leaves, a release containing it may exist
         r.held, self.phase = held, Phase.MASKED
         return reply
 

@@ -16,7 +16,9 @@ import os
 from pathlib import Path
 
 from pategail.sdk.accounting import (PLAN_INTERVAL, GaussianRelease, QueryRelease, Release, composed_epsilon,
-                                     gaussian_sensitivity, merge_release, release_from_dict, release_to_dict)
+                                     gaussian_sensitivity, laplace_vector_release, laplace_vector_sensitivity,
+                                     merge_release, release_from_dict, release_to_dict)
+from pategail.sdk.contribution import ENV_L1_BOUND
 
 from .config import RoundConfig
 from .errors import RoundRefused
@@ -29,9 +31,11 @@ LEDGER_INTERVAL = PLAN_INTERVAL
 FORMAT = "pategail-device-ledger/1"
 
 
-def round_release(cfg: RoundConfig) -> Release | None:
+def round_release(cfg: RoundConfig, environment: bool = False) -> Release | None:
     """The release a device takes part in when it uploads in round ``cfg``; None when a sum has no noise.
-    A Gaussian round is one vector query of its clip norm's L2 sensitivity (discretisation included)."""
+    A Gaussian round is one vector query of its clip norm's L2 sensitivity (discretisation included); so is a
+    Laplace round uploading the ``environment`` vector, of its L1 sensitivity (the device clips it to
+    ``ENV_L1_BOUND``); any other Laplace round is ``num_queries`` sensitivity-1 queries."""
     if cfg.mechanism == "gaussian":
         if cfg.sum_noise_scale <= 0:
             return None
@@ -39,6 +43,9 @@ def round_release(cfg: RoundConfig) -> Release | None:
                                cfg.noise_divisor)
     if cfg.sum_noise_scale <= 0 or cfg.sq_sum_noise_scale <= 0:
         return None
+    if environment:
+        return laplace_vector_release(cfg.sum_noise_scale, cfg.sq_sum_noise_scale,
+                                      laplace_vector_sensitivity(ENV_L1_BOUND, cfg.num_queries))
     return QueryRelease(cfg.sum_noise_scale, cfg.sq_sum_noise_scale, cfg.num_queries)
 
 
@@ -75,11 +82,12 @@ class PrivacyLedger:
         releases = self._releases if extra is None else merge_release(self._releases, extra)
         return composed_epsilon(releases, self.target_delta, LEDGER_INTERVAL)
 
-    def check(self, cfg: RoundConfig) -> None:
-        """Raise RoundRefused (code ``BUDGET``) if taking part in ``cfg`` could exceed the budget."""
+    def check(self, cfg: RoundConfig, environment: bool = False) -> None:
+        """Raise RoundRefused (code ``BUDGET``) if taking part in ``cfg`` (uploading the ``environment``
+        vector when set) could exceed the budget."""
         if self.target_epsilon is None:
             return
-        release = round_release(cfg)
+        release = round_release(cfg, environment)
         if release is None:
             raise RoundRefused(BUDGET, f"round {cfg.round_id} adds no noise to a sum: ε = ∞ for this device")
         after = self.epsilon(release)
@@ -87,9 +95,9 @@ class PrivacyLedger:
             raise RoundRefused(BUDGET, f"round {cfg.round_id} would take this device to ε = {after:.4g}, past "
                                        f"its budget {self.target_epsilon:g} (δ = {self.target_delta:g})")
 
-    def record(self, cfg: RoundConfig) -> None:
+    def record(self, cfg: RoundConfig, environment: bool = False) -> None:
         """Account ``cfg``'s release; on disk before it returns (call before the masked input leaves)."""
-        release = round_release(cfg)
+        release = round_release(cfg, environment)
         releases = self._releases if release is None else merge_release(self._releases, release)
         unbounded = self._unbounded + (release is None)
         if self.path is not None:

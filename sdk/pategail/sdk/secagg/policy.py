@@ -11,7 +11,9 @@ before its first message of the round:
 - fewer than ``min_n_min`` survivors, or fewer than ``min_survivor_share`` of the participants;
 - noise scales below the ones the bundle's privacy plan declares (``min_sum_noise_scale``,
   ``min_sq_sum_noise_scale``), and no noise at all when the plan declares any;
-- fewer colluders than the plan sizes the noise shares for (``min_colluders``).
+- fewer colluders than the plan sizes the noise shares for (``min_colluders``);
+- for the Laplace mechanism's environment round (one vector query, its own budget share), a noise multiplier
+  (scale over the release's L1 sensitivity) below the plan's ``min_env_noise_multiplier``.
 """
 from __future__ import annotations
 
@@ -20,7 +22,8 @@ from dataclasses import dataclass
 
 from typing import Any
 
-from pategail.sdk.accounting import gaussian_sensitivity
+from pategail.sdk.accounting import gaussian_sensitivity, laplace_vector_sensitivity
+from pategail.sdk.contribution import ENV_L1_BOUND
 
 from .config import RoundConfig
 from .errors import RoundRefused
@@ -52,6 +55,10 @@ class DevicePolicy:
     min_noise_multiplier: float = 0.0
     """Gaussian rounds: the smallest σ / Δ₂ (noise std over the L2 sensitivity of the signed clip norm) the
     plan declares — a coordinator that signs a larger clip norm at the same σ is refused."""
+    min_env_noise_multiplier: float = 0.0
+    """Laplace environment rounds: the smallest b / Δ₁ (the smaller of the two halves' scales over the release's
+    L1 sensitivity, ``laplace_vector_sensitivity(ENV_L1_BOUND, M)``) the plan declares; 0 (a plan that declares
+    none): the per-value floors above apply to the environment round too."""
     min_threshold_share: float = 0.5
     """The Shamir threshold must exceed this share of the h share holders: floor(share * h) + 1. 0.5 is a
     strict majority (the protection against split views); lower it only to study the protocol."""
@@ -61,11 +68,12 @@ class DevicePolicy:
             raise ValueError("min_n_min >= 1, min_survivor_share in [0, 1], min_colluders >= 0")
         if not 0 < self.min_threshold_share < 1:
             raise ValueError("min_threshold_share must be in (0, 1)")
-        if self.min_sum_noise_scale < 0 or self.min_sq_sum_noise_scale < 0:
+        if self.min_sum_noise_scale < 0 or self.min_sq_sum_noise_scale < 0 or self.min_env_noise_multiplier < 0:
             raise ValueError("noise-scale floors must be >= 0")
 
-    def check(self, cfg: RoundConfig) -> None:
-        """Raise RoundRefused (code ``POLICY``) naming the first floor ``cfg`` is below."""
+    def check(self, cfg: RoundConfig, environment: bool = False) -> None:
+        """Raise RoundRefused (code ``POLICY``) naming the first floor ``cfg`` is below; ``environment``: the
+        round would upload the device's environment vector."""
         def refuse(reason: str):
             raise RoundRefused(POLICY, f"round {cfg.round_id}: {reason}; refusing to take part")
 
@@ -86,6 +94,14 @@ class DevicePolicy:
             if z < self.min_noise_multiplier * (1 - 1e-12) or (self.mechanism and cfg.sum_noise_scale <= 0):
                 refuse(f"noise multiplier {z:.6g} (σ {cfg.sum_noise_scale:.6g}, clip norm {cfg.clip_norm:.6g}) is "
                        f"below the declared privacy plan's {self.min_noise_multiplier:.6g}")
+            return
+        if environment and self.min_env_noise_multiplier > 0:  # else (a plan without it): the per-value floors
+            b = min(cfg.sum_noise_scale, cfg.sq_sum_noise_scale)
+            z = b / laplace_vector_sensitivity(ENV_L1_BOUND, cfg.num_queries)
+            if z < self.min_env_noise_multiplier * (1 - 1e-12) or (self.mechanism and b <= 0):
+                refuse(f"environment noise multiplier {z:.6g} (scales {cfg.sum_noise_scale:.6g} / "
+                       f"{cfg.sq_sum_noise_scale:.6g}) is below the declared privacy plan's "
+                       f"{self.min_env_noise_multiplier:.6g}")
             return
         for name, got, floor in (("Σ D", cfg.sum_noise_scale, self.min_sum_noise_scale),
                                  ("Σ D²", cfg.sq_sum_noise_scale, self.min_sq_sum_noise_scale)):
@@ -114,7 +130,8 @@ class DeclaredPlan:
     noise_multiplier: float = 0.0
     """Gaussian: σ / Δ₂ of every reward release."""
     env_noise_multiplier: float = 0.0
-    """Gaussian: σ / Δ₂ of the environment release."""
+    """σ / Δ₂ of the environment release (Gaussian); b / Δ₁, its Laplace scale over its L1 sensitivity
+    (Laplace: one vector query with its own budget share)."""
 
     def __post_init__(self):
         if self.mechanism == "gaussian":
@@ -131,7 +148,8 @@ class DeclaredPlan:
         return DevicePolicy(min_survivor_share=self.min_survivors, min_sum_noise_scale=self.sum_noise_scale,
                             min_sq_sum_noise_scale=self.sq_sum_noise_scale, min_colluders=self.colluders,
                             mechanism=self.mechanism,
-                            min_noise_multiplier=min(self.noise_multiplier, self.env_noise_multiplier))
+                            min_noise_multiplier=min(self.noise_multiplier, self.env_noise_multiplier),
+                            min_env_noise_multiplier=self.env_noise_multiplier if self.mechanism == "laplace" else 0.0)
 
     def request_release(self, values: int, environment: bool = False):
         """The release answering a request of ``values`` values costs at this plan's noise (a device's
@@ -139,6 +157,8 @@ class DeclaredPlan:
         from pategail.sdk.accounting import GaussianRelease, QueryRelease
         if self.mechanism == "gaussian":
             return GaussianRelease(self.env_noise_multiplier if environment else self.noise_multiplier, 1.0, 1)
+        if environment and self.env_noise_multiplier > 0:      # one Laplace vector query (b / Δ₁)
+            return QueryRelease(self.env_noise_multiplier, None, 1)
         return QueryRelease(self.sum_noise_scale, self.sq_sum_noise_scale, values)
 
     def to_manifest(self) -> dict[str, Any]:
@@ -148,6 +168,8 @@ class DeclaredPlan:
         if self.mechanism == "gaussian":   # Laplace manifests keep their fields (and the Java core's parser)
             out.update(mechanism=self.mechanism, noise_multiplier=self.noise_multiplier,
                        env_noise_multiplier=self.env_noise_multiplier)
+        elif self.env_noise_multiplier > 0:  # one more key (a JSON object: readers skip keys they do not know)
+            out.update(env_noise_multiplier=self.env_noise_multiplier)
         return out
 
     @classmethod
