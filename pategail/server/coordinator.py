@@ -174,7 +174,9 @@ class Coordinator:
         if "privacy_plan" not in state:
             raise PategailError(f"{self.ckpt_dir}: the checkpoint was made by an older version of pategail (it "
                                 "has no privacy plan) and cannot be resumed; start the run again in another --out")
-        if state["config"] != self.config.to_dict() or state["seed"] != self.seed:
+        # settings added by a later version are absent from an older checkpoint: read at their defaults
+        saved = TrainConfig.from_dict(state["config"], where=str(self.ckpt_dir)).to_dict()
+        if saved != self.config.to_dict() or state["seed"] != self.seed:
             raise PategailError(f"{self.ckpt_dir}: the checkpoint was made with another configuration or seed; "
                                 "use the same settings to resume, or another --out")
         self.state = RunState.from_dict(state)

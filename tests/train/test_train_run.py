@@ -106,6 +106,26 @@ def test_killed_and_resumed_run_ends_like_an_uninterrupted_one(dataset, tmp_path
     assert torch.equal(_params(third.averaged_policy()), _params(whole.averaged_policy()))
 
 
+def test_a_checkpoint_without_settings_added_later_resumes_when_they_are_at_their_defaults(dataset, tmp_path):
+    from pategail.server.checkpoint import load_checkpoint, save_checkpoint
+
+    first = _coordinator(dataset, tmp_path / "old")
+
+    def crash(stats):
+        raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt):
+        first.train(on_round=crash)
+    ckpt = tmp_path / "old" / "checkpoint"
+    state = load_checkpoint(ckpt)
+    del state["config"]["distinct_embedding"], state["config"]["ppo"]["advantage_by_distinct"]  # an older version's
+    save_checkpoint(ckpt, state)
+    again = _coordinator(dataset, tmp_path / "old")
+    assert again.resume() and again.round == 1
+    changed = _coordinator(dataset, tmp_path / "old", distinct_embedding=True)
+    with pytest.raises(PategailError, match="another configuration"):
+        changed.resume()
+
+
 def test_privacy_spending_survives_a_crash_exactly_once(dataset, tmp_path, monkeypatch):
     run = tmp_path / "private"
     first = _coordinator(dataset, run, target_epsilon=50.0, rounds=2, kappa=3.0)   # unequal Σ / Σ² scales
