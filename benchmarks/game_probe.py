@@ -18,7 +18,7 @@ STATE_BINS = (1, 2, 3, 4, 5, 6, 8, 16, 49)
 
 
 def probe(coordinator, devices, n_days: int, rng: np.random.Generator) -> dict:
-    homes, firsts = coordinator.initial_states.sample(n_days, rng)
+    homes, firsts = coordinator.sample_initial_states(n_days, rng)
     rollout, homes = sample_rollout(coordinator.policy, coordinator.geometry, homes, firsts, rng,
                                     coordinator.config.alpha, coordinator.initial_states.explore_factors,
                                     coordinator.place_law())
@@ -57,7 +57,7 @@ def gradient_norms(coordinator, devices, n_days: int, rng: np.random.Generator) 
     from pategail.server.policy import masked_log_probs
 
     cfg = coordinator.config
-    homes, firsts = coordinator.initial_states.sample(n_days, rng)
+    homes, firsts = coordinator.sample_initial_states(n_days, rng)
     rollout, homes = sample_rollout(coordinator.policy, coordinator.geometry, homes, firsts, rng, cfg.alpha,
                                     coordinator.initial_states.explore_factors, coordinator.place_law())
     flat = pair_features(rollout.cells, homes, rollout.actions, coordinator.geometry.cells).reshape(-1, N_PAIR_FEATURES)

@@ -31,7 +31,7 @@ KS = (1, 2, 3, 4, 5, 6)
 
 
 def rollout_of(coord, policy, n_days, rng):
-    homes, firsts = coord.initial_states.sample(n_days, rng)
+    homes, firsts = coord.sample_initial_states(n_days, rng)
     return sample_rollout(policy, coord.geometry, homes, firsts, rng, coord.config.alpha,
                           coord.initial_states.explore_factors, coord.place_law())
 

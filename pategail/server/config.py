@@ -162,6 +162,11 @@ class TrainConfig:
     default PateGail run with it scored worse than the classic-law default on 4 of the 5 km metrics against
     the training days (Radius 0.115 vs 0.063, DailyLoc 0.035 vs 0.022; BENCHMARKS.md, issue 17) — the PPO and
     discriminator settings were tuned for the classic laws and have not been re-tuned for it."""
+    first_cell_alpha: float | None = None
+    """Where a generated day that does not start at home starts. None: a cell drawn from the released
+    first-cell shares, independent of the home. A number α: among the home's ``candidates`` nearest cells,
+    weight (released share) × rank^−α (pategail.server.initial_states.FirstCellLaw) — post-processing of the
+    same release, no privacy cost."""
     d_model: int = 64
     """Policy transformer width."""
     distinct_embedding: bool = False
@@ -184,6 +189,9 @@ class TrainConfig:
             raise PategailError("disc_replay_share must be in [0, 1), disc_replay_rounds and disc_replay_pairs >= 1")
         if not 0 <= self.disc_label_smoothing < 0.5:
             raise PategailError(f"disc_label_smoothing must be in [0, 0.5), got {self.disc_label_smoothing}")
+        if self.first_cell_alpha is not None and not (math.isfinite(self.first_cell_alpha)
+                                                      and self.first_cell_alpha >= 0):
+            raise PategailError(f"first_cell_alpha must be null or a number >= 0, got {self.first_cell_alpha}")
         if self.average_rounds < 1:
             raise PategailError(f"average_rounds must be >= 1, got {self.average_rounds}")
         if self.reward not in ("r_hat", "log") or not 0 < self.reward_floor < 1:

@@ -126,6 +126,28 @@ def test_a_checkpoint_without_settings_added_later_resumes_when_they_are_at_thei
         changed.resume()
 
 
+def test_first_cell_law_starts_generated_days_near_home(dataset, tmp_path):
+    from pategail.sdk.geo import haversine_km
+    coordinator = _coordinator(dataset, tmp_path / "near", rounds=1, first_cell_alpha=1.0)
+    coordinator.train()
+    homes, firsts = coordinator.sample_initial_states(4000, np.random.default_rng(0))
+    away = firsts != homes
+    assert away.any()
+    assert all(f in coordinator.geometry.neighbours[h] for h, f in zip(homes[away], firsts[away]))
+    plain_homes, plain_firsts = coordinator.initial_states.sample(4000, np.random.default_rng(0))
+    np.testing.assert_array_equal(homes, plain_homes)
+    cells = dataset.cells
+
+    def km(a, b):
+        return haversine_km(cells[a, 0], cells[a, 1], cells[b, 0], cells[b, 1])
+    plain_away = plain_firsts != plain_homes
+    assert np.median(km(firsts[away], homes[away])) < np.median(km(plain_firsts[plain_away], plain_homes[plain_away]))
+    days = coordinator.generate(50, np.random.default_rng(1))
+    assert days.shape == (50, 48)
+    with pytest.raises(PategailError, match="first_cell_alpha"):
+        TrainConfig(**{**TINY, "first_cell_alpha": -1.0})
+
+
 def test_privacy_spending_survives_a_crash_exactly_once(dataset, tmp_path, monkeypatch):
     run = tmp_path / "private"
     first = _coordinator(dataset, run, target_epsilon=50.0, rounds=2, kappa=3.0)   # unequal Σ / Σ² scales
