@@ -166,7 +166,9 @@ class TrainConfig:
     """Where a generated day that does not start at home starts. None: a cell drawn from the released
     first-cell shares, independent of the home. A number α: among the home's ``candidates`` nearest cells,
     weight (released share) × rank^−α (pategail.server.initial_states.FirstCellLaw) — post-processing of the
-    same release, no privacy cost."""
+    same release, no privacy cost. Off: on the sparse city α = 0.4 put first cells as far from home as real
+    ones (median 3.6 km vs 3.7; independent of home: 7.6), the feature the discriminators told its generated
+    days apart by, but did not improve the km metrics (one seed; BENCHMARKS.md, issue 19, session 4)."""
     d_model: int = 64
     """Policy transformer width."""
     distinct_embedding: bool = False

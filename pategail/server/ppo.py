@@ -25,7 +25,10 @@ class PPOConfig:
     learning_rate: float = 3e-4
     """Adam step size of the policy and value networks."""
     n_epochs: int = 4
-    """Passes over each round's rollout."""
+    """Passes over each round's rollout. 10 cut the sparse city's Radius, DailyLoc and I-rank 2.7–2.9× (the
+    policy, nearly all "stay" late in training, moved ~1e-4 in KL a round with 4 and never learned when real
+    days explore), but raised its invented 5+-cell days (3% → 4–7%) and is not yet checked on the other cities
+    (BENCHMARKS.md, issue 19, session 4)."""
     batch_size: int = 64
     """Days per minibatch (each day contributes its 47 decisions)."""
     gamma: float = 0.99
@@ -61,13 +64,15 @@ class PPOConfig:
     balance_exponent: float = 1.0
     """With ``balance_distinct``: the weights are ∝ frequency^−exponent (1 = inverse frequency, every count the
     same total weight; 0.5 tempers it, so a count's total weight grows with √frequency and the long tail of
-    rare counts of a dense city does not take over the update; 0 = no balancing)."""
+    rare counts of a dense city does not take over the update; 0 = no balancing). 0.5 with the count
+    embedding: no change on the sparse city beyond seed noise (BENCHMARKS.md, issue 19, session 4)."""
     advantage_by_distinct: bool = False
     """Centre the advantages within each number of distinct cells so far, over the round's rollout (a
     per-count baseline), then scale them by their standard deviation over the rollout, instead of
     standardising them per minibatch. Per-minibatch standardisation subtracts a mean set by the common
     states: where a rare state's advantages all lie below it, the action the policy mostly takes there
-    ("stay") is pushed down and the rare one ("explore") up, whatever their order."""
+    ("stay") is pushed down and the rare one ("explore") up, whatever their order. Off: with the count
+    embedding, no change on the sparse city beyond seed noise (BENCHMARKS.md, issue 19, session 4)."""
 
     def __post_init__(self):
         if not (self.learning_rate > 0 and self.n_epochs >= 1 and self.batch_size >= 1):
