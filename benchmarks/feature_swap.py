@@ -10,18 +10,15 @@ On the sparse city the distance from home alone closed it (BENCHMARKS.md, issue 
 Run: .venv/bin/python benchmarks/feature_swap.py --data runs/geolife-sparse4 runs/a-default-s0 [--k 2]
 """
 import argparse
-import json
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from pategail.data.dataset import load_dataset
-from pategail.emulator import EmulatedFleet, choose_users
 from pategail.sdk.features import SLOTS, STATE_FEATURES, STAY, infer_home, label_actions, pair_features
-from pategail.server.config import TrainConfig
-from pategail.server.coordinator import Coordinator
 from pategail.server.sampling import sample_rollout
+
+from game_probe import resume_game_run
 
 DISTINCT = STATE_FEATURES.index("distinct")
 
@@ -40,13 +37,8 @@ def main():
     parser.add_argument("--pairs", type=int, default=600)
     args = parser.parse_args()
     torch.set_num_threads(1)
-    summary = json.loads((args.run / "game.json").read_text())
-    config = TrainConfig.from_dict(summary["config"])
-    ds = load_dataset(args.data)
-    fleet = EmulatedFleet(ds, choose_users(ds.users, None, summary["seed"]), args.run / "devices",
-                          args.run / "bundle-initial", seed=summary["seed"])
-    coord = Coordinator(config, fleet, ds.cells, args.run, seed=summary["seed"])
-    coord.resume()
+    ds, fleet, coord = resume_game_run(args.data, args.run)
+    config = coord.config
     rng = np.random.default_rng(7)
     homes, firsts = coord.sample_initial_states(args.days, rng)
     rollout, homes = sample_rollout(coord.policy, coord.geometry, homes, firsts, rng, config.alpha,
