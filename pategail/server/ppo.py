@@ -25,10 +25,9 @@ class PPOConfig:
     learning_rate: float = 3e-4
     """Adam step size of the policy and value networks."""
     n_epochs: int = 4
-    """Passes over each round's rollout. 10 cut the sparse city's Radius, DailyLoc and I-rank 2.7–2.9× (the
-    policy, nearly all "stay" late in training, moved ~1e-4 in KL a round with 4 and never learned when real
-    days explore), but raised its invented 5+-cell days (3% → 4–7%) and is not yet checked on the other cities
-    (BENCHMARKS.md, issue 19, session 4)."""
+    """Passes over each round's rollout (SB3's default is 10). Training runs use 10
+    (pategail.server.config.DEFAULT_PPO): with 4 the sparse city's policy, nearly all "stay" late in training,
+    moved ~1e-4 in KL a round and never learned when real days explore (BENCHMARKS.md, issue 19, session 4)."""
     batch_size: int = 64
     """Days per minibatch (each day contributes its 47 decisions)."""
     gamma: float = 0.99
