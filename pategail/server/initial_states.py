@@ -121,8 +121,8 @@ class FirstCellLaw:
     (``neighbours`` (n_cells, K), rank r + 1 in column r, pategail.sdk.epr.CellGeometry), cell c of rank r with
     weight first_weights[c] · r^−alpha — the released first-cell shares, anchored at the home by a rank law
     (the relevance × rank form of d-EPR's explore law). Drawn independently of the home, a sparse city's first
-    cells lay twice as far from home as real ones (median 7.8 km against 3.8), and so did every later
-    position; the discriminators told generated days apart by their distance from home alone
+    cells lay twice as far from home as real ones (median 7.6 km against 3.7), and so did the cells explores
+    left from (10.2 km against 4.4); the discriminators told generated days apart by their distance from home
     (BENCHMARKS.md, issue 19, session 4)."""
 
     neighbours: np.ndarray
