@@ -23,7 +23,8 @@ Radius/DailyLoc/Distance/G-rank/I-rank 0.072/0.029/0.025/0.002/0.005, the SB3 de
 PPOConfig's 4: late in training the policy is nearly all "stay", and with 4 it moved ~1e-4 in KL a round and
 never learned when real days explore; on the sparse city 10 cut Radius, DailyLoc and I-rank 2.7–2.9× (seeds
 0–1, 40 rounds), on pategail-geolife it kept every km metric within or better than the 4-epoch run's (seed 0;
-last-20-round stay range 0.11 vs 0.18) (BENCHMARKS.md, issue 19, session 4)."""
+last-20-round stay range 0.11 vs 0.18), on gps-csv GeoLife within a few percent (seed 0) (BENCHMARKS.md, issue
+19, session 4)."""
 
 
 ALL_PAIRS_MAX = 100
