@@ -18,7 +18,7 @@ STATE_BINS = (1, 2, 3, 4, 5, 6, 8, 16, 49)
 
 
 def probe(coordinator, devices, n_days: int, rng: np.random.Generator) -> dict:
-    homes, firsts = coordinator.initial_states.sample(n_days, rng)
+    homes, firsts = coordinator.sample_initial_states(n_days, rng)
     rollout, homes = sample_rollout(coordinator.policy, coordinator.geometry, homes, firsts, rng,
                                     coordinator.config.alpha, coordinator.initial_states.explore_factors,
                                     coordinator.place_law())
@@ -57,7 +57,7 @@ def gradient_norms(coordinator, devices, n_days: int, rng: np.random.Generator) 
     from pategail.server.policy import masked_log_probs
 
     cfg = coordinator.config
-    homes, firsts = coordinator.initial_states.sample(n_days, rng)
+    homes, firsts = coordinator.sample_initial_states(n_days, rng)
     rollout, homes = sample_rollout(coordinator.policy, coordinator.geometry, homes, firsts, rng, cfg.alpha,
                                     coordinator.initial_states.explore_factors, coordinator.place_law())
     flat = pair_features(rollout.cells, homes, rollout.actions, coordinator.geometry.cells).reshape(-1, N_PAIR_FEATURES)
@@ -83,6 +83,26 @@ def gradient_norms(coordinator, devices, n_days: int, rng: np.random.Generator) 
     return out
 
 
+def resume_game_run(data, run):
+    """(data set, fleet, coordinator) of a finished benchmarks/game.py run ``run``, its coordinator resumed
+    from the last checkpoint and its devices from their stores (the data set read from ``data``)."""
+    import json
+
+    from pategail.data.dataset import load_dataset
+    from pategail.emulator import EmulatedFleet, choose_users
+    from pategail.server.config import TrainConfig
+    from pategail.server.coordinator import Coordinator
+
+    summary = json.loads((run / "game.json").read_text())
+    config = TrainConfig.from_dict(summary["config"])
+    ds = load_dataset(data)
+    fleet = EmulatedFleet(ds, choose_users(ds.users, None, summary["seed"]), run / "devices", run / "bundle-initial",
+                          seed=summary["seed"])
+    coord = Coordinator(config, fleet, ds.cells, run, seed=summary["seed"])
+    coord.resume()
+    return ds, fleet, coord
+
+
 def show(table: dict) -> None:
     print("| distinct so far | pairs | " + " | ".join(f"{a}: share, D, R̂, A" for a in ACTIONS) + " |")
     print("|---|---:|" + "---:|" * len(ACTIONS))
@@ -98,25 +118,13 @@ if __name__ == "__main__":
 
     import torch
 
-    from pategail.data.dataset import load_dataset
-    from pategail.emulator import EmulatedFleet, choose_users
-    from pategail.server.config import TrainConfig
-    from pategail.server.coordinator import Coordinator
-
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", required=True, type=Path)
     parser.add_argument("--days", type=int, default=480)
     parser.add_argument("run", type=Path, help="a benchmarks/game.py run directory")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    import json
-    summary = json.loads((args.run / "game.json").read_text())
-    config = TrainConfig.from_dict(summary["config"])
-    ds = load_dataset(args.data)
-    users = choose_users(ds.users, None, summary["seed"])
-    fleet = EmulatedFleet(ds, users, args.run / "devices", args.run / "bundle-initial", seed=summary["seed"])
-    coord = Coordinator(config, fleet, ds.cells, args.run, seed=summary["seed"])
-    coord.resume()
+    _, fleet, coord = resume_game_run(args.data, args.run)
     show(probe(coord, list(fleet.devices.values()), args.days, np.random.default_rng(7)))
     print("gradient norms of PPO's loss terms:", gradient_norms(coord, list(fleet.devices.values()), 64,
                                                                 np.random.default_rng(3)))

@@ -11,27 +11,24 @@ Run: .venv/bin/python benchmarks/ppo_update_probe.py --data runs/geolife-sparse4
 """
 import argparse
 import copy
-import json
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from pategail.data.dataset import load_dataset
-from pategail.emulator import EmulatedFleet, choose_users
 from pategail.sdk.features import EXPLORE, N_PAIR_FEATURES, SLOTS, STAY, pair_features
-from pategail.server.config import TrainConfig
-from pategail.server.coordinator import Coordinator
 from pategail.server.policy import DISTINCT_FEATURE, masked_log_probs
 from pategail.server.ppo import compute_gae, discounted_returns, ppo_update
 from pategail.server.sampling import sample_rollout
+
+from game_probe import resume_game_run
 
 KS = (1, 2, 3, 4, 5, 6)
 
 
 def rollout_of(coord, policy, n_days, rng):
-    homes, firsts = coord.initial_states.sample(n_days, rng)
+    homes, firsts = coord.sample_initial_states(n_days, rng)
     return sample_rollout(policy, coord.geometry, homes, firsts, rng, coord.config.alpha,
                           coord.initial_states.explore_factors, coord.place_law())
 
@@ -52,13 +49,8 @@ def main():
     parser.add_argument("--trials", type=int, default=2)
     args = parser.parse_args()
     torch.set_num_threads(1)
-    summary = json.loads((args.run / "game.json").read_text())
-    config = TrainConfig.from_dict(summary["config"])
-    ds = load_dataset(args.data)
-    fleet = EmulatedFleet(ds, choose_users(ds.users, None, summary["seed"]), args.run / "devices",
-                          args.run / "bundle-initial", seed=summary["seed"])
-    coord = Coordinator(config, fleet, ds.cells, args.run, seed=summary["seed"])
-    coord.resume()
+    ds, fleet, coord = resume_game_run(args.data, args.run)
+    config = coord.config
     devices = list(fleet.devices.values())
     print("π(explore | k) before:", explore_rates(coord, coord.policy, np.random.default_rng(1)))
     for trial in range(args.trials):

@@ -35,7 +35,7 @@ def write_outputs(coordinator, dataset, run: Path, seed: int = 0, fleet: dict | 
     summary = coordinator.summary()
     cfg = summary.config
     rng = np.random.default_rng([seed, 0xF1])
-    homes, firsts = coordinator.initial_states.sample(INITIAL_STATES_IN_BUNDLE, rng)
+    homes, firsts = coordinator.sample_initial_states(INITIAL_STATES_IN_BUNDLE, rng)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed + 1)
         discriminator = Discriminator()

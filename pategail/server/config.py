@@ -15,11 +15,16 @@ from pategail.sdk.epr import DEFAULT_ALPHA, DEFAULT_CANDIDATES
 from pategail.server.ppo import PPOConfig
 
 
-DEFAULT_PPO = {"gamma": 0.9, "gae_lambda": 0.9}
+DEFAULT_PPO = {"gamma": 0.9, "gae_lambda": 0.9, "n_epochs": 10}
 """A short horizon: the reward of (s, a) already says how real action a looks in state s. Chosen by the
 JSD to the *training* days (never the test days) of 60-round runs on pategail-geolife: γ = λ = 0.9 gave
 Radius/DailyLoc/Distance/G-rank/I-rank 0.072/0.029/0.025/0.002/0.005, the SB3 defaults γ = 0.99,
-λ = 0.95 0.102/0.105/0.041/0.006/0.019 (BENCHMARKS.md)."""
+λ = 0.95 0.102/0.105/0.041/0.006/0.019 (BENCHMARKS.md). 10 passes over each round's days instead of
+PPOConfig's 4: late in training the policy is nearly all "stay", and with 4 it moved ~1e-4 in KL a round and
+never learned when real days explore; on the sparse city 10 cut Radius, DailyLoc and I-rank 2.7–2.9× (seeds
+0–1, 40 rounds), on pategail-geolife it kept every km metric within or better than the 4-epoch run's (seed 0;
+last-20-round stay range 0.11 vs 0.18), on gps-csv GeoLife within a few percent (seed 0) (BENCHMARKS.md, issue
+19, session 4)."""
 
 
 ALL_PAIRS_MAX = 100
@@ -163,6 +168,13 @@ class TrainConfig:
     default PateGail run with it scored worse than the classic-law default on 4 of the 5 km metrics against
     the training days (Radius 0.115 vs 0.063, DailyLoc 0.035 vs 0.022; BENCHMARKS.md, issue 17) — the PPO and
     discriminator settings were tuned for the classic laws and have not been re-tuned for it."""
+    first_cell_alpha: float | None = None
+    """Where a generated day that does not start at home starts. None: a cell drawn from the released
+    first-cell shares, independent of the home. A number α: among the home's ``candidates`` nearest cells,
+    weight (released share) × rank^−α (pategail.server.initial_states.FirstCellLaw) — post-processing of the
+    same release, no privacy cost. Off: on the sparse city α = 0.4 put first cells as far from home as real
+    ones (median 3.6 km vs 3.7; independent of home: 7.6), the feature the discriminators told its generated
+    days apart by, but did not improve the km metrics (one seed; BENCHMARKS.md, issue 19, session 4)."""
     d_model: int = 64
     """Policy transformer width."""
     distinct_embedding: bool = False
@@ -185,6 +197,9 @@ class TrainConfig:
             raise PategailError("disc_replay_share must be in [0, 1), disc_replay_rounds and disc_replay_pairs >= 1")
         if not 0 <= self.disc_label_smoothing < 0.5:
             raise PategailError(f"disc_label_smoothing must be in [0, 0.5), got {self.disc_label_smoothing}")
+        if self.first_cell_alpha is not None and not (math.isfinite(self.first_cell_alpha)
+                                                      and self.first_cell_alpha >= 0):
+            raise PategailError(f"first_cell_alpha must be null or a number >= 0, got {self.first_cell_alpha}")
         if self.average_rounds < 1:
             raise PategailError(f"average_rounds must be >= 1, got {self.average_rounds}")
         if self.reward not in ("r_hat", "log") or not 0 < self.reward_floor < 1:

@@ -33,7 +33,7 @@ from pategail.server.averaging import TailAverage
 from pategail.server.checkpoint import load_checkpoint, save_checkpoint
 from pategail.server.config import TrainConfig
 from pategail.server.fleet import Fleet
-from pategail.server.initial_states import InitialStates
+from pategail.server.initial_states import FirstCellLaw, InitialStates
 from pategail.server.policy import Policy, PolicyConfig
 from pategail.server.ppo import ppo_update
 from pategail.server.privacy.plan import GaussianSpec, PrivacyPlan, load_or_make_plan
@@ -178,7 +178,9 @@ class Coordinator:
         if "privacy_plan" not in state:
             raise PategailError(f"{self.ckpt_dir}: the checkpoint was made by an older version of pategail (it "
                                 "has no privacy plan) and cannot be resumed; start the run again in another --out")
-        if state["config"] != self.config.to_dict() or state["seed"] != self.seed:
+        # settings added by a later version are absent from an older checkpoint: read at their defaults
+        saved = TrainConfig.from_dict(state["config"], where=str(self.ckpt_dir)).to_dict()
+        if saved != self.config.to_dict() or state["seed"] != self.seed:
             raise PategailError(f"{self.ckpt_dir}: the checkpoint was made with another configuration or seed; "
                                 "use the same settings to resume, or another --out")
         self.state = RunState.from_dict(state)
@@ -221,7 +223,7 @@ class Coordinator:
     def run_round(self, round_: int) -> RoundStats:
         t0 = time.perf_counter()
         cfg = self.config
-        homes, firsts = self.initial_states.sample(cfg.days_per_round, self.rng_sampling)
+        homes, firsts = self.sample_initial_states(cfg.days_per_round, self.rng_sampling)
         rollout, homes = sample_rollout(self.policy, self.geometry, homes, firsts, self.rng_sampling, cfg.alpha,
                                         self.initial_states.explore_factors, self.place_law())
         journal = self.releases.journal()
@@ -278,6 +280,13 @@ class Coordinator:
         policy before the first of them)."""
         return self.average.averaged(self.policy)
 
+    def sample_initial_states(self, n_days: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """(homes, first cells) of ``n_days`` generated days from the released initial states, with the
+        configured first-cell law (``TrainConfig.first_cell_alpha``)."""
+        alpha = self.config.first_cell_alpha
+        law = None if alpha is None else FirstCellLaw(self.geometry.neighbours, alpha)
+        return self.initial_states.sample(n_days, rng, near_home=law)
+
     def place_law(self):
         """The released place law the environment uses (None: the classic EPR laws, by configuration or for a
         run checkpointed before place laws existed)."""
@@ -291,7 +300,7 @@ class Coordinator:
 
     def generate(self, n_days: int, rng: np.random.Generator) -> np.ndarray:
         """Synthetic days (n_days, 48) from the averaged policy and the released initial states."""
-        homes, firsts = self.initial_states.sample(n_days, rng)
+        homes, firsts = self.sample_initial_states(n_days, rng)
         rollout, _ = sample_rollout(self.averaged_policy(), self.geometry, homes, firsts, rng, self.config.alpha,
                                     self.initial_states.explore_factors, self.place_law())
         return rollout.cells.astype(np.int32)

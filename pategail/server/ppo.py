@@ -25,7 +25,9 @@ class PPOConfig:
     learning_rate: float = 3e-4
     """Adam step size of the policy and value networks."""
     n_epochs: int = 4
-    """Passes over each round's rollout."""
+    """Passes over each round's rollout (SB3's default is 10). Training runs use 10
+    (pategail.server.config.DEFAULT_PPO): with 4 the sparse city's policy, nearly all "stay" late in training,
+    moved ~1e-4 in KL a round and never learned when real days explore (BENCHMARKS.md, issue 19, session 4)."""
     batch_size: int = 64
     """Days per minibatch (each day contributes its 47 decisions)."""
     gamma: float = 0.99
@@ -58,6 +60,18 @@ class PPOConfig:
     ~40 five-cell ones were outvoted. Off by default: with the policy's count embedding it cut the sparse
     city's invented days (2.9% → 0.6%, seed 0) but cost the paper's GeoLife DailyLoc (0.008 → 0.026)
     (BENCHMARKS.md, issue 19, session 3)."""
+    balance_exponent: float = 1.0
+    """With ``balance_distinct``: the weights are ∝ frequency^−exponent (1 = inverse frequency, every count the
+    same total weight; 0.5 tempers it, so a count's total weight grows with √frequency and the long tail of
+    rare counts of a dense city does not take over the update; 0 = no balancing). 0.5 with the count
+    embedding: no change on the sparse city beyond seed noise (BENCHMARKS.md, issue 19, session 4)."""
+    advantage_by_distinct: bool = False
+    """Centre the advantages within each number of distinct cells so far, over the round's rollout (a
+    per-count baseline), then scale them by their standard deviation over the rollout, instead of
+    standardising them per minibatch. Per-minibatch standardisation subtracts a mean set by the common
+    states: where a rare state's advantages all lie below it, the action the policy mostly takes there
+    ("stay") is pushed down and the rare one ("explore") up, whatever their order. Off: with the count
+    embedding, no change on the sparse city beyond seed noise (BENCHMARKS.md, issue 19, session 4)."""
 
     def __post_init__(self):
         if not (self.learning_rate > 0 and self.n_epochs >= 1 and self.batch_size >= 1):
@@ -66,6 +80,8 @@ class PPOConfig:
             raise ValueError("need 0 < gamma <= 1, 0 <= gae_lambda <= 1, clip_range > 0")
         if min(self.ent_coef, self.vf_coef) < 0 or self.max_grad_norm <= 0:
             raise ValueError("ent_coef and vf_coef must be >= 0, max_grad_norm > 0")
+        if not self.balance_exponent >= 0:
+            raise ValueError(f"balance_exponent must be >= 0, got {self.balance_exponent}")
 
 
 @dataclass(frozen=True)
@@ -125,13 +141,30 @@ def explained_variance(predicted: np.ndarray, target: np.ndarray) -> float:
     return float("nan") if var == 0 else float(1 - np.var(target - predicted) / var)
 
 
-def distinct_balance_weights(features: np.ndarray) -> np.ndarray:
-    """float32 (n, T): 1 / (decisions of the batch whose state has the same number of distinct cells so far),
-    scaled to mean 1 (features (n, T, F), the "distinct" column holding count / SLOTS)."""
-    counts = np.rint(np.asarray(features)[..., DISTINCT_FEATURE] * SLOTS).astype(np.int64)
-    frequency = np.bincount(counts.ravel())[counts]
-    weights = 1.0 / frequency
+def distinct_counts(features: np.ndarray) -> np.ndarray:
+    """int64 (n, T): the number of distinct cells so far of each state (features (n, T, F), the "distinct"
+    column holding count / SLOTS)."""
+    return np.rint(np.asarray(features)[..., DISTINCT_FEATURE] * SLOTS).astype(np.int64)
+
+
+def distinct_balance_weights(features: np.ndarray, exponent: float = 1.0) -> np.ndarray:
+    """float32 (n, T): (decisions of the batch whose state has the same number of distinct cells so far)
+    ^ −exponent, scaled to mean 1 (features (n, T, F), the "distinct" column holding count / SLOTS)."""
+    counts = distinct_counts(features)
+    frequency = np.bincount(counts.ravel())[counts].astype(np.float64)
+    weights = frequency ** -exponent
     return (weights * (weights.size / weights.sum())).astype(np.float32)
+
+
+def advantages_by_distinct(advantages: np.ndarray, features: np.ndarray) -> np.ndarray:
+    """(n, S) advantages centred within each number of distinct cells so far (a per-count baseline), then
+    divided by the standard deviation of the centred whole (features (n, S, F) of the decisions' states).
+    A count with a single decision gets 0: nothing to compare it with."""
+    counts = distinct_counts(features).ravel()
+    flat = np.asarray(advantages, dtype=np.float64).ravel()
+    means = np.bincount(counts, weights=flat) / np.maximum(np.bincount(counts), 1)
+    centred = flat - means[counts]
+    return (centred / (centred.std() + 1e-8)).reshape(np.shape(advantages))
 
 
 def ppo_update(policy: Policy, optimizer: torch.optim.Optimizer, rollout: Rollout, config: PPOConfig,
@@ -141,6 +174,8 @@ def ppo_update(policy: Policy, optimizer: torch.optim.Optimizer, rollout: Rollou
     if config.scale_rewards:
         rewards = rewards / (discounted_returns(rewards, config.gamma).std() + 1e-8)
     advantages, returns = compute_gae(rewards, rollout.values, config.gamma, config.gae_lambda)
+    if config.advantage_by_distinct:
+        advantages = advantages_by_distinct(advantages, rollout.features[:, :-1])
     cells = torch.as_tensor(rollout.cells, dtype=torch.int64)
     feats = torch.as_tensor(rollout.features, dtype=torch.float32)
     masks = torch.as_tensor(rollout.masks[:, :-1], dtype=torch.bool)
@@ -148,8 +183,8 @@ def ppo_update(policy: Policy, optimizer: torch.optim.Optimizer, rollout: Rollou
     old_logp = torch.as_tensor(rollout.log_probs, dtype=torch.float32)
     adv_all = torch.as_tensor(advantages, dtype=torch.float32)
     ret_all = torch.as_tensor(returns, dtype=torch.float32)
-    weight_all = torch.as_tensor(distinct_balance_weights(rollout.features[:, :-1])) if config.balance_distinct \
-        else None
+    weight_all = (torch.as_tensor(distinct_balance_weights(rollout.features[:, :-1], config.balance_exponent))
+                  if config.balance_distinct else None)
     n = len(cells)
     stats = {"policy_loss": [], "value_loss": [], "entropy": [], "approx_kl": [], "clip_fraction": []}
     policy.train()
@@ -161,7 +196,7 @@ def ppo_update(policy: Policy, optimizer: torch.optim.Optimizer, rollout: Rollou
             logp_all = masked_log_probs(logits[:, :-1], masks[idx])
             logp = logp_all.gather(-1, actions[idx, :, None]).squeeze(-1)
             adv = adv_all[idx]
-            if config.normalize_advantage and adv.numel() > 1:
+            if config.normalize_advantage and not config.advantage_by_distinct and adv.numel() > 1:
                 adv = (adv - adv.mean()) / (adv.std() + 1e-8)
             log_ratio = logp - old_logp[idx]
             ratio = log_ratio.exp()

@@ -89,3 +89,50 @@ def test_region_sums_estimate_homes_firsts_and_visits_coarse_level_first():
     relevance = np.array([1.0, 1.0, 8.0, 2.0])
     np.testing.assert_allclose(states.places.relevance, relevance + relevance.mean())
     assert abs(states.p_same - at_home / weight) < 1e-12
+
+
+def _line_of_cells(n):
+    """n cells 1 km apart on a meridian, with their nearest-neighbour table (pategail.sdk.epr)."""
+    from pategail.sdk.epr import CellGeometry
+    cells = np.column_stack([39.9 + np.arange(n) * 0.009, np.full(n, 116.4)])
+    return CellGeometry.build(cells, candidates=n - 1)
+
+
+def test_first_cells_near_home_follow_the_released_shares_times_the_rank_law():
+    from pategail.server.initial_states import FirstCellLaw
+    geometry = _line_of_cells(7)
+    first_weights = np.array([0.1, 0.1, 0.1, 0.0, 0.1, 0.3, 0.3])
+    law = FirstCellLaw(geometry.neighbours, alpha=1.0)
+    homes = np.full(60000, 3, dtype=np.int32)                      # home in the middle of the line
+    firsts = law.draw(homes, first_weights, np.random.default_rng(0))
+    assert not (firsts == 3).any()
+    # cell 2 and 4 are rank 1 and 2 from cell 3 (ties by id), 1 and 5 ranks 3, 4, 0 and 6 ranks 5, 6
+    rank = {2: 1, 4: 2, 1: 3, 5: 4, 0: 5, 6: 6}
+    w = np.array([first_weights[c] / rank[c] for c in range(7) if c != 3])
+    expected = w / w.sum()
+    observed = np.array([(firsts == c).mean() for c in range(7) if c != 3])
+    np.testing.assert_allclose(observed, expected, atol=0.01)
+    # alpha 0: the released shares alone, restricted to the candidates
+    flat = FirstCellLaw(geometry.neighbours, alpha=0.0).draw(homes, first_weights, np.random.default_rng(1))
+    assert abs((flat == 5).mean() - 0.3) < 0.01 and abs((flat == 2).mean() - 0.1) < 0.01
+
+
+def test_first_cells_of_a_home_without_released_weight_nearby_follow_the_rank_law():
+    from pategail.server.initial_states import FirstCellLaw
+    geometry = _line_of_cells(5)
+    firsts = FirstCellLaw(geometry.neighbours, alpha=3.0).draw(np.zeros(20000, np.int32), np.array(
+        [1.0, 0, 0, 0, 0]), np.random.default_rng(2))
+    assert set(np.unique(firsts)) <= {1, 2, 3, 4}
+    assert (firsts == 1).mean() > 0.8                                     # rank 1 weight 1, rank 2 1/8, ...
+
+
+def test_sampling_with_a_first_cell_law_keeps_homes_and_the_share_starting_at_home():
+    from pategail.server.initial_states import FirstCellLaw
+    geometry = _line_of_cells(7)
+    states = InitialStates(np.full(7, 1 / 7), np.full(7, 1 / 7), 0.4, np.ones(3))
+    plain_homes, plain_firsts = states.sample(20000, np.random.default_rng(3))
+    homes, firsts = states.sample(20000, np.random.default_rng(3), near_home=FirstCellLaw(geometry.neighbours, 2.0))
+    np.testing.assert_array_equal(homes, plain_homes)                            # the same homes, same days at home
+    np.testing.assert_array_equal(firsts == homes, plain_firsts == plain_homes)
+    away = firsts != homes
+    assert np.abs(firsts[away] - homes[away]).mean() < 0.7 * np.abs(plain_firsts[away] - plain_homes[away]).mean()

@@ -177,3 +177,69 @@ def test_balancing_lets_a_rare_state_outweigh_a_common_one():
             logits, _ = policy(torch.as_tensor(cells[:1]), torch.as_tensor(feats[:1]))
         p_home[balanced] = torch.softmax(logits[0, :-1], -1)[:, 1].mean().item()
     assert p_home[True] > p_home[False] + 0.02
+
+
+def test_tempered_balance_weights_grow_with_the_square_root_of_a_counts_frequency():
+    from pategail.server.ppo import distinct_balance_weights
+
+    features = np.zeros((2, 5, 11), np.float32)
+    features[..., 5] = np.array([[1, 1, 1, 1, 2], [1, 1, 1, 1, 1]]) / 48          # nine decisions at 1 cell, one at 2
+    w = distinct_balance_weights(features, exponent=0.5)
+    assert w.mean() == pytest.approx(1.0)
+    assert w[0, 4] == pytest.approx(3 * w[0, 0])                                 # (1/9)^-0.5 / (1/1)^-0.5
+    counts = np.rint(features[..., 5] * 48)
+    assert w[counts == 1].sum() == pytest.approx(3 * w[counts == 2].sum())      # total ∝ √frequency
+    np.testing.assert_allclose(distinct_balance_weights(features, exponent=0.0), 1.0)
+
+
+def test_advantages_by_distinct_centre_each_count_and_keep_its_order():
+    from pategail.server.ppo import advantages_by_distinct
+
+    features = np.zeros((2, 4, 11), np.float32)
+    features[..., 5] = np.array([[1, 1, 1, 3], [3, 3, 1, 7]]) / 48
+    adv = np.array([[5.0, 6.0, 7.0, -2.0], [-1.0, -3.0, 6.0, 9.0]])
+    out = advantages_by_distinct(adv, features)
+    counts = np.rint(features[..., 5] * 48)
+    for k in (1, 3):
+        assert out[counts == k].mean() == pytest.approx(0.0, abs=1e-12)
+    assert out[1, 3] == 0.0                                                      # a count seen once
+    assert out.std() == pytest.approx(1.0)
+    # the order within a count is kept: -1 > -2 > -3 at three cells although all lie below the mean
+    assert out[1, 0] > out[0, 3] > out[1, 1] and out[1, 0] > 0
+
+
+def test_per_count_advantages_let_a_rare_state_keep_its_own_order():
+    """In a rare state (5 cells) the mostly taken action 0 is better than action 1, but both are rewarded
+    far below the common state (1 cell), where the reward does not depend on the action. Standardised per
+    minibatch, both advantages are negative there and the many action-0 samples push action 0 down against
+    action 1; centred per count, action 0 gains on it."""
+    rng = np.random.default_rng(5)
+    cells, feats, masks = _rollout(rng)
+    feats[..., 5] = 1 / 48
+    feats[:4, :, 5] = 5 / 48                                   # days 0-3 are the rare state throughout
+    actions = rng.integers(0, 4, (32, 5))
+    rewards = rng.uniform(1.0, 2.0, (32, 5)).astype(np.float32)          # the common state: no preference
+    actions[:4] = np.where(rng.random((4, 5)) < 0.85, 0, 1)
+    rewards[:4] = np.where(actions[:4] == 0, -1.0, -2.0)
+    rollout = Rollout(cells, feats, masks, actions, np.full((32, 5), np.log(0.25), np.float32),
+                      np.zeros((32, 5), np.float32), rewards)
+    p_stay = {}
+    for by_count in (None, False, True):
+        torch.manual_seed(0)
+        policy = Policy(PolicyConfig(n_cells=5, d_model=16, n_heads=2, n_layers=1, cell_dim=8, d_ff=32,
+                                     distinct_embedding=True))
+        optimizer = torch.optim.Adam(policy.parameters(), lr=3e-3)
+        if by_count is not None:                                # None: the initial policy
+            ppo_update(policy, optimizer, rollout, PPOConfig(n_epochs=2, batch_size=8, ent_coef=0.0, gamma=0.01,
+                                                             gae_lambda=0.0, advantage_by_distinct=by_count),
+                       torch.Generator().manual_seed(0))
+        with torch.no_grad():
+            logits, _ = policy(torch.as_tensor(cells[:4]), torch.as_tensor(feats[:4]))
+        p = torch.softmax(logits[:, :-1], -1)
+        p_stay[by_count] = (p[..., 0] / (p[..., 0] + p[..., 1])).mean().item()     # action 0 against action 1
+    assert p_stay[True] > p_stay[None] + 0.01 and p_stay[False] < p_stay[None] - 0.01
+
+
+def test_ppo_config_refuses_a_negative_balance_exponent():
+    with pytest.raises(ValueError, match="balance_exponent"):
+        PPOConfig(balance_exponent=-0.5)

@@ -108,6 +108,48 @@ def test_killed_and_resumed_run_ends_like_an_uninterrupted_one(dataset, tmp_path
     assert torch.equal(_params(third.averaged_policy()), _params(whole.averaged_policy()))
 
 
+def test_a_checkpoint_without_settings_added_later_resumes_when_they_are_at_their_defaults(dataset, tmp_path):
+    from pategail.server.checkpoint import load_checkpoint, save_checkpoint
+
+    first = _coordinator(dataset, tmp_path / "old")
+
+    def crash(stats):
+        raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt):
+        first.train(on_round=crash)
+    ckpt = tmp_path / "old" / "checkpoint"
+    state = load_checkpoint(ckpt)
+    del state["config"]["distinct_embedding"], state["config"]["ppo"]["advantage_by_distinct"]  # an older version's
+    save_checkpoint(ckpt, state)
+    again = _coordinator(dataset, tmp_path / "old")
+    assert again.resume() and again.round == 1
+    changed = _coordinator(dataset, tmp_path / "old", distinct_embedding=True)
+    with pytest.raises(PategailError, match="another configuration"):
+        changed.resume()
+
+
+def test_first_cell_law_starts_generated_days_near_home(dataset, tmp_path):
+    from pategail.sdk.geo import haversine_km
+    coordinator = _coordinator(dataset, tmp_path / "near", rounds=1, first_cell_alpha=1.0)
+    coordinator.train()
+    homes, firsts = coordinator.sample_initial_states(4000, np.random.default_rng(0))
+    away = firsts != homes
+    assert away.any()
+    assert all(f in coordinator.geometry.neighbours[h] for h, f in zip(homes[away], firsts[away]))
+    plain_homes, plain_firsts = coordinator.initial_states.sample(4000, np.random.default_rng(0))
+    np.testing.assert_array_equal(homes, plain_homes)
+    cells = dataset.cells
+
+    def km(a, b):
+        return haversine_km(cells[a, 0], cells[a, 1], cells[b, 0], cells[b, 1])
+    plain_away = plain_firsts != plain_homes
+    assert np.median(km(firsts[away], homes[away])) < np.median(km(plain_firsts[plain_away], plain_homes[plain_away]))
+    days = coordinator.generate(50, np.random.default_rng(1))
+    assert days.shape == (50, 48)
+    with pytest.raises(PategailError, match="first_cell_alpha"):
+        TrainConfig(**{**TINY, "first_cell_alpha": -1.0})
+
+
 def test_privacy_spending_survives_a_crash_exactly_once(dataset, tmp_path, monkeypatch):
     """A small private Laplace run: the environment is ONE vector query (its L1 sensitivity, its own ε share),
     the rewards are sensitivity-1 queries; the coordinator and every device's ledger count the same."""
