@@ -43,7 +43,7 @@ def _row(run: Path, report: dict) -> dict:
         "devices": devices,
         "resampled": report.get("population") is not None,
         "fleet": (report.get("fleet") or {}).get("kind", "sdk"),
-        "setting": f"{(privacy.get('plan') or {}).get('mechanism_name', '')} {privacy.get('granularity') or ''}".strip(),
+        "setting": _setting(privacy),
         "non_private_noise": privacy.get("non_private_experiment"),
         "epsilon": math.inf if target is None else float(target),
         "epsilon_composed": privacy.get("epsilon_total"),
@@ -56,6 +56,15 @@ def _row(run: Path, report: dict) -> dict:
         "invented": report["guard"]["share"],
         "seconds_per_round": report["training"].get("seconds_per_round"),
     }
+
+
+def _setting(privacy: dict) -> str:
+    """Mechanism, granularity and the environment's budget share, e.g. ``gaussian day f0.5``."""
+    plan = privacy.get("plan") or {}
+    fraction = (plan.get("gaussian") or {}).get("env_fraction")
+    parts = [plan.get("mechanism_name") or "", privacy.get("granularity") or "",
+             "" if fraction is None else f"f{fraction:g}"]
+    return " ".join(p for p in parts if p) or "no privacy"
 
 
 def wins(ours: list[float], epr: list[float]) -> int:
@@ -71,7 +80,7 @@ def _num(x, digits: int = 4) -> str:
 
 
 def table(rows: list[dict]) -> str:
-    head = ("| devices | ε target (composed) | seed | noise std on a mean reward / on an environment sum | Radius | DailyLoc | "
+    head = ("| devices | ε target (composed) | mechanism | seed | noise std on a mean reward / on an environment sum | Radius | DailyLoc | "
             "Distance | G-rank | I-rank | wins vs epr | Density | Trips | Hot-20 ↑ | invented | s a round |")
     lines = [head, "|" + "|".join(["---"] * (head.count("|") - 1)) + "|"]
     cells = defaultdict(list)
@@ -82,20 +91,20 @@ def table(rows: list[dict]) -> str:
             f"{_num(r['reward_std'])} / {_num(r['env_std'], 2)}"
         lines.append(
             f"| {r['devices']:,}{' (resampled)' if r['resampled'] else ''} | {_eps(r['epsilon'])}{composed} | "
-            f"{r['seed']} | {noise} | " + " | ".join(_num(x) for x in r["km"]) +
+            f"{r['setting']} | {r['seed']} | {noise} | " + " | ".join(_num(x) for x in r["km"]) +
             f" | {wins(r['km'], r['epr'])} of 5 | " + " | ".join(_num(x, 2 if i == 2 else 4)
                                                               for i, x in enumerate(r["spatial"])) +
             f" | {100 * r['invented']:.1f}% | {_num(r['seconds_per_round'], 1)} |")
     lines.append("")
-    lines.append("| devices | ε | seeds | Radius | DailyLoc | Distance | G-rank | I-rank | wins of the mean vs epr's mean "
+    lines.append("| devices | ε | mechanism | seeds | Radius | DailyLoc | Distance | G-rank | I-rank | wins of the mean vs epr's mean "
                  "| wins per seed |")
-    lines.append("|" + "|".join(["---"] * 10) + "|")
-    for (devices, resampled, eps, _, _), runs in cells.items():
+    lines.append("|" + "|".join(["---"] * 11) + "|")
+    for (devices, resampled, eps, _, setting), runs in cells.items():
         mean = [sum(r["km"][i] for r in runs) / len(runs) for i in range(5)]
         epr = [sum(r["epr"][i] for r in runs) / len(runs) for i in range(5)]
         spread = [f"{mean[i]:.4f} ({min(r['km'][i] for r in runs):.4f}–{max(r['km'][i] for r in runs):.4f})"
                   if len(runs) > 1 else f"{mean[i]:.4f}" for i in range(5)]
-        lines.append(f"| {devices:,}{' (resampled)' if resampled else ''} | {_eps(eps)} | {len(runs)} | "
+        lines.append(f"| {devices:,}{' (resampled)' if resampled else ''} | {_eps(eps)} | {setting} | {len(runs)} | "
                      + " | ".join(spread) + f" | {wins(mean, epr)} of 5 | "
                      + ", ".join(str(wins(r["km"], r["epr"])) for r in runs) + " |")
     return "\n".join(lines)
