@@ -74,5 +74,6 @@ def test_device_and_service_killed_mid_round(data_dir, dataset, tmp_path, proces
     assert 0 < report["privacy"]["epsilon_total"] <= 50.0
     log = (run / "train.log").read_text()
     assert "resumed" in log and "training starts with 5 devices" in log
-    if round1.n_survivors < N_DEVICES:                    # the killed device was a dropout of round 1 (unless
-        assert "did not answer" in log                    # its restart answered round 1 in time: a race)
+    if round1.n_survivors < N_DEVICES:    # the killed device was a dropout of round 1: said either way it went
+        # (unless its restart answered round 1 in time: a race) — silent, or back without the round's secrets
+        assert "did not answer" in log or "device(s) gave up" in log

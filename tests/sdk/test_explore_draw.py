@@ -134,3 +134,21 @@ def test_ranks_are_the_columns_of_the_neighbour_table():
         np.testing.assert_array_equal(ranks[i], expect)
     rows = law.cumulative_rows(origins)
     np.testing.assert_array_equal(law.cumulative[rows], np.cumsum(law.rows(origins), axis=1))
+
+
+def test_the_kept_rows_take_memory_for_the_cells_explored_from_only():
+    """Ranks and cumulative weights are stored densely for the cells asked for (a whole n × n table filled at
+    scattered rows becomes resident in huge pages); rows stay right when the store grows and moves."""
+    rng = np.random.default_rng(5)
+    cells = np.column_stack([40 + 0.2 * rng.random(300), 116.3 + 0.2 * rng.random(300)])
+    geo = CellGeometry.build(cells, candidates=20)
+    law = geo.explore_law(explore_rank_weights(20, 0.9), PlaceLaw(rng.uniform(0.5, 5.0, 300), 0.3))
+    first = np.array([7, 3, 7])
+    ranks = law.ranks(first, geo.neighbours[first][:, :2])
+    assert law._rank.count == 2 and law._rank.data.shape[0] < 300
+    np.testing.assert_array_equal(ranks, [[0, 1]] * 3)
+    many = rng.permutation(300)[:100]                   # the store doubles several times
+    kept = law.cumulative_rows(many)
+    np.testing.assert_array_equal(law.cumulative[kept], np.cumsum(law.rows(many), axis=1))
+    np.testing.assert_array_equal(law.ranks(many, geo.neighbours[many][:, 5:6]), np.full((100, 1), 5))
+    assert law._rank.count == len(np.union1d(first, many))

@@ -93,6 +93,9 @@ class Hub:
         if late:
             log.info("%s: %d device(s) did not answer within %.0f s: %s", work, len(late), deadline_s,
                      sorted(late)[:20])
+        gave_up = sorted(d for d, t in tickets.items() if t.reply is not None and not t.reply)
+        if gave_up:                                            # e.g. restarted without the round's secrets
+            log.info("%s: %d device(s) gave up: %s", work, len(gave_up), gave_up[:20])
         return {d: t.reply for d, t in tickets.items() if t.reply}
 
     def _wake(self, device_id: int) -> None:

@@ -80,8 +80,8 @@ class ExploreLaw:
 
     For the draw (:func:`pategail.sdk.explore_draw.masked_inverse_cdf`) it keeps, per cell, the cumulative
     weights of its candidates and the rank of every cell among its candidates, each computed the first time
-    an agent explores from the cell (memory grows with the cells explored from: at most n_cells × K float64
-    and n_cells × n_cells int16; without a place law one cumulative row serves every cell). Forming and
+    an agent explores from the cell (memory grows with the cells explored from, rows stored densely: at most
+    n_cells × K float64 and n_cells × n_cells int16; without a place law one cumulative row serves every cell). Forming and
     summing the K weights afresh at every explore move was the largest part of the environment's cost.
     Tables of more than ``RANK_TABLE_MAX`` cells keep no ranks (:attr:`fast` False): the environment then
     zeroes the visited candidates' weights, kept per cell, and sums them at every move (the draw of before)."""
@@ -92,13 +92,11 @@ class ExploreLaw:
         self.relevance = relevance
         n, k = neighbours.shape
         self.fast = n <= RANK_TABLE_MAX
-        # the cumulative weights (fast) or the weights (not) of the cells explored from; pages untouched
-        # until used; without a place law one row serves every cell
-        self._table = np.empty((n if relevance is not None else 1, k), dtype=np.float64)
-        self._known = np.zeros(len(self._table), dtype=bool)
+        # the cumulative weights (fast) or the weights (not) of the cells explored from; without a place law
+        # one row serves every cell
+        self._table = _KeptRows(n if relevance is not None else 1, k, np.float64)
         if self.fast:
-            self._rank = np.empty((n, n), dtype=np.int16 if k < np.iinfo(np.int16).max else np.int32)
-            self._ranked = np.zeros(n, dtype=bool)
+            self._rank = _KeptRows(n, n, np.int16 if k < np.iinfo(np.int16).max else np.int32)
 
     def _weights(self, cells: np.ndarray) -> np.ndarray:
         if self.relevance is None:
@@ -107,26 +105,27 @@ class ExploreLaw:
 
     def _rows_of(self, cells: np.ndarray) -> np.ndarray:
         """The rows of the kept table for ``cells``, filled here the first time they are asked for."""
-        rows = np.asarray(cells, dtype=np.int64) if self.relevance is not None else np.zeros(len(cells), np.int64)
-        missing = np.unique(rows[~self._known[rows]])
+        keys = np.asarray(cells, dtype=np.int64) if self.relevance is not None else np.zeros(len(cells), np.int64)
+        missing = self._table.missing(keys)
         if len(missing):
             w = self._weights(missing)
-            self._table[missing] = np.cumsum(w, axis=1) if self.fast else w
-            self._known[missing] = True
-        return rows
+            self._table.add(missing, np.cumsum(w, axis=1) if self.fast else w)
+        return self._table.slot[keys]
 
     def rows(self, cells: np.ndarray) -> np.ndarray:
         """float64 (m, K): the weights of the candidates of each of ``cells`` (m,), a fresh array."""
         if self.fast or self.relevance is None:
             return self._weights(cells)
-        return self._table[self._rows_of(cells)]
+        kept = self._rows_of(cells)                 # first: filling rows may move the table
+        return self._table.data[kept]
 
     @property
     def cumulative(self) -> np.ndarray:
-        """float64 (R, K): rows of the candidates' cumulative weights (:meth:`cumulative_rows` says which)."""
+        """float64 (R, K): rows of the candidates' cumulative weights (:meth:`cumulative_rows` says which; ask
+        for the rows first: filling new ones may move the table)."""
         if not self.fast:
             raise RuntimeError("this explore law keeps weights, not cumulative weights")
-        return self._table
+        return self._table.data
 
     def cumulative_rows(self, cells: np.ndarray) -> np.ndarray:
         """int64 (m,): the row of :attr:`cumulative` that holds the law of each of ``cells``."""
@@ -136,14 +135,43 @@ class ExploreLaw:
         """int (m, S): the rank − 1 (column of ``neighbours``) of cells[i, j] among the candidates of
         origins[i] (m,), or K where it is not one of them."""
         origins = np.asarray(origins, dtype=np.int64)
-        missing = np.unique(origins[~self._ranked[origins]])
+        missing = self._rank.missing(origins)
         if len(missing):
             k = self.neighbours.shape[1]
-            self._rank[missing] = k
-            self._rank[missing[:, None], self.neighbours[missing]] = np.arange(k)
-            self._ranked[missing] = True
-        n = self._rank.shape[1]
-        return self._rank.reshape(-1).take(origins[:, None] * n + cells)
+            rank = np.full((len(missing), self._rank.width), k, dtype=self._rank.data.dtype)
+            rank[np.arange(len(missing))[:, None], self.neighbours[missing]] = np.arange(k)
+            self._rank.add(missing, rank)
+        n = self._rank.width
+        return self._rank.data.reshape(-1).take(self._rank.slot[origins][:, None] * n + cells)
+
+
+class _KeptRows:
+    """Rows of an (n, width) table, kept only for the keys asked for, stored densely in the order they were
+    first added (the table grows by doubling). A whole (n, width) array filled at scattered rows would be made
+    resident 2 MB at a time by the kernel's transparent huge pages: 35 MB of ranks for pategail-geolife's 4,210
+    cells within a few rounds, where the rows used take a few MB."""
+
+    def __init__(self, n: int, width: int, dtype):
+        self.width = width
+        self.slot = np.full(n, -1, dtype=np.int64)
+        """The row of ``data`` holding each key, −1 where not kept."""
+        self.data = np.empty((min(n, 16), width), dtype=dtype)
+        self.count = 0
+
+    def missing(self, keys: np.ndarray) -> np.ndarray:
+        """The distinct ``keys`` not kept yet, sorted."""
+        return np.unique(keys[self.slot[keys] < 0])
+
+    def add(self, keys: np.ndarray, rows: np.ndarray) -> None:
+        """Keep ``rows`` (len(keys), width) for the distinct, not yet kept ``keys``."""
+        end = self.count + len(keys)
+        if end > len(self.data):
+            grown = np.empty((min(len(self.slot), max(end, 2 * len(self.data))), self.width), dtype=self.data.dtype)
+            grown[:self.count] = self.data[:self.count]
+            self.data = grown
+        self.data[self.count:end] = rows
+        self.slot[keys] = np.arange(self.count, end)
+        self.count = end
 
 
 RANK_TABLE_MAX = 8192
@@ -327,8 +355,8 @@ class EPREnvironment:
         out = np.empty(len(rows), dtype=np.int32)
         if len(open_):
             r = self.rng.random(len(open_))
-            index, sure = explore_draw.masked_inverse_cdf(law.cumulative, law.cumulative_rows(here[open_]),
-                                                          skip[open_], r, explore_draw.GUARD)
+            kept = law.cumulative_rows(here[open_])      # first: filling rows may move the table
+            index, sure = explore_draw.masked_inverse_cdf(law.cumulative, kept, skip[open_], r, explore_draw.GUARD)
             out[open_] = self.geometry.neighbours[here[open_], np.minimum(index, k - 1)]
             if not sure.all():                 # too close to call in float sums: the masked cumulative sum
                 redo = open_[~sure]
