@@ -164,13 +164,12 @@ class PopulationShard:
     def _load(self, round_: int) -> None:
         """Every chunk's state of ``round_``, checked whole (shapes, one step) before any is copied in place
         (no second copy of the fleet's state in memory)."""
-        steps, shape = set(), (None, self.model.layout.n_parameters)
+        steps, width = set(), self.model.layout.n_parameters
         for lo, hi, d in self._chunk_states():
             path = d / f"state-{round_}.npz"
             with np.load(path) as z:            # members are read lazily: only the small ones here
-                if (z["params"].shape[0], z["params"].shape[1]) != (hi - lo, shape[1]):
-                    raise ValueError(f"{path}: holds {z['params'].shape} parameters, this chunk "
-                                     f"{(hi - lo, shape[1])}")
+                if z["params"].shape != (hi - lo, width):
+                    raise ValueError(f"{path}: holds {z['params'].shape} parameters, this chunk {(hi - lo, width)}")
                 steps.add((int(z["step"]), int(z["round"])))
         if len(steps) != 1:
             raise ValueError(f"{self.state_dir}: the chunks of devices {self.ids[0]}-{self.ids[-1]} hold "
