@@ -72,6 +72,7 @@ def test_java_device_in_a_python_round_gives_the_exact_sum(fleet):
     # the upload is on the owner's privacy ledger, with the signed parameters it was made under
     (entry,) = [json.loads(line) for line in (java.root / "privacy-ledger.jsonl").read_text().splitlines()]
     assert (entry["round"], entry["queries"], entry["n_min"], entry["sum_scale"]) == (1, m, 3, 0.0)
+    assert "environment" not in entry                                # scores: M queries, not one vector query
     # the Java device refuses a replayed round like a Python device does
     from pategail.sdk.secagg.errors import MessageRejected
 
@@ -153,3 +154,6 @@ def test_environment_contributions_in_a_round(fleet):
     assert result.n_survivors == 4
     want = sum(encode(p) for p in pending.values()) + encode(python_view)
     np.testing.assert_allclose(result.sum * SCALE, want, rtol=0, atol=1)
+    # on the owner's ledger the upload is the environment: one vector query, as the SDK's ledger records it
+    (entry,) = [json.loads(line) for line in (java.root / "privacy-ledger.jsonl").read_text().splitlines()]
+    assert entry["environment"] is True and entry["queries"] == ack.n

@@ -15,6 +15,14 @@ public final class Contributions {
     /** Days after which a device's weight stops growing (the Python SDK's DAYS_CAP). */
     public static final int DAYS_CAP = 100;
 
+    /**
+     * L1 norm no honest environment vector exceeds (the Python SDK's {@code contribution.ENV_L1_BOUND}): six
+     * parts with entries >= 0 summing to at most w <= 1 (home one-hot, first cells with the at-home share, the
+     * weight, explore observed, explore expected, place visits) and the return law's three entries, each at most
+     * w: 6 + 3 = 9. The privacy plan's environment noise is sized for it.
+     */
+    public static final double ENV_L1_BOUND = 9.0;
+
     private Contributions() {
     }
 
@@ -139,6 +147,26 @@ public final class Contributions {
             out[nBins + b] = w * expected[b] / moves;
         }
         return out;
+    }
+
+    /**
+     * What the device uploads for an environment round (the Python SDK's {@code laplace_environment_input}):
+     * {@code values} clipped to [0, 1], scaled down to L1 norm {@link #ENV_L1_BOUND} when longer, so the
+     * release's sensitivity holds whatever the device holds. A no-op for honest vectors.
+     */
+    public static double[] environmentInput(double[] values) {
+        double[] v = org.pategail.core.secagg.FixedPoint.clipUnit(values);
+        double norm = 0;
+        for (double x : v) {
+            norm += x;
+        }
+        if (norm > ENV_L1_BOUND) {
+            double s = ENV_L1_BOUND / norm;
+            for (int i = 0; i < v.length; i++) {
+                v[i] *= s;
+            }
+        }
+        return v;
     }
 
     /** Entries of one device's place contribution: relevance (nCells), then the return law (3). */

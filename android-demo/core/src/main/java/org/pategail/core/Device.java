@@ -50,6 +50,8 @@ public final class Device {
     private Bundle bundle;
     private boolean trainerOpen;
     private double[] pending;
+    /** The pending vector is the environment contribution (one vector query on the ledger), not scores. */
+    private boolean pendingEnvironment;
     private float[][] positives;
     private SecAggClient secagg;
     private KeyDirectory secaggDirectory;
@@ -473,6 +475,7 @@ public final class Device {
             out[i] = Math.min(1.0, Math.max(0.0, prob[i]));
         }
         pending = out;
+        pendingEnvironment = false;
         return new DeviceMessages.Ack(msg.round, "round_request", out.length);
     }
 
@@ -496,7 +499,8 @@ public final class Device {
         System.arraycopy(a, 0, out, 0, a.length);
         System.arraycopy(b, 0, out, a.length, b.length);
         System.arraycopy(c, 0, out, a.length + b.length, c.length);
-        pending = out;
+        pending = Contributions.environmentInput(out);
+        pendingEnvironment = true;
         return new DeviceMessages.Ack(msg.round, "initial_states_request", out.length);
     }
 
@@ -527,7 +531,7 @@ public final class Device {
         }
         pending = null;
         try {
-            ledger.record(secagg.config(), System.currentTimeMillis() / 1000);
+            ledger.record(secagg.config(), pendingEnvironment, System.currentTimeMillis() / 1000);
         } catch (IOException err) {
             // the upload is not sent unless it is on the owner's record
             throw SecAggException.abort("cannot write the privacy ledger: " + err.getMessage());

@@ -10,14 +10,18 @@ import java.util.List;
 
 import org.json.JSONException;
 import org.json.JSONObject;
+import org.pategail.core.secagg.FixedPoint;
 import org.pategail.core.secagg.RoundConfig;
 
 /**
  * The device's own record of what left it: one line per secure round it uploaded a masked vector to, with
  * the coordinator-signed parameters it relied on (round, M, n_min, survivors needed, noise scales) and the
- * per-query ε those scales give a sum of scores in [0, 1] (sensitivity 1: ε = 1/b for Σ D, 1/b_sq for
- * Σ D²; Theorems 2–3). The totals add ε over rounds (basic composition: an upper bound the coordinator's
- * accountant tightens). The owner reads it in the app; it never leaves the device.
+ * ε those scales give. A reward upload is M sensitivity-1 queries (sums of scores in [0, 1]: ε = 1/b per
+ * query for Σ D, 1/b_sq for Σ D²; Theorems 2–3); an environment upload is ONE Laplace vector query of L1
+ * sensitivity Δ₁ = 2·{@link Contributions#ENV_L1_BOUND} + M quanta (ε = Δ₁ / min(b, b_sq)), as the Python
+ * SDK's ledger records it ({@code pategail.sdk.secagg.ledger.round_release}). The total adds every upload's ε
+ * (basic composition over queries and rounds: an upper bound the coordinator's accountant tightens). The owner
+ * reads it in the app; it never leaves the device.
  */
 public final class PrivacyLedger {
     /** One upload. */
@@ -28,14 +32,18 @@ public final class PrivacyLedger {
         public final double sumScale;
         public final double sqSumScale;
         public final long unixSeconds;
+        /** The upload was the environment vector (InitialStatesRequest): one vector query, not M. */
+        public final boolean environment;
 
-        Entry(long round, int queries, int nMin, double sumScale, double sqSumScale, long unixSeconds) {
+        Entry(long round, int queries, int nMin, double sumScale, double sqSumScale, long unixSeconds,
+              boolean environment) {
             this.round = round;
             this.queries = queries;
             this.nMin = nMin;
             this.sumScale = sumScale;
             this.sqSumScale = sqSumScale;
             this.unixSeconds = unixSeconds;
+            this.environment = environment;
         }
 
         /** Per-query ε of the Σ D release (infinite without noise). */
@@ -47,6 +55,27 @@ public final class PrivacyLedger {
         public double epsilonSqSum() {
             return sqSumScale > 0 ? 1.0 / sqSumScale : Double.POSITIVE_INFINITY;
         }
+
+        /**
+         * ε of the whole upload: Δ₁ / min(b, b_sq) for the environment vector (both halves as one Laplace
+         * mechanism at the smaller scale), M · (1/b + 1/b_sq) for M reward queries; infinite without noise.
+         */
+        public double epsilon() {
+            if (environment) {
+                double b = Math.min(sumScale, sqSumScale);
+                return b > 0 ? environmentSensitivity(queries) / b : Double.POSITIVE_INFINITY;
+            }
+            return queries * (epsilonSum() + epsilonSqSum());
+        }
+    }
+
+    /**
+     * L1 sensitivity (value units) of an environment upload of {@code values} entries: x and x² move by at most
+     * 2·ENV_L1_BOUND together, and rounding each of the 2·values entries to the fixed point by at most half a
+     * quantum adds {@code values} quanta ({@code pategail.sdk.accounting.laplace_vector_sensitivity}).
+     */
+    public static double environmentSensitivity(int values) {
+        return 2.0 * Contributions.ENV_L1_BOUND + (double) values / FixedPoint.SCALE;
     }
 
     private final File file;
@@ -64,7 +93,8 @@ public final class PrivacyLedger {
                 try {
                     JSONObject o = new JSONObject(lines[i]);
                     entries.add(new Entry(o.getLong("round"), o.getInt("queries"), o.getInt("n_min"),
-                            o.getDouble("sum_scale"), o.getDouble("sq_sum_scale"), o.getLong("time")));
+                            o.getDouble("sum_scale"), o.getDouble("sq_sum_scale"), o.getLong("time"),
+                            o.optBoolean("environment", false)));
                 } catch (JSONException err) {
                     throw new IOException(file + ": line " + (i + 1) + ": " + err.getMessage());
                 }
@@ -72,14 +102,21 @@ public final class PrivacyLedger {
         }
     }
 
-    /** Record an upload made under {@code config} (appended and synced before the upload is sent). */
-    public void record(RoundConfig config, long unixSeconds) throws IOException {
+    /**
+     * Record an upload made under {@code config}, of the {@code environment} vector or of reward scores
+     * (appended and synced before the upload is sent; the "environment" key is written only when true, so
+     * older ledgers read as reward uploads).
+     */
+    public void record(RoundConfig config, boolean environment, long unixSeconds) throws IOException {
         Entry e = new Entry(config.roundId, config.numQueries, config.nMin, config.sumNoiseScale,
-                config.sqSumNoiseScale, unixSeconds);
+                config.sqSumNoiseScale, unixSeconds, environment);
         try {
-            String line = new JSONObject().put("round", e.round).put("queries", e.queries).put("n_min", e.nMin)
-                    .put("sum_scale", e.sumScale).put("sq_sum_scale", e.sqSumScale).put("time", e.unixSeconds)
-                    .toString() + "\n";
+            JSONObject o = new JSONObject().put("round", e.round).put("queries", e.queries).put("n_min", e.nMin)
+                    .put("sum_scale", e.sumScale).put("sq_sum_scale", e.sqSumScale).put("time", e.unixSeconds);
+            if (environment) {
+                o.put("environment", true);
+            }
+            String line = o.toString() + "\n";
             try (FileOutputStream out = new FileOutputStream(file, true)) {
                 out.write(line.getBytes(StandardCharsets.UTF_8));
                 out.getFD().sync();
@@ -94,11 +131,11 @@ public final class PrivacyLedger {
         return Collections.unmodifiableList(entries);
     }
 
-    /** Σ over uploads of the per-query ε of Σ D and of Σ D² (basic composition). */
+    /** Σ over uploads of each upload's {@link Entry#epsilon()} (basic composition). */
     public double totalEpsilon() {
         double total = 0;
         for (Entry e : entries) {
-            total += e.epsilonSum() + e.epsilonSqSum();
+            total += e.epsilon();
         }
         return total;
     }

@@ -105,8 +105,13 @@ class MainActivity : AppCompatActivity() {
             )
             val entries = device.ledger().entries()
             val lines = entries.takeLast(20).reversed().joinToString("\n") {
-                String.format(Locale.ROOT, "round %d: %d scores, ε %.3g (Σ D) + %.3g (Σ D²), ≥ %d devices",
-                    it.round, it.queries, it.epsilonSum(), it.epsilonSqSum(), it.nMin)
+                if (it.environment) {
+                    String.format(Locale.ROOT, "round %d: environment, %d values as one vector query, ε %.3g, ≥ %d devices",
+                        it.round, it.queries, it.epsilon(), it.nMin)
+                } else {
+                    String.format(Locale.ROOT, "round %d: %d scores, ε %.3g (Σ D) + %.3g (Σ D²) each, %.3g in all, ≥ %d devices",
+                        it.round, it.queries, it.epsilonSum(), it.epsilonSqSum(), it.epsilon(), it.nMin)
+                }
             }
             val summary = getString(R.string.ledger, entries.size, device.ledger().totalEpsilon())
             runOnUiThread {
