@@ -49,7 +49,8 @@ def _row(run: Path, report: dict) -> dict:
         "epsilon_composed": privacy.get("epsilon_total"),
         "seed": report["training"]["seed"],
         "reward_std": privacy.get("noise_std_on_mean"),
-        "env_std": gaussian.get("env_noise_std"),
+        # the Gaussian plan's environment std; a Laplace run's (one vector query) is in report.json["privacy"]
+        "env_std": gaussian.get("env_noise_std", privacy.get("env_noise_std")),
         "km": [report["metrics"][k] for k in KM],
         "epr": [report["baselines"]["epr"]["metrics"][k] for k in KM],
         "spatial": [report["spatial"][k] for k in SPATIAL],
@@ -61,7 +62,7 @@ def _row(run: Path, report: dict) -> dict:
 def _setting(privacy: dict) -> str:
     """Mechanism, granularity and the environment's budget share, e.g. ``gaussian day f0.5``."""
     plan = privacy.get("plan") or {}
-    fraction = (plan.get("gaussian") or {}).get("env_fraction")
+    fraction = (plan.get("gaussian") or {}).get("env_fraction", plan.get("env_fraction"))
     parts = [plan.get("mechanism_name") or "", privacy.get("granularity") or "",
              "" if fraction is None else f"f{fraction:g}"]
     return " ".join(p for p in parts if p) or "no privacy"
