@@ -21,15 +21,22 @@ class PrivacyLedgerTest {
     @TempDir
     File tmp;
 
-    @Test
-    void recordsReloadsAndTotals() throws Exception {
+    /** A ledger file with one upload per flag (environment or not), all under the vectors' signed round 12. */
+    File ledgerOf(boolean... environment) throws Exception {
         JSONObject v = Vectors.load("messages.json");
         RoundConfig cfg = RoundConfig.fromSignedBytes(Vectors.hex(v.getJSONObject("round_config"), "frame"),
                 Vectors.hex(v, "coordinator_public"));
         File f = new File(tmp, "ledger.jsonl");
         PrivacyLedger ledger = new PrivacyLedger(f);
-        ledger.record(cfg, false, 1_800_000_000L);
-        ledger.record(cfg, false, 1_800_000_100L);
+        for (int i = 0; i < environment.length; i++) {
+            ledger.record(cfg, environment[i], 1_800_000_000L + 100L * i);
+        }
+        return f;
+    }
+
+    @Test
+    void recordsReloadsAndTotals() throws Exception {
+        File f = ledgerOf(false, false);
         PrivacyLedger again = new PrivacyLedger(f);
         assertEquals(2, again.entries().size());
         PrivacyLedger.Entry e = again.entries().get(1);
@@ -50,13 +57,8 @@ class PrivacyLedgerTest {
 
     @Test
     void anEnvironmentUploadIsOneVectorQuery() throws Exception {
-        JSONObject v = Vectors.load("messages.json");
-        RoundConfig cfg = RoundConfig.fromSignedBytes(Vectors.hex(v.getJSONObject("round_config"), "frame"),
-                Vectors.hex(v, "coordinator_public"));
-        File f = new File(tmp, "ledger.jsonl");
-        PrivacyLedger ledger = new PrivacyLedger(f);
-        ledger.record(cfg, true, 1_800_000_000L);       // the environment: 94 values, b = 0.25, b_sq = 0.5
-        ledger.record(cfg, false, 1_800_000_100L);      // a reward round under the same scales
+        // the environment (94 values, b = 0.25, b_sq = 0.5), then a reward round under the same scales
+        File f = ledgerOf(true, false);
         PrivacyLedger again = new PrivacyLedger(f);
         PrivacyLedger.Entry env = again.entries().get(0);
         assertTrue(env.environment);
