@@ -191,19 +191,30 @@ def candidate_count(n_cells: int, candidates: int) -> int:
     return k
 
 
-def nearest_cells(cells: np.ndarray, rows: np.ndarray, candidates: int, chunk: int = 128) -> np.ndarray:
+def sine_tables(cells: np.ndarray, pairs: int):
+    """The half-angle tables of ``cells``' latitudes and longitudes and the cosines of the latitudes, for
+    :func:`nearest_cells`, when they are worth it for ``pairs`` distances (else None)."""
+    lat, lon = cells[:, 0], cells[:, 1]
+    if HalfAngleTable.worth_it(lat, pairs) and HalfAngleTable.worth_it(lon, pairs):
+        return HalfAngleTable(lat), HalfAngleTable(lon), np.cos(np.radians(lat))
+    return None
+
+
+def nearest_cells(cells: np.ndarray, rows: np.ndarray, candidates: int, chunk: int = 128,
+                  tables=False) -> np.ndarray:
     """int32 (len(rows), K): for each cell id in ``rows``, its K nearest other cells by great-circle distance
     (ties by cell id, so every platform ranks alike); column r holds rank r + 1. Blocks of 128 rows stay in
     cache, and with the sine tables of :class:`~pategail.sdk.geo.HalfAngleTable` pategail-geolife's table of
-    4,210 cells costs ~0.8 s of CPU instead of ~1.2 (BENCHMARKS.md)."""
+    4,210 cells costs ~0.8 s of CPU instead of ~1.2 (BENCHMARKS.md). ``tables``: those of :func:`sine_tables`
+    (or None: the direct formula) when the caller keeps them; by default built here when worth it. The same
+    numbers either way."""
     cells = np.asarray(cells, dtype=np.float64)
     rows = np.asarray(rows, dtype=np.int64)
     k = candidate_count(len(cells), candidates)
     lat, lon = cells[:, 0], cells[:, 1]
     out = np.empty((len(rows), k), dtype=np.int32)
-    tables = None
-    if HalfAngleTable.worth_it(lat, len(rows) * len(cells)) and HalfAngleTable.worth_it(lon, len(rows) * len(cells)):
-        tables = HalfAngleTable(lat), HalfAngleTable(lon), np.cos(np.radians(lat))
+    if tables is False:
+        tables = sine_tables(cells, len(rows) * len(cells))
     for s in range(0, len(rows), chunk):
         part_rows = rows[s:s + chunk]
         if tables is None:
@@ -234,6 +245,7 @@ class NearestCellRows:
         self._k = candidate_count(n, candidates)
         self._rows = np.empty((n, self._k), dtype=np.int32)     # pages become resident as rows are filled
         self._filled = np.zeros(n, dtype=bool)
+        self._tables = False                                    # the sine tables, built at the first fill
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -258,7 +270,9 @@ class NearestCellRows:
         ids = ids % len(self._rows)                            # negative ids read as numpy reads them
         missing = np.unique(ids[~self._filled[ids]])
         if len(missing):
-            self._rows[missing] = nearest_cells(self._cells, missing, self._k)
+            if self._tables is False:                           # worth it over the whole table's rows
+                self._tables = sine_tables(self._cells, len(self._cells) ** 2)
+            self._rows[missing] = nearest_cells(self._cells, missing, self._k, tables=self._tables)
             self._filled[missing] = True
 
     def _fill_all(self) -> None:
