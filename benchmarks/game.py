@@ -5,7 +5,8 @@ aggregation) and records per round what the issue-19 diagnosis needs: the reward
 generated days by their number of distinct cells (raw mean R, ξ, R̂ and the standardised reward PPO sees),
 the discriminators' accuracy, the share of "stay" and of days above the real 99.9th percentile of distinct
 cells. At the end it scores 2,350 days of the published (tail-averaged) policy and of the last iterate
-against sampled training days, next to the epr baseline on the same reference.
+against sampled training days, next to the epr and markov baselines on the same reference: the five km JSDs
+(``results``) and the spatial metrics Density, Trips and Hot-20 (``spatial``; issue 17).
 
 Without noise the secure aggregation releases exactly Σ encode(D) and Σ encode(D²) (its masks cancel in
 Z_2^64), so with ``--plain-sums`` (for sweeps on many cities and seeds) the released sums are computed
@@ -30,10 +31,12 @@ import torch
 import pategail.server.coordinator as coordinator_module
 import pategail.server.rewards as rewards_module
 from pategail.baselines.epr import fit_epr_baseline, sample_epr
+from pategail.baselines.markov import fit_markov, sample_markov
 from pategail.data.dataset import load_dataset
 from pategail.emulator import EmulatedFleet, choose_users
 from pategail.metrics.evaluate import evaluate_days
 from pategail.metrics.guard import distinct_cells, distinct_cells_threshold
+from pategail.metrics.spatial import spatial_metrics
 from pategail.sdk.epr import CellGeometry
 from pategail.sdk.features import STAY
 from pategail.sdk.secagg.fixedpoint import decode, encode
@@ -146,22 +149,34 @@ def above_test(days):
     return float(np.mean(distinct_cells(days) > threshold))
 
 
-ref = ds.train_days[np.random.default_rng(1).choice(len(ds.train_days), min(args.eval_days, len(ds.train_days)),
-                                                      replace=False)]
+picked = np.random.default_rng(1).choice(len(ds.train_days), min(args.eval_days, len(ds.train_days)), replace=False)
+ref = ds.train_days[picked]
+rest = np.delete(ds.train_days, picked, axis=0)     # the floor: other training days against the same reference
 geometry = CellGeometry.build(ds.cells, candidates=config.candidates)
-results = {"epr": evaluate_days(sample_epr(fit_epr_baseline(geometry, ds.train_days, ds.train_users), geometry,
-                                           len(ref), np.random.default_rng(0)), ref, ds.cells)}
+results, spatial = {}, {}
+
+
+def score(name, days):
+    """km JSDs under ``results``, the spatial metrics (Density, Trips, Hot-20) under ``spatial``."""
+    results[name], spatial[name] = evaluate_days(days, ref, ds.cells), spatial_metrics(days, ref, ds.cells)
+
+
+if len(rest):
+    score("floor", rest[np.random.default_rng(3).choice(len(rest), min(len(ref), len(rest)), replace=False)])
+score("epr", sample_epr(fit_epr_baseline(geometry, ds.train_days, ds.train_users), geometry, len(ref),
+                        np.random.default_rng(0)))
+# markov is fitted on all training days, so on this reference it is scored partly in sample (as epr is)
+score("markov", sample_markov(fit_markov(ds.train_days, ds.n_cells), len(ref), np.random.default_rng(2)))
 averaged = coord.generate(len(ref), np.random.default_rng([args.seed, 0x5E]))
-results["ours"] = evaluate_days(averaged, ref, ds.cells)
+score("ours", averaged)
 saved_sum = coord.average.sum
 if args.last_iterate:
     coord.average.sum = None                                # generate() then uses the last iterate
-    results["last iterate"] = evaluate_days(coord.generate(len(ref), np.random.default_rng([args.seed, 0x5E])),
-                                            ref, ds.cells)
+    score("last iterate", coord.generate(len(ref), np.random.default_rng([args.seed, 0x5E])))
 above = float(np.mean(distinct_cells(averaged) > threshold))
 summary = {"data": str(args.data), "seed": args.seed, "config": config.to_dict(), "seconds": seconds,
            "plain_sums": args.plain_sums, "threshold": threshold, "above_threshold": above, "results": results,
-           "rounds": rounds}
+           "spatial": spatial, "rounds": rounds}
 if args.test:
     from pategail.metrics.evaluate import evaluate
     from pategail.baselines.cli import compare
@@ -177,8 +192,10 @@ if args.probe_days:
     summary["probe"] = probe(coord, list(fleet.devices.values()), args.probe_days, np.random.default_rng(7))
 (args.out / "game.json").write_text(json.dumps(summary, indent=1) + "\n")
 print(f"{seconds:.0f} s of rounds; threshold {threshold:g}; generated days above it: {above:.2%}")
+print("| training days | " + " | ".join(next(iter(results.values()))) + " | "
+      + " | ".join(next(iter(spatial.values()))) + " |")
 for name, m in results.items():
-    print(f"| {name} | " + " | ".join(f"{v:.4f}" for v in m.values()) + " |")
+    print(f"| {name} | " + " | ".join(f"{v:.4f}" for v in (*m.values(), *spatial[name].values())) + " |")
 for name, m in summary.get("test", {}).items():
     if isinstance(m, dict):
         print(f"| test: {name} | " + " | ".join(f"{v:.4f}" for v in m.values()) + " |")

@@ -1,5 +1,6 @@
 """Throughput of day generation on one core: days per CPU second and peak memory, before and after the
-fixed-length key/value cache buffers and the explore draw from kept cumulative weights (issue 17).
+fixed-length key/value cache buffers, the explore draw from kept cumulative weights and the neighbour table
+computed as it is read (issue 17).
 
 Usage (standalone; needs the project installed, e.g. ``make setup``):
 
@@ -21,8 +22,12 @@ model (a cache grown by concatenation at every slot, as bundles of issue 17's fi
 
 Everything runs on one core: the process and its children are pinned to ``--cpu`` (default 0; -1: no pin),
 ONNX Runtime uses ``--threads`` intra-op threads in process (the CLI always uses one, as devices do), and
-numpy's BLAS one thread. "concat" and "buffers" share today's environment code, so their difference is the
-policy model and its cache; "session3" and "buffers" share the model, so theirs is the explore draw. On a shared machine wall time overstates the cost; CPU time is what the process
+numpy's BLAS one thread. ``--variants`` picks what runs (default ``session4,buffers``): "concat" and
+"buffers" share today's environment code, so their difference is the policy model and its cache; "session3"
+and "buffers" share the model, so theirs is the explore draw; "session4" is "buffers" with the whole
+neighbour table built at start-up, as before session 5 (the same in process; the CLI's start-up differs).
+For today's bundle it also prints where the in-process time goes (features, mask, the ONNX Runtime call,
+cache-row writes, sampling, environment) and the ONNX Runtime call alone on synthetic inputs. On a shared machine wall time overstates the cost; CPU time is what the process
 itself was scheduled for, so both are printed, with the load average before and after each measurement.
 Prints a markdown table and, last, one line ``JSON {...}`` with every figure (also written to ``--json``).
 """
@@ -50,6 +55,10 @@ _CHILD = textwrap.dedent("""
     if os.environ.get("PATEGAIL_BENCH_SESSION3_EXPLORE"):
         import pategail.sdk.epr
         pategail.sdk.epr.RANK_TABLE_MAX = 0                      # the explore draw of issue 17's session 3
+    if os.environ.get("PATEGAIL_BENCH_EAGER_GEOMETRY"):
+        import pategail.sdk.epr                                  # the whole neighbour table at start-up (session 4)
+        build = pategail.sdk.epr.CellGeometry.build.__func__
+        pategail.sdk.epr.CellGeometry.build = classmethod(lambda cls, c, k, lazy=False: build(cls, c, k))
     from pategail.sdk.cli import main
     rc = main(sys.argv[1:])
     hwm = int(next(l for l in open('/proc/self/status') if l.startswith('VmHWM')).split()[1])
@@ -80,13 +89,15 @@ def timed(fn):
     return out, {"wall_s": time.perf_counter() - w, "cpu_s": time.process_time() - c, "load": [l0, load()]}
 
 
-def cli(bundle: Path, days: int, out: Path, cpu: int, session3_explore: bool = False) -> dict:
+def cli(bundle: Path, days: int, out: Path, cpu: int, session3_explore: bool = False,
+        eager_geometry: bool = False) -> dict:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     l0, t0 = load(), time.perf_counter()
     pin = ["taskset", "-c", str(cpu)] if cpu >= 0 and shutil.which("taskset") else []
     cmd = [*pin, sys.executable, "-c", _CHILD, "-q", "generate", "--bundle", str(bundle), "--days", str(days),
            "--out", str(out), "--seed", "0"]
-    env = {**os.environ, **_ONE_THREAD, **({"PATEGAIL_BENCH_SESSION3_EXPLORE": "1"} if session3_explore else {})}
+    env = {**os.environ, **_ONE_THREAD, **({"PATEGAIL_BENCH_SESSION3_EXPLORE": "1"} if session3_explore else {}),
+           **({"PATEGAIL_BENCH_EAGER_GEOMETRY": "1"} if eager_geometry else {})}
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -166,6 +177,70 @@ def in_process(bundle_dir: Path, rows: np.ndarray, threads: int, reps: int,
             "mean_cpu_s": float(np.mean([r["cpu_s"] for r in runs])), "runs": runs}, days
 
 
+def breakdown(bundle_dir: Path, rows: np.ndarray, threads: int, reps: int) -> dict:
+    """CPU ms per 1,000 days of each part of ``generate_days``' loop (the same calls, timed one by one; the
+    best of ``reps`` after a warm-up), and of the ONNX Runtime call alone on the same shapes (synthetic
+    inputs, the bundle's step model): what is left for everything else within a budget."""
+    from pategail.sdk.bundle import load_bundle, open_generation_session
+    from pategail.sdk.decoding import POLICY_INPUT_SLOT, BufferedDecoder, decoder_for
+    from pategail.sdk.epr import CellGeometry, EPREnvironment
+    from pategail.sdk.generate import sample_actions
+
+    bundle = load_bundle(bundle_dir)
+    env_law = bundle.environment
+    geometry = CellGeometry.build(env_law.cells, env_law.candidates)
+    session = open_generation_session(bundle, threads=threads)
+    decoder = decoder_for(session)
+    if not isinstance(decoder, BufferedDecoder):
+        return {}
+    clock = time.process_time
+    parts = ("features", "mask", "ORT call", "cache writes", "sampling", "environment")
+
+    def one_batch() -> dict:
+        spent = dict.fromkeys(parts, 0.0)
+        rng = np.random.default_rng(1)
+        env = EPREnvironment(geometry, alpha=env_law.alpha, explore_factors=env_law.explore_factors, rng=rng,
+                             places=env_law.places)
+        env.reset(np.asarray(rows[:, 0], dtype=np.int32), rows[:, 1])
+        decoder.reset(len(rows))
+        while not env.done:
+            t = env.t
+            c0 = clock(); f = env.state.features()
+            c1 = clock(); m = env.state.mask()
+            c2 = clock()
+            feeds = {"cells": np.asarray(env.state.current, dtype=np.int64)[:, None], "features": f[:, None],
+                     "mask": m[:, None], POLICY_INPUT_SLOT: np.array(t, dtype=np.int64), **decoder._feeds}
+            log_probs, *new = session.run(decoder._outputs, feeds)
+            c3 = clock()
+            for buffer, r in zip(decoder._buffers, new):
+                buffer[:, :, t] = r[:, :, 0]
+            c4 = clock(); a = sample_actions(log_probs[:, -1], rng)
+            c5 = clock(); env.step(a)
+            c6 = clock()
+            for name, (x, y) in zip(parts, ((c0, c1), (c1, c2), (c2, c3), (c3, c4), (c4, c5), (c5, c6))):
+                spent[name] += y - x
+        return spent
+
+    one_batch()
+    runs = [one_batch() for _ in range(reps)]
+    best = min(runs, key=lambda r: sum(r.values()))
+    per_k = 1e6 / len(rows)
+    out = {name: best[name] * per_k for name in parts}
+    # the ONNX Runtime call alone, synthetic inputs of the same shapes (cache buffers fixed, as in the loop)
+    n, g = len(rows), np.random.default_rng(2)
+    feeds = [{"cells": g.integers(0, len(env_law.cells), (n, 1)),
+              "features": g.random((n, 1, 11), dtype=np.float32), "mask": np.ones((n, 1, 4), dtype=bool),
+              POLICY_INPUT_SLOT: np.array(t, dtype=np.int64), **decoder._feeds} for t in range(decoder.capacity)]
+    alone = []
+    for _ in range(reps + 1):
+        c0 = clock()
+        for f in feeds:
+            session.run(decoder._outputs, f)
+        alone.append(clock() - c0)
+    out["ORT call alone (synthetic inputs)"] = min(alone[1:]) * per_k
+    return out
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--data", type=Path, help="a prepared data set: export an untrained policy, old and new")
@@ -177,6 +252,8 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=1, help="ONNX Runtime intra-op threads in process")
     p.add_argument("--cpu", type=int, default=0, help="pin to this CPU (-1: no pinning)")
     p.add_argument("--no-cli", action="store_true", help="skip the `pategail generate` runs")
+    p.add_argument("--variants", default="session4,buffers",
+                   help="with --data, which of concat, session3, session4, buffers to run (comma-separated)")
     p.add_argument("--json", type=Path, help="also write the JSON result here")
     args = p.parse_args()
     if (args.data is None) == (args.bundle is None):
@@ -200,7 +277,11 @@ def main() -> None:
             variants = {"bundle": args.bundle}
         else:
             new, old = untrained_bundles(args.data, tmp)
-            variants = {"concat": old, "session3": new, "buffers": new}
+            known = {"concat": old, "session3": new, "session4": new, "buffers": new}
+            names = [v.strip() for v in args.variants.split(",") if v.strip()]
+            if not names or any(v not in known for v in names):
+                p.error(f"--variants: choose from {', '.join(known)}")
+            variants = {v: known[v] for v in known if v in names}      # "buffers" (today's) last
         env = load_bundle(next(iter(variants.values()))).environment
         rng = np.random.default_rng(0)
         w = env.initial_weights / env.initial_weights.sum()
@@ -211,6 +292,7 @@ def main() -> None:
                                                                 session3_explore=name == "session3")
         today = list(variants)[-1]                        # "buffers", or "bundle" with --bundle
         result["same_days"] = all(np.array_equal(d, days[today]) for d in days.values())
+        result["breakdown_ms_per_1000_days"] = breakdown(variants[today], rows, args.threads, args.reps)
         if args.old_days:
             from pategail.sdk.bundle import open_generation_session, open_policy_session
             from pategail.sdk.epr import CellGeometry
@@ -227,7 +309,8 @@ def main() -> None:
                                      places=env.places).days
             result["full_prefix"] = {"days": len(part), **r, "same_days": bool(np.array_equal(old_days, new_days))}
         if not args.no_cli:
-            result["cli"] = {name: [cli(path, n, tmp / f"{name}-{n}.csv", args.cpu, name == "session3")
+            result["cli"] = {name: [cli(path, n, tmp / f"{name}-{n}.csv", args.cpu, name == "session3",
+                                        name in ("session3", "session4", "concat"))
                                     for n in (args.days, args.big) if n]
                              for name, path in variants.items()}
     result["load_end"] = load()
@@ -247,7 +330,8 @@ def _cpu_model() -> str:
 
 _LABEL = {"concat": "first incremental model (cache concatenated every slot)",
           "session3": "cache buffers, explore weights masked and summed every move (session 3)",
-          "buffers": "cache buffers, explore from kept cumulative weights (session 4)",
+          "session4": "cache buffers, kept cumulative explore weights, whole neighbour table at start-up (session 4)",
+          "buffers": "cache buffers, kept cumulative explore weights, neighbour rows computed as read (session 5)",
           "bundle": "the bundle's generation model"}
 
 
@@ -272,6 +356,10 @@ def _print_table(r: dict) -> None:
             print(f"| `pategail generate`, {_LABEL[name]} | {c['days']:,} | {c['cpu_s']:.2f} | "
                   f"{c['days'] / c['cpu_s']:,.0f} | {1e6 * c['cpu_s'] / c['days']:,.0f} | {c['wall_s']:.1f} | "
                   f"{c['peak_rss_mb']:.0f} | {c['load'][0]}–{c['load'][1]} |")
+    b = r.get("breakdown_ms_per_1000_days")
+    if b:
+        print("\nwhere the in-process time goes (CPU ms per 1,000 days, best of the repetitions): "
+              + ", ".join(f"{k} {v:.0f}" for k, v in b.items()))
     print(f"\nsame days for the same seed across the variants: {r['same_days']}"
           + (f"; full-prefix path: {r['full_prefix']['same_days']}" if "full_prefix" in r else ""))
 

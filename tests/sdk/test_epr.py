@@ -218,3 +218,44 @@ def test_half_angle_tables_give_haversine_bit_for_bit_and_the_same_nearest_cells
     k = len(cells) - 1                    # every other cell: the whole ranking, ties by id
     np.testing.assert_array_equal(nearest_cells(cells, np.arange(len(cells)), k)[[5, 17]],
                                   nearest_cells(cells, np.array([5, 17]), k))
+
+
+# -- the neighbour table computed as it is read (issue 17, start-up) -----------------------------------------
+def test_lazy_neighbour_rows_equal_the_whole_table_in_any_order_of_reads(geolife):
+    from pategail.sdk.epr import NearestCellRows
+
+    cells = geolife[0][:900]
+    whole = nearest_cells(cells, np.arange(len(cells)), 200)
+    lazy = NearestCellRows(cells, 200)
+    assert lazy.shape == whole.shape and lazy.filled == 0
+    ids = np.array([17, 3, 17, 899, -1])                          # repeats, the last row twice (-1)
+    np.testing.assert_array_equal(lazy[ids], whole[ids])
+    assert lazy.filled == 3                                       # only the rows read, each computed once
+    np.testing.assert_array_equal(lazy[np.int64(5), np.array([0, 199])], whole[5, [0, 199]])
+    np.testing.assert_array_equal(lazy[np.array([[2, 3], [4, 5]])], whole[np.array([[2, 3], [4, 5]])])
+    assert lazy.filled == 6                                       # 5, then 2 and 4 (3 and 5 kept)
+    np.testing.assert_array_equal(lazy[:, 0], whole[:, 0])       # any other index: every row first
+    assert lazy.filled == len(cells)
+    other = NearestCellRows(cells, 200)
+    np.testing.assert_array_equal(np.asarray(other), whole)      # np.asarray: the whole table
+    assert CellGeometry.build(cells[:10], 50, lazy=True).candidates == 9
+
+
+def test_generation_on_lazy_geometry_gives_the_same_days(geolife):
+    from pategail.sdk.places import PlaceLaw
+
+    cells, days = geolife
+    cells = cells[:1200]
+    eager, lazy = CellGeometry.build(cells, 300), CellGeometry.build(cells, 300, lazy=True)
+    relevance = np.random.default_rng(5).gamma(0.5, size=len(cells)) + 1e-3
+    for places in (None, PlaceLaw(relevance, 0.2)):
+        out = []
+        for geo in (eager, lazy):
+            env = EPREnvironment(geo, rng=np.random.default_rng(9), places=places)
+            env.reset(np.arange(60) * 7, np.arange(60) * 11)
+            pick = np.random.default_rng(10)
+            while not env.done:
+                env.step(np.array([pick.choice(np.flatnonzero(r)) for r in env.mask()]))
+            out.append(env.days.copy())
+        np.testing.assert_array_equal(out[0], out[1])
+    assert 0 < lazy.neighbours.filled < len(cells)               # explored from some cells only

@@ -63,7 +63,7 @@ def run_generate(args) -> int:
     rng = np.random.default_rng(args.seed)
     weights = env.initial_weights / env.initial_weights.sum()
     rows = env.initial_states[rng.choice(len(weights), size=args.days, p=weights)]
-    geometry = CellGeometry.build(env.cells, env.candidates)
+    geometry = CellGeometry.build(env.cells, env.candidates, lazy=True)       # rows as agents explore
     session = open_generation_session(bundle)
     with SyntheticCsvWriter(args.out, env.cells) as out:
         for start in range(0, args.days, args.batch):

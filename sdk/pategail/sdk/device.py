@@ -161,7 +161,7 @@ class Device:
             raise DeviceError("the device holds no days to take initial states from")
         env = self.bundle.environment
         if self._geometry is None:
-            self._geometry = CellGeometry.build(env.cells, env.candidates)
+            self._geometry = CellGeometry.build(env.cells, env.candidates, lazy=True)
         first = rng.choice(days[:, 0], size=int(n_days))
         homes = np.full(int(n_days), self.store.home, dtype=np.int32)
         return generate_days(self._generation_session(), self._geometry, homes, first, rng, alpha=env.alpha,

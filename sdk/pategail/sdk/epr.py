@@ -53,8 +53,12 @@ class CellGeometry:
     _laws: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @classmethod
-    def build(cls, cells: np.ndarray, candidates: int = DEFAULT_CANDIDATES) -> "CellGeometry":
+    def build(cls, cells: np.ndarray, candidates: int = DEFAULT_CANDIDATES, *, lazy: bool = False) -> "CellGeometry":
+        """The geometry of ``cells``; with ``lazy`` the neighbour table is a :class:`NearestCellRows`, each row
+        computed the first time it is read (generation, which explores from a part of the cells only)."""
         cells = np.asarray(cells, dtype=np.float64)
+        if lazy:
+            return cls(cells=cells, neighbours=NearestCellRows(cells, candidates))
         return cls(cells=cells, neighbours=nearest_cells(cells, np.arange(len(cells)), candidates))
 
     @property
@@ -187,19 +191,30 @@ def candidate_count(n_cells: int, candidates: int) -> int:
     return k
 
 
-def nearest_cells(cells: np.ndarray, rows: np.ndarray, candidates: int, chunk: int = 128) -> np.ndarray:
+def sine_tables(cells: np.ndarray, pairs: int):
+    """The half-angle tables of ``cells``' latitudes and longitudes and the cosines of the latitudes, for
+    :func:`nearest_cells`, when they are worth it for ``pairs`` distances (else None)."""
+    lat, lon = cells[:, 0], cells[:, 1]
+    if HalfAngleTable.worth_it(lat, pairs) and HalfAngleTable.worth_it(lon, pairs):
+        return HalfAngleTable(lat), HalfAngleTable(lon), np.cos(np.radians(lat))
+    return None
+
+
+def nearest_cells(cells: np.ndarray, rows: np.ndarray, candidates: int, chunk: int = 128,
+                  tables=False) -> np.ndarray:
     """int32 (len(rows), K): for each cell id in ``rows``, its K nearest other cells by great-circle distance
     (ties by cell id, so every platform ranks alike); column r holds rank r + 1. Blocks of 128 rows stay in
     cache, and with the sine tables of :class:`~pategail.sdk.geo.HalfAngleTable` pategail-geolife's table of
-    4,210 cells costs ~0.8 s of CPU instead of ~1.2 (BENCHMARKS.md)."""
+    4,210 cells costs ~0.8 s of CPU instead of ~1.2 (BENCHMARKS.md). ``tables``: those of :func:`sine_tables`
+    (or None: the direct formula) when the caller keeps them; by default built here when worth it. The same
+    numbers either way."""
     cells = np.asarray(cells, dtype=np.float64)
     rows = np.asarray(rows, dtype=np.int64)
     k = candidate_count(len(cells), candidates)
     lat, lon = cells[:, 0], cells[:, 1]
     out = np.empty((len(rows), k), dtype=np.int32)
-    tables = None
-    if HalfAngleTable.worth_it(lat, len(rows) * len(cells)) and HalfAngleTable.worth_it(lon, len(rows) * len(cells)):
-        tables = HalfAngleTable(lat), HalfAngleTable(lon), np.cos(np.radians(lat))
+    if tables is False:
+        tables = sine_tables(cells, len(rows) * len(cells))
     for s in range(0, len(rows), chunk):
         part_rows = rows[s:s + chunk]
         if tables is None:
@@ -214,6 +229,68 @@ def nearest_cells(cells: np.ndarray, rows: np.ndarray, candidates: int, chunk: i
         order = np.argsort(np.take_along_axis(d, part, 1), axis=1, kind="stable")
         out[s:s + chunk] = np.take_along_axis(part, order, 1)
     return out
+
+
+class NearestCellRows:
+    """The (n_cells, K) table of :func:`nearest_cells`, each row computed the first time it is read: the same
+    numbers (each row is computed alone), without the whole table's ~0.8 s of CPU at start-up when only the
+    cells agents explore from are needed (``pategail generate``, a device's own generation).
+
+    Reads like the array: ``table[ids]``, ``table[ids, columns]`` (``ids`` an int or an int array), ``.shape``;
+    any other index, or ``np.asarray(table)``, computes every row first."""
+
+    def __init__(self, cells: np.ndarray, candidates: int):
+        self._cells = np.asarray(cells, dtype=np.float64)
+        n = len(self._cells)
+        self._k = candidate_count(n, candidates)
+        self._rows = np.empty((n, self._k), dtype=np.int32)     # pages become resident as rows are filled
+        self._filled = np.zeros(n, dtype=bool)
+        self._tables = False                                    # the sine tables, built at the first fill
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self._rows.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._rows.dtype
+
+    @property
+    def filled(self) -> int:
+        """How many rows have been computed so far."""
+        return int(self._filled.sum())
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def _fill(self, ids: np.ndarray) -> None:
+        ids = np.asarray(ids).ravel()
+        if len(ids) == 0:
+            return
+        ids = ids % len(self._rows)                            # negative ids read as numpy reads them
+        missing = np.unique(ids[~self._filled[ids]])
+        if len(missing):
+            if self._tables is False:                           # worth it over the whole table's rows
+                self._tables = sine_tables(self._cells, len(self._cells) ** 2)
+            self._rows[missing] = nearest_cells(self._cells, missing, self._k, tables=self._tables)
+            self._filled[missing] = True
+
+    def _fill_all(self) -> None:
+        if not self._filled.all():
+            self._fill(np.flatnonzero(~self._filled))
+
+    def __getitem__(self, key):
+        rows = key[0] if isinstance(key, tuple) else key
+        if isinstance(rows, (int, np.integer)) or (isinstance(rows, np.ndarray)
+                                                     and np.issubdtype(rows.dtype, np.integer)):
+            self._fill(rows)
+        else:
+            self._fill_all()
+        return self._rows[key]
+
+    def __array__(self, dtype=None, copy=None):
+        self._fill_all()
+        return self._rows if dtype is None else self._rows.astype(dtype)
 
 
 def rank_bins(candidates: int) -> np.ndarray:

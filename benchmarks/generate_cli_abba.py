@@ -1,0 +1,42 @@
+"""`pategail generate` with the whole neighbour table built at start-up (A: session 4) against the table
+computed as it is read (B: session 5), in ABBA order on one pinned core, so that a load that drifts during the
+runs weighs on both alike (issue 17, session 5). Same untrained bundle as benchmarks/generate_throughput.py.
+
+Run: python benchmarks/generate_cli_abba.py --data runs/pategail-geolife [--cpu 0] [--json OUT]
+"""
+import argparse
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+import generate_throughput as g  # noqa: E402
+
+p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+p.add_argument("--data", type=Path, required=True)
+p.add_argument("--cpu", type=int, default=0)
+p.add_argument("--small", default="1000:ABBAABBA", help="days:order of the small runs")
+p.add_argument("--big", default="100000:ABBA", help="days:order of the large runs ('' skips them)")
+p.add_argument("--json", type=Path)
+args = p.parse_args()
+if args.cpu >= 0 and hasattr(os, "sched_setaffinity"):
+    os.sched_setaffinity(0, {args.cpu})
+out = []
+with tempfile.TemporaryDirectory() as tmp:
+    tmp = Path(tmp)
+    bundle, _ = g.untrained_bundles(args.data, tmp)
+    for spec in (args.small, args.big):
+        if not spec:
+            continue
+        days, order = spec.split(":")
+        for v in order:
+            r = g.cli(bundle, int(days), tmp / "days.csv", args.cpu, eager_geometry=v == "A")
+            r["variant"] = "A: whole table at start-up" if v == "A" else "B: rows as read"
+            out.append(r)
+            print(f"{r['variant']:27s} {r['days']:>7,} days  CPU {r['cpu_s']:.2f} s  {r['days'] / r['cpu_s']:,.0f} "
+                  f"days per CPU s  wall {r['wall_s']:.1f} s  peak RSS {r['peak_rss_mb']:.0f} MB  load {r['load']}",
+                  flush=True)
+if args.json:
+    args.json.write_text(json.dumps(out, indent=1) + "\n")
