@@ -84,9 +84,9 @@ def aggregate(*a, **k):
     return seen["agg"]
 
 
-def ppo(policy, optimizer, rollout, cfg, gen):
+def ppo(policy, optimizer, rollout, cfg, gen, *anchor):
     seen["rollout"] = rollout
-    return _ppo(policy, optimizer, rollout, cfg, gen)
+    return _ppo(policy, optimizer, rollout, cfg, gen, *anchor)
 
 
 def plain_sums(self, participants, config, coordinator, rng, num_queries):
@@ -137,7 +137,17 @@ def on_round(stats):
           flush=True)
 
 
+ref = ds.train_days[np.random.default_rng(1).choice(len(ds.train_days), min(args.eval_days, len(ds.train_days)),
+                                                      replace=False)]
 t0 = time.perf_counter()
+warm = None
+if config.action_prior:      # score the behaviour-cloned policy before round 1 (its own rng: the run is unchanged)
+    coord.releases.rebuild_accountant()
+    coord.learn_initial_states()
+    warm_days = coord.generate(len(ref), np.random.default_rng([args.seed, 0x5E]))
+    warm = {**evaluate_days(warm_days, ref, ds.cells), "above_threshold": float(np.mean(
+        distinct_cells(warm_days) > threshold)), "seconds": time.perf_counter() - t0}
+    print("warm start: " + " ".join(f"{k} {v:.4f}" for k, v in warm.items()), flush=True)
 coord.train(on_round)
 seconds = time.perf_counter() - t0
 
@@ -146,10 +156,10 @@ def above_test(days):
     return float(np.mean(distinct_cells(days) > threshold))
 
 
-ref = ds.train_days[np.random.default_rng(1).choice(len(ds.train_days), min(args.eval_days, len(ds.train_days)),
-                                                      replace=False)]
 geometry = CellGeometry.build(ds.cells, candidates=config.candidates)
-results = {"epr": evaluate_days(sample_epr(fit_epr_baseline(geometry, ds.train_days, ds.train_users), geometry,
+results = {} if warm is None else {"warm start": {k: v for k, v in warm.items() if k not in (
+    "above_threshold", "seconds")}}
+results |= {"epr": evaluate_days(sample_epr(fit_epr_baseline(geometry, ds.train_days, ds.train_users), geometry,
                                            len(ref), np.random.default_rng(0)), ref, ds.cells)}
 averaged = coord.generate(len(ref), np.random.default_rng([args.seed, 0x5E]))
 results["ours"] = evaluate_days(averaged, ref, ds.cells)
@@ -160,7 +170,7 @@ if args.last_iterate:
                                             ref, ds.cells)
 above = float(np.mean(distinct_cells(averaged) > threshold))
 summary = {"data": str(args.data), "seed": args.seed, "config": config.to_dict(), "seconds": seconds,
-           "plain_sums": args.plain_sums, "threshold": threshold, "above_threshold": above, "results": results,
+           "plain_sums": args.plain_sums, "threshold": threshold, "above_threshold": above, "results": results, "warm_start": warm,
            "rounds": rounds}
 if args.test:
     from pategail.metrics.evaluate import evaluate
