@@ -56,6 +56,8 @@ parser.add_argument("--threads", type=int, default=1)
 parser.add_argument("--plain-sums", action="store_true", help="exact no-noise sums without the secure protocol")
 parser.add_argument("--test", action="store_true", help="also score the test days (acceptance table)")
 parser.add_argument("--last-iterate", action="store_true", help="also score the last iterate on training days")
+parser.add_argument("--warm-start-only", action="store_true",
+                    help="with action_prior: score the behaviour-cloned policy before round 1, then stop")
 parser.add_argument("--probe-days", type=int, default=0, help="end with benchmarks/game_probe.py on this many days")
 args = parser.parse_args()
 torch.set_num_threads(args.threads)
@@ -148,6 +150,10 @@ if config.action_prior:      # score the behaviour-cloned policy before round 1 
     warm = {**evaluate_days(warm_days, ref, ds.cells), "above_threshold": float(np.mean(
         distinct_cells(warm_days) > threshold)), "seconds": time.perf_counter() - t0}
     print("warm start: " + " ".join(f"{k} {v:.4f}" for k, v in warm.items()), flush=True)
+    if args.warm_start_only:
+        (args.out / "warm.json").write_text(json.dumps({"config": config.to_dict(), "seed": args.seed,
+                                                        "warm_start": warm}, indent=1) + "\n")
+        raise SystemExit(0)
 coord.train(on_round)
 seconds = time.perf_counter() - t0
 
