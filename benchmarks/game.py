@@ -12,6 +12,9 @@ Z_2^64), so with ``--plain-sums`` (for sweeps on many cities and seeds) the rele
 directly from the devices' pending vectors — bit for bit what the protocol releases, without its
 key agreement and mask expansion, which dominate a round at 100+ devices. Refused with privacy.
 
+With ``action_prior`` the behaviour-cloned policy is scored before round 1 too (row "warm start";
+``--warm-start-only`` stops there, writing warm.json): its own generator, so the run is unchanged.
+
 The test days are scored too (``--test``), for the acceptance table only: choices are made on the
 training-day rows.
 
