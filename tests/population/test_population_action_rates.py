@@ -13,12 +13,10 @@ from pategail.sdk.features import infer_home
 from pategail.sdk.messages import InitialStatesRequest, to_bytes
 from pategail.server.config import TrainConfig
 from pategail.server.secagg.config import SecureRoundConfig
-from pategail.server.secagg.coordinator import SecAggCoordinator
-from pategail.server.secagg.round import run_secure_round
 from pategail.train_cli import write_initial_bundle
 
 
-def test_the_environment_sums_with_the_action_rates_agree(tmp_path, dataset):
+def test_the_environment_sums_with_the_action_rates_agree(tmp_path, dataset, sdk_secure_sum):
     bundle = write_initial_bundle(TrainConfig(rounds=1, days_per_round=8, action_prior=True), dataset, 0,
                                   tmp_path / "bundle")
     assert device_model(bundle, 0).action_rates
@@ -31,12 +29,7 @@ def test_the_environment_sums_with_the_action_rates_agree(tmp_path, dataset):
     length = pop._length
     config = SecureRoundConfig(round_id=10 << 16, n_min=6)
     ours = pop.secure_sum(list(pop.device_ids), config, None, np.random.default_rng(3), length)
-    coordinator = SecAggCoordinator()
-    for i, keys in sdk.public_keys().items():
-        coordinator.enroll(i, keys)
-    endpoints = [sdk.devices[i].secagg_endpoint(coordinator.directory) for i in sdk.device_ids]
-    theirs = run_secure_round(endpoints, None, config, np.random.default_rng(3), coordinator=coordinator,
-                              num_queries=length)
+    theirs = sdk_secure_sum(sdk, config, np.random.default_rng(3), length)
     assert np.abs(theirs.sum - ours.sum).max() < 1e-6
     expected = sum(action_rate_contribution(d, infer_home(d), DAYS_CAP)
                    for d in (dataset.user_days(u) for u in population.users))
