@@ -179,7 +179,8 @@ if args.last_iterate:
                                             ref, ds.cells)
 above = float(np.mean(distinct_cells(averaged) > threshold))
 summary = {"data": str(args.data), "seed": args.seed, "config": config.to_dict(), "seconds": seconds,
-           "plain_sums": args.plain_sums, "threshold": threshold, "above_threshold": above, "results": results, "warm_start": warm,
+           "plain_sums": args.plain_sums, "threshold": threshold, "above_threshold": above, "results": results,
+           "warm_start": warm,
            "rounds": rounds}
 if args.test:
     from pategail.metrics.evaluate import evaluate

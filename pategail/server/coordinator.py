@@ -213,7 +213,7 @@ class Coordinator:
             "optimizer": self.optimizer.state_dict(), "rng_sampling": self.rng_sampling.bit_generator.state,
             "torch_gen": self.torch_gen.get_state(), "privacy_plan": self.plan.to_dict(),
             "policy_sum": self.average.sum, "policy_sum_count": self.average.count,
-            "anchor": None if self.anchor is None else self.anchor.state_dict()})
+            **({} if self.anchor is None else {"anchor": self.anchor.state_dict()})})
 
     # -- the run ------------------------------------------------------------------------------------------
     def learn_initial_states(self) -> None:

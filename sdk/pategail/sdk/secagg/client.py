@@ -267,7 +267,8 @@ class SecAggClient:
             seed = crypto.mask_seed(r.s_key, r.peers[v].s_public, r.digest, self.device_id, v)
             add_mask(y, expand_mask(seed, 2 * m), +1 if self.device_id < v else -1)
         reply = MaskedInput(cfg.round_id, r.digest, self.device_id, y).encode(self._sign)
-        self.ledger.record(cfg, r.environment, r.env_l1_bound)  # from the moment the input leaves, a release containing it may exist
+        # from the moment the input leaves, a release containing it may exist
+        self.ledger.record(cfg, r.environment, r.env_l1_bound)
         r.held, self.phase = held, Phase.MASKED
         return reply
 
