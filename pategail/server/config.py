@@ -181,7 +181,10 @@ class TrainConfig:
     day, at home, distinct cells so far and action; pategail.sdk.action_rates), the coordinator turns the noisy
     sums into P(action | slot bucket, at home, distinct bucket), samples ``action_prior_days`` days from the
     EPR environment driven by it and fits the policy to its rates by behaviour cloning before round 1. The
-    release grows by the part's length (and the Laplace L1 bound by 1); the rest is post-processing."""
+    release grows by the part's length (and the Laplace L1 bound by 1); the rest is post-processing. Off by
+    default: with ``ppo.anchor_coef`` 10 it met both of the sparse city's acceptance points on training days
+    (4 of 5 against epr, 0.77–0.94% invented days, seeds 0–1) but made every km metric of the paper's GeoLife
+    worse than the default's (seed 0; BENCHMARKS.md, issue 19, session 5). Not with the Gaussian mechanism."""
     action_prior_days: int = 2048
     """Rule-model days the policy is cloned on (``action_prior``)."""
     action_prior_epochs: int = 30
