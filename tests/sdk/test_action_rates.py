@@ -87,3 +87,15 @@ def test_no_honest_vector_with_the_part_exceeds_its_l1_bound():
     assert ENV_L1_BOUND < largest <= env_l1_bound(True)     # the old bound would have clipped an honest one
     forged = laplace_environment_input(np.full(2000, 0.9), env_l1_bound(True))
     assert forged.sum() == pytest.approx(10.0, rel=1e-12)
+
+
+def test_the_bundle_declares_the_part_only_when_asked(tmp_path):
+    from pategail.sdk.bundle import BundleError, Environment
+    cells, _ = _honest_devices(1)
+    off = Environment(cells, 0.96, 50).write(tmp_path)
+    assert "action_rates" not in off                                   # the manifest as before the option
+    assert not Environment.read(tmp_path, off).action_rates
+    on = Environment(cells, 0.96, 50, action_rates=True).write(tmp_path)
+    assert on["action_rates"] is True and Environment.read(tmp_path, on).action_rates
+    with pytest.raises(BundleError, match="action_rates must be true or false"):
+        Environment.read(tmp_path, {**on, "action_rates": "yes"})
