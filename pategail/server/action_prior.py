@@ -28,6 +28,12 @@ rates towards those of the state one count lower (the first count towards the sl
 a state no device reached — five cells on a city whose days stop at four — behaves like the last one they did,
 and a state seen a little keeps most of its own rates. Raised to twice the noise's std under privacy."""
 
+SIGNAL_GATE = 10.0
+"""The warm start is made only when the released total Σ (≈ Σw) is at least this many standard deviations of its
+noise (σ·√entries): below that the table is noise, and cloning it would start the policy from near-uniform rates
+(explore a quarter of the slots) — worse than no prior. The same gate as the explore factors'
+(pategail.server.initial_states.SIGNAL_GATE)."""
+
 
 @dataclass(frozen=True)
 class ActionRates:
@@ -36,6 +42,13 @@ class ActionRates:
 
     probs: np.ndarray
     mass: np.ndarray
+    signal: float | None = None
+    """Released total over its noise's standard deviation (None: released without noise)."""
+
+    @property
+    def usable(self) -> bool:
+        """Clear enough of the noise to warm-start from (:data:`SIGNAL_GATE`)."""
+        return self.signal is None or self.signal >= SIGNAL_GATE
 
     def lookup(self, t: int | np.ndarray, at_home: np.ndarray, distinct: np.ndarray,
                mask: np.ndarray) -> np.ndarray:
@@ -47,12 +60,12 @@ class ActionRates:
         return np.where(total > 0, p / np.where(total > 0, total, 1.0), np.eye(N_ACTIONS)[0])
 
     def to_dict(self) -> dict:
-        return {"probs": self.probs.ravel().tolist(), "mass": self.mass.ravel().tolist()}
+        return {"probs": self.probs.ravel().tolist(), "mass": self.mass.ravel().tolist(), "signal": self.signal}
 
     @classmethod
     def from_dict(cls, d: dict) -> "ActionRates":
         return cls(np.asarray(d["probs"], dtype=np.float64).reshape(RATE_SHAPE),
-                   np.asarray(d["mass"], dtype=np.float64).reshape(RATE_SHAPE[:-1]))
+                   np.asarray(d["mass"], dtype=np.float64).reshape(RATE_SHAPE[:-1]), d.get("signal"))
 
 
 def action_rates_from_noisy_sums(sums: np.ndarray, noise_std: float = 0.0,
@@ -75,7 +88,9 @@ def action_rates_from_noisy_sums(sums: np.ndarray, noise_std: float = 0.0,
         c = counts[:, :, k]
         prev = (c + m * prev) / (c.sum(-1, keepdims=True) + m)
         probs[:, :, k] = prev
-    return ActionRates(probs, counts.sum(-1))
+    s = max(float(noise_std), 0.0)
+    signal = None if s == 0 else float(sums.sum()) / (s * np.sqrt(len(sums)))
+    return ActionRates(probs, counts.sum(-1), signal)
 
 
 @dataclass(frozen=True, eq=False)

@@ -29,7 +29,7 @@ from pategail.sdk.features import STAY
 from pategail.sdk.messages import InitialStatesRequest, PolicyUpdate, RoundRequest, to_bytes
 from pategail.sdk.regions import region_map
 from pategail.sdk.secagg.policy import DeclaredPlan
-from pategail.server.action_prior import behaviour_clone, sample_rule_days
+from pategail.server.action_prior import SIGNAL_GATE, behaviour_clone, sample_rule_days
 from pategail.server.averaging import TailAverage
 from pategail.server.checkpoint import load_checkpoint, save_checkpoint
 from pategail.server.config import TrainConfig
@@ -242,11 +242,16 @@ class Coordinator:
         streams of its own (the seed's), so a run resumed after the release clones the same; keep a copy as
         PPO's anchor when ``ppo.anchor_coef`` > 0."""
         cfg = self.config
+        rates = self.initial_states.action_rates
+        if not rates.usable:
+            log.warning("action prior: the released rates are %.1f noise standard deviations (< %g): no warm start",
+                        rates.signal, SIGNAL_GATE)
+            return
         rng = np.random.default_rng([self.seed, 0xB0C])
         homes, firsts = self.sample_initial_states(cfg.action_prior_days, rng)
         env = EPREnvironment(self.geometry, alpha=cfg.alpha, explore_factors=self.initial_states.explore_factors,
                              rng=rng, places=self.place_law())
-        days = sample_rule_days(self.initial_states.action_rates, env, homes, firsts, rng)
+        days = sample_rule_days(rates, env, homes, firsts, rng)
         t0 = time.perf_counter()
         losses = behaviour_clone(self.policy, days, self.cells, epochs=cfg.action_prior_epochs,
                                  lr=cfg.action_prior_lr, batch_size=cfg.ppo.batch_size,

@@ -34,6 +34,11 @@ def test_decoding_keeps_well_observed_rates_and_inherits_empty_counts():
     assert action_rates_from_noisy_sums(counts.ravel(), noise_std=20.0).probs[0, 0, 1, EXPLORE] == pytest.approx(
         smooth.probs[0, 0, 1, EXPLORE])
     assert ActionRates.from_dict(rates.to_dict()).probs.tolist() == rates.probs.tolist()
+    # the gate: a released total (here 879) under 10 noise stds of the total (σ·√320) is not used
+    assert counts.sum() == 879 and rates.signal is None and rates.usable
+    assert action_rates_from_noisy_sums(counts.ravel(), noise_std=4.0).usable           # 879 / 71.6 = 12.3
+    weak = action_rates_from_noisy_sums(counts.ravel(), noise_std=6.0)                  # 879 / 107.3 = 8.2
+    assert weak.signal == pytest.approx(counts.sum() / (6.0 * np.sqrt(320))) and not weak.usable
     with pytest.raises(ValueError, match="action-rate layout"):
         action_rates_from_noisy_sums(np.zeros(action_rate_length() + 1))
 
