@@ -13,6 +13,9 @@ Z_2^64), so with ``--plain-sums`` (for sweeps on many cities and seeds) the rele
 directly from the devices' pending vectors — bit for bit what the protocol releases, without its
 key agreement and mask expansion, which dominate a round at 100+ devices. Refused with privacy.
 
+With ``action_prior`` the behaviour-cloned policy is scored before round 1 too (row "warm start";
+``--warm-start-only`` stops there, writing warm.json): its own generator, so the run is unchanged.
+
 The test days are scored too (``--test``), for the acceptance table only: choices are made on the
 training-day rows.
 
@@ -59,6 +62,8 @@ parser.add_argument("--threads", type=int, default=1)
 parser.add_argument("--plain-sums", action="store_true", help="exact no-noise sums without the secure protocol")
 parser.add_argument("--test", action="store_true", help="also score the test days (acceptance table)")
 parser.add_argument("--last-iterate", action="store_true", help="also score the last iterate on training days")
+parser.add_argument("--warm-start-only", action="store_true",
+                    help="with action_prior: score the behaviour-cloned policy before round 1, then stop")
 parser.add_argument("--probe-days", type=int, default=0, help="end with benchmarks/game_probe.py on this many days")
 args = parser.parse_args()
 torch.set_num_threads(args.threads)
@@ -87,9 +92,9 @@ def aggregate(*a, **k):
     return seen["agg"]
 
 
-def ppo(policy, optimizer, rollout, cfg, gen):
+def ppo(policy, optimizer, rollout, cfg, gen, *anchor):
     seen["rollout"] = rollout
-    return _ppo(policy, optimizer, rollout, cfg, gen)
+    return _ppo(policy, optimizer, rollout, cfg, gen, *anchor)
 
 
 def plain_sums(self, participants, config, coordinator, rng, num_queries):
@@ -140,7 +145,21 @@ def on_round(stats):
           flush=True)
 
 
+ref = ds.train_days[np.random.default_rng(1).choice(len(ds.train_days), min(args.eval_days, len(ds.train_days)),
+                                                      replace=False)]
 t0 = time.perf_counter()
+warm = None
+if config.action_prior:      # score the behaviour-cloned policy before round 1 (its own rng: the run is unchanged)
+    coord.releases.rebuild_accountant()
+    coord.learn_initial_states()
+    warm_days = coord.generate(len(ref), np.random.default_rng([args.seed, 0x5E]))
+    warm = {**evaluate_days(warm_days, ref, ds.cells), "above_threshold": float(np.mean(
+        distinct_cells(warm_days) > threshold)), "seconds": time.perf_counter() - t0}
+    print("warm start: " + " ".join(f"{k} {v:.4f}" for k, v in warm.items()), flush=True)
+    if args.warm_start_only:
+        (args.out / "warm.json").write_text(json.dumps({"config": config.to_dict(), "seed": args.seed,
+                                                        "warm_start": warm}, indent=1) + "\n")
+        raise SystemExit(0)
 coord.train(on_round)
 seconds = time.perf_counter() - t0
 
@@ -167,6 +186,8 @@ score("epr", sample_epr(fit_epr_baseline(geometry, ds.train_days, ds.train_users
                         np.random.default_rng(0)))
 # markov is fitted on all training days, so on this reference it is scored partly in sample (as epr is)
 score("markov", sample_markov(fit_markov(ds.train_days, ds.n_cells), len(ref), np.random.default_rng(2)))
+if warm is not None:
+    score("warm start", warm_days)
 averaged = coord.generate(len(ref), np.random.default_rng([args.seed, 0x5E]))
 score("ours", averaged)
 saved_sum = coord.average.sum
@@ -176,7 +197,7 @@ if args.last_iterate:
 above = float(np.mean(distinct_cells(averaged) > threshold))
 summary = {"data": str(args.data), "seed": args.seed, "config": config.to_dict(), "seconds": seconds,
            "plain_sums": args.plain_sums, "threshold": threshold, "above_threshold": above, "results": results,
-           "spatial": spatial, "rounds": rounds}
+           "spatial": spatial, "warm_start": warm, "rounds": rounds}
 if args.test:
     from pategail.metrics.evaluate import evaluate
     from pategail.baselines.cli import compare

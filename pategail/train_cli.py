@@ -349,5 +349,6 @@ def write_initial_bundle(config, dataset, seed: int, out: Path, privacy=None) ->
         torch.manual_seed(seed + 1)
         discriminator = Discriminator()
     return export_bundle(policy0, discriminator, out, training_config=discriminator_training(config),
-                         environment=Environment(dataset.cells, config.alpha, config.candidates), privacy=privacy)
+                         environment=Environment(dataset.cells, config.alpha, config.candidates,
+                                                       action_rates=config.action_prior), privacy=privacy)
 

@@ -69,7 +69,7 @@ def device_model(bundle_dir: Path, seed: int) -> DeviceModel:
     env = bundle.environment
     return DeviceModel(open_training_session(bundle).get_flat_parameters(), Layout.of(bundle),
                        OptimiserSettings.of(bundle), np.asarray(env.cells, dtype=np.float64), float(env.alpha),
-                       int(env.candidates), int(seed))
+                       int(env.candidates), int(seed), bool(env.action_rates))
 
 
 def shard_ranges(n_devices: int, shards: int, chunk: int = CHUNK) -> list[tuple[int, int]]:

@@ -27,6 +27,7 @@ import torch
 from threadpoolctl import threadpool_limits
 
 from pategail.sdk.discriminator_round import positive_pairs
+from pategail.sdk.contribution import env_l1_bound
 from pategail.sdk.environment_vector import environment_vector
 from pategail.sdk.features import N_PAIR_FEATURES, infer_home, pair_features
 from pategail.sdk.files import replacing
@@ -65,6 +66,8 @@ class DeviceModel:
     candidates: int
     seed: int
     """The run's seed: device i's minibatches in round r come from default_rng([seed, i, r])."""
+    action_rates: bool = False
+    """The bundle's ``environment.action_rates``: environment vectors carry the action-rate part."""
 
 
 def encoded_gaussian(values: np.ndarray, config) -> np.ndarray:
@@ -287,7 +290,7 @@ class PopulationShard:
         if key not in self._environment_cache:
             m, days = self.model, self._days[table]
             self._environment_cache[key] = environment_vector(days, infer_home(days), m.cells, m.alpha,
-                                                              m.candidates, region_cells)
+                                                              m.candidates, region_cells, m.action_rates)
         return self._environment_cache[key]
 
     def environment_request(self, region_cells: int = 0) -> np.ndarray:
@@ -298,7 +301,8 @@ class PopulationShard:
         total = None
         for table, count in enumerate(counts):
             if count:
-                part = encoded_pair(laplace_environment_input(self._environment(table, region_cells))) * count
+                part = encoded_pair(laplace_environment_input(self._environment(table, region_cells),
+                                                              env_l1_bound(self.model.action_rates))) * count
                 total = part if total is None else total + part
         self._pending = ("environment", region_cells)
         return total
@@ -316,7 +320,8 @@ class PopulationShard:
         kind, negatives = self._pending
         if kind == "environment":         # a device's vector depends only on its user's days: once per user
             if gaussian is None:          # the Laplace round: the device's own L1 clip (a no-op when honest)
-                encoded = lambda v: encoded_pair(laplace_environment_input(v))  # noqa: E731
+                bound = env_l1_bound(self.model.action_rates)
+                encoded = lambda v: encoded_pair(laplace_environment_input(v, bound))  # noqa: E731
             counts = np.bincount(self._table_of[rows], minlength=len(self._tables))
             return sum(int(c) * encoded(self._environment(t, negatives)) for t, c in enumerate(counts) if c)
 

@@ -95,7 +95,7 @@ def journal_intent(directory: Path, round_: int, sum_scale: float, sq_sum_scale:
     if noise is not None and noise.mechanism == "gaussian":   # ``noise``: a privacy.plan.ReleaseNoise
         record.update(mechanism="gaussian", block=noise.block, clip_norm=noise.clip_norm, shares=shares)
     elif noise is not None and noise.environment:             # Laplace: one vector query (its L1 sensitivity)
-        record.update(environment=True)
+        record.update(environment=True, env_l1_bound=noise.env_l1_bound)
     write_atomic(path, json.dumps(record).encode())
     return path
 

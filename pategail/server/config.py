@@ -175,6 +175,24 @@ class TrainConfig:
     same release, no privacy cost. Off: on the sparse city α = 0.4 put first cells as far from home as real
     ones (median 3.6 km vs 3.7; independent of home: 7.6), the feature the discriminators told its generated
     days apart by, but did not improve the km metrics (one seed; BENCHMARKS.md, issue 19, session 4)."""
+    action_prior: bool = False
+    """Warm-start the policy from a privately released rule model (pategail.server.action_prior): the bundle
+    asks devices for the action-rate part of their environment vector (w × their decisions' shares by time of
+    day, at home, distinct cells so far and action; pategail.sdk.action_rates), the coordinator turns the noisy
+    sums into P(action | slot bucket, at home, distinct bucket), samples ``action_prior_days`` days from the
+    EPR environment driven by it and fits the policy to its rates by behaviour cloning before round 1. The
+    release grows by the part's length (and the Laplace L1 bound by 1); the rest is post-processing. Off by
+    default: with ``ppo.anchor_coef`` 10 it met both of the sparse city's acceptance points on training days
+    (4 of 5 against epr, 0.77–0.94% invented days, seeds 0–1) but made every km metric of the paper's GeoLife
+    worse than the default's (seed 0; BENCHMARKS.md, issue 19, session 5). Not with the Gaussian mechanism."""
+    action_prior_days: int = 2048
+    """Rule-model days the policy is cloned on (``action_prior``)."""
+    action_prior_epochs: int = 30
+    """Passes of behaviour cloning over them. 30: on the sparse city the cloned policy then makes 0.98% days above
+    the real 99.9th percentile of distinct cells (the rule model itself 0.2–0.4%), DailyLoc 0.0043; with 10,
+    1.74% and 0.0097 (seed 0, training days; BENCHMARKS.md, issue 19, session 5)."""
+    action_prior_lr: float = 1e-3
+    """Adam learning rate of the behaviour cloning."""
     d_model: int = 64
     """Policy transformer width."""
     distinct_embedding: bool = False
@@ -200,6 +218,11 @@ class TrainConfig:
         if self.first_cell_alpha is not None and not (math.isfinite(self.first_cell_alpha)
                                                       and self.first_cell_alpha >= 0):
             raise PategailError(f"first_cell_alpha must be null or a number >= 0, got {self.first_cell_alpha}")
+        if self.action_prior_days < 1 or self.action_prior_epochs < 0 or not self.action_prior_lr > 0:
+            raise PategailError("action_prior_days must be >= 1, action_prior_epochs >= 0, action_prior_lr > 0")
+        if self.action_prior and self.mechanism == "gaussian":
+            raise PategailError("action_prior is not available with the gaussian mechanism yet (its environment "
+                                "L2 bound does not include the action-rate part); use mechanism 'laplace'")
         if self.average_rounds < 1:
             raise PategailError(f"average_rounds must be >= 1, got {self.average_rounds}")
         if self.reward not in ("r_hat", "log") or not 0 < self.reward_floor < 1:

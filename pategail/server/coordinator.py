@@ -23,12 +23,13 @@ import numpy as np
 import torch
 
 from pategail.metrics.guard import distinct_cells
-from pategail.sdk.contribution import EnvironmentLayout, reward_count
-from pategail.sdk.epr import CellGeometry, n_rank_bins
+from pategail.sdk.contribution import EnvironmentLayout, env_l1_bound, reward_count
+from pategail.sdk.epr import CellGeometry, EPREnvironment, n_rank_bins
 from pategail.sdk.features import STAY
 from pategail.sdk.messages import InitialStatesRequest, PolicyUpdate, RoundRequest, to_bytes
 from pategail.sdk.regions import region_map
 from pategail.sdk.secagg.policy import DeclaredPlan
+from pategail.server.action_prior import SIGNAL_GATE, behaviour_clone, sample_rule_days
 from pategail.server.averaging import TailAverage
 from pategail.server.checkpoint import load_checkpoint, save_checkpoint
 from pategail.server.config import TrainConfig
@@ -46,23 +47,28 @@ from pategail.server.sampling import sample_rollout
 log = logging.getLogger(__name__)
 
 
-def environment_layout(cells: np.ndarray, geometry: CellGeometry, region_cells: int = 0) -> EnvironmentLayout:
-    """The environment release's layout: initial states, explore law, the place law's n_cells + 3, and with
-    ``region_cells`` > 0 the coarse parts over the table's regions (``TrainConfig.region_cells``)."""
+def environment_layout(cells: np.ndarray, geometry: CellGeometry, region_cells: int = 0,
+                       action_rates: bool = False) -> EnvironmentLayout:
+    """The environment release's layout: initial states, explore law, the place law's n_cells + 3, with
+    ``region_cells`` > 0 the coarse parts over the table's regions (``TrainConfig.region_cells``), and with
+    ``action_rates`` the action-rate part (``TrainConfig.action_prior``)."""
     n_regions = int(region_map(cells, region_cells).max()) + 1 if region_cells else 0
-    return EnvironmentLayout(len(cells), n_rank_bins(geometry.candidates), place_law=True, n_regions=n_regions)
+    return EnvironmentLayout(len(cells), n_rank_bins(geometry.candidates), place_law=True, n_regions=n_regions,
+                             action_rates=action_rates)
 
 
-def environment_length(cells: np.ndarray, geometry: CellGeometry, region_cells: int = 0) -> int:
+def environment_length(cells: np.ndarray, geometry: CellGeometry, region_cells: int = 0,
+                       action_rates: bool = False) -> int:
     """Values of the environment release (:func:`environment_layout`)."""
-    return environment_layout(cells, geometry, region_cells).length
+    return environment_layout(cells, geometry, region_cells, action_rates).length
 
 
 def planned_queries(config: TrainConfig, cells: np.ndarray, geometry: CellGeometry) -> int:
     """Every query an uninterrupted run releases: the environment vector (one vector query with the Laplace
     mechanism; the Gaussian plan counts its values, for the record), then 47 per generated day of every
     round."""
-    env = 1 if config.mechanism == "laplace" else environment_length(cells, geometry, config.region_cells)
+    env = 1 if config.mechanism == "laplace" else environment_length(cells, geometry, config.region_cells,
+                                                                     config.action_prior)
     return env + config.rounds * reward_count(config.days_per_round)
 
 
@@ -80,12 +86,13 @@ def run_plan(config: TrainConfig, cells: np.ndarray, ckpt_dir: Path,
     if config.mechanism == "gaussian":
         gaussian = GaussianSpec(config.granularity, config.reward_granularity.count(config.days_per_round),
                                 config.rounds + config.retry_rounds,
-                                environment_length(cells, geometry, config.region_cells),
+                                environment_length(cells, geometry, config.region_cells, config.action_prior),
                                 config.clip_share, config.env_epsilon_fraction)
-    env_values = environment_length(cells, geometry, config.region_cells) if gaussian is None else 0
+    env_values = environment_length(cells, geometry, config.region_cells,
+                                     config.action_prior) if gaussian is None else 0
     return load_or_make_plan(ckpt_dir, config.target_epsilon, config.target_delta, config.kappa,
                              planned_queries(config, cells, geometry), reserve_queries(config), gaussian,
-                             env_values, config.env_epsilon_fraction)
+                             env_values, config.env_epsilon_fraction, env_l1_bound(config.action_prior))
 
 
 def policy_config(config: TrainConfig, n_cells: int) -> PolicyConfig:
@@ -113,6 +120,9 @@ class Coordinator:
             torch.manual_seed(seed)
             self.policy = Policy(policy_config(config, len(self.cells)))
         self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=config.ppo.learning_rate)
+        self.anchor: Policy | None = None
+        """The behaviour-cloned warm start PPO's KL anchor pulls towards (``action_prior`` with
+        ``ppo.anchor_coef`` > 0), else None."""
         self.average = TailAverage(first_round=config.rounds - config.average_rounds)
         self.state = RunState()
         self.releases = SecureReleases(config, fleet, self.ckpt_dir, seed, signing_key)
@@ -150,7 +160,7 @@ class Coordinator:
         return planned_queries(self.config, self.cells, self.geometry)
 
     def _environment_length(self) -> int:
-        return environment_length(self.cells, self.geometry, self.config.region_cells)
+        return environment_length(self.cells, self.geometry, self.config.region_cells, self.config.action_prior)
 
     def declared_plan(self) -> DeclaredPlan | None:
         """The privacy plan the run's bundles declare to devices (None without privacy)."""
@@ -190,6 +200,9 @@ class Coordinator:
         self.torch_gen.set_state(state["torch_gen"])
         self.plan = PrivacyPlan.from_dict(state["privacy_plan"])
         self.average.sum, self.average.count = state["policy_sum"], state["policy_sum_count"]
+        if state.get("anchor") is not None:
+            self.anchor = Policy(self.policy.config)
+            self.anchor.load_state_dict(state["anchor"])
         log.info("resumed %s after round %d", self.run_dir, self.round)
         return True
 
@@ -199,7 +212,8 @@ class Coordinator:
             "policy": self.policy.state_dict(), "policy_config": vars(self.policy.config),
             "optimizer": self.optimizer.state_dict(), "rng_sampling": self.rng_sampling.bit_generator.state,
             "torch_gen": self.torch_gen.get_state(), "privacy_plan": self.plan.to_dict(),
-            "policy_sum": self.average.sum, "policy_sum_count": self.average.count})
+            "policy_sum": self.average.sum, "policy_sum_count": self.average.count,
+            **({} if self.anchor is None else {"anchor": self.anchor.state_dict()})})
 
     # -- the run ------------------------------------------------------------------------------------------
     def learn_initial_states(self) -> None:
@@ -216,9 +230,37 @@ class Coordinator:
         std = release.sum_scale * (1.0 if noise.mechanism == "gaussian" else math.sqrt(2))
         region_of = region_map(self.cells, self.config.region_cells) if self.config.region_cells else None
         self.state.initial_states = InitialStates.from_noisy_sums(
-            release.sum, len(self.cells), n_rank_bins(self.geometry.candidates), noise_std=std, region_of=region_of)
+            release.sum, len(self.cells), n_rank_bins(self.geometry.candidates), noise_std=std, region_of=region_of,
+            action_rates=self.config.action_prior)
         log.info("initial states learned from %d devices", release.n_survivors)
+        if self.config.action_prior:
+            self.warm_start()
         self._checkpoint()
+
+    def warm_start(self) -> None:
+        """Behaviour-clone the policy on days of the released rule model (``TrainConfig.action_prior``), from
+        streams of its own (the seed's), so a run resumed after the release clones the same; keep a copy as
+        PPO's anchor when ``ppo.anchor_coef`` > 0."""
+        cfg = self.config
+        rates = self.initial_states.action_rates
+        if not rates.usable:
+            log.warning("action prior: the released rates are %.1f noise standard deviations (< %g): no warm start",
+                        rates.signal, SIGNAL_GATE)
+            return
+        rng = np.random.default_rng([self.seed, 0xB0C])
+        homes, firsts = self.sample_initial_states(cfg.action_prior_days, rng)
+        env = EPREnvironment(self.geometry, alpha=cfg.alpha, explore_factors=self.initial_states.explore_factors,
+                             rng=rng, places=self.place_law())
+        days = sample_rule_days(rates, env, homes, firsts, rng)
+        t0 = time.perf_counter()
+        losses = behaviour_clone(self.policy, days, self.cells, epochs=cfg.action_prior_epochs,
+                                 lr=cfg.action_prior_lr, batch_size=cfg.ppo.batch_size,
+                                 generator=torch.Generator().manual_seed(self.seed))
+        log.info("warm start: policy cloned on %d rule-model days in %.1f s (cross-entropy %s)", len(homes),
+                 time.perf_counter() - t0, f"{losses[-1]:.4f}" if losses else "n/a")
+        if cfg.ppo.anchor_coef > 0:
+            self.anchor = Policy(self.policy.config)
+            self.anchor.load_state_dict(self.policy.state_dict())
 
     def run_round(self, round_: int) -> RoundStats:
         t0 = time.perf_counter()
@@ -243,7 +285,7 @@ class Coordinator:
         # the tolerance experiment's noise: its own stream of (seed, round), so a resumed run draws the same
         noise_rng = np.random.default_rng([self.seed, round_, 0x7013])
         rollout = replace(rollout, rewards=rewards_from_release(release, cfg, noise_rng, public_count))
-        ppo_stats = ppo_update(self.policy, self.optimizer, rollout, cfg.ppo, self.torch_gen)
+        ppo_stats = ppo_update(self.policy, self.optimizer, rollout, cfg.ppo, self.torch_gen, self.anchor)
         n = len(self.fleet.device_ids)
         per_device = (None, None) if down is None else (down / n, up / n)
         if down is not None:

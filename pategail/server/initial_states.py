@@ -23,6 +23,7 @@ import numpy as np
 
 from pategail.sdk.contribution import EnvironmentLayout
 from pategail.sdk.places import PlaceLaw
+from pategail.server.action_prior import ActionRates, action_rates_from_noisy_sums
 from pategail.server.places import place_law_from_noisy_sums
 from pategail.server.spatial import two_level_histogram
 
@@ -46,16 +47,19 @@ class InitialStates:
     p_same: float
     explore_factors: np.ndarray
     places: PlaceLaw | None = None
+    action_rates: ActionRates | None = None
+    """The rule model's rates (pategail.server.action_prior), when the release carried the action-rate part."""
 
     @classmethod
     def from_noisy_sums(cls, sums: np.ndarray, n_cells: int, n_bins: int, noise_std: float = 0.0,
-                        region_of: np.ndarray | None = None) -> "InitialStates":
+                        region_of: np.ndarray | None = None, action_rates: bool = False) -> "InitialStates":
         """From the released sums; ``region_of`` (the cell table's regions, pategail.sdk.regions) when the
         release has coarse parts: the home, first-cell and visit histograms are then estimated coarse level
         first (:func:`pategail.server.spatial.two_level_histogram`), else by clipping negative sums to 0."""
         n = n_cells
         n_regions = 0 if region_of is None else int(np.max(region_of)) + 1
-        parts = EnvironmentLayout(n_cells, n_bins, place_law=True, n_regions=n_regions).unpack(sums)
+        parts = EnvironmentLayout(n_cells, n_bins, place_law=True, n_regions=n_regions,
+                                  action_rates=action_rates).unpack(sums)
         weight = parts.weight
         s = max(float(noise_std), 0.0)
         visits = None
@@ -80,7 +84,8 @@ class InitialStates:
             with np.errstate(divide="ignore", invalid="ignore"):
                 factors = np.where(expected + s > 0, (observed + s) / (expected + s), 1.0)
             factors = np.clip(factors, *FACTOR_RANGE)
-        return cls(homes, firsts, float(np.clip(p_same, 0, 1)), factors, places)
+        rates = None if parts.action_rates is None else action_rates_from_noisy_sums(parts.action_rates, s)
+        return cls(homes, firsts, float(np.clip(p_same, 0, 1)), factors, places, rates)
 
     def sample(self, n_days: int, rng: np.random.Generator, redraws: int = 8,
                near_home: "FirstCellLaw | None" = None) -> tuple[np.ndarray, np.ndarray]:
@@ -105,14 +110,16 @@ class InitialStates:
         return {"home_weights": self.home_weights.tolist(), "first_weights": self.first_weights.tolist(),
                 "p_same": self.p_same, "explore_factors": self.explore_factors.tolist(),
                 "places": None if self.places is None else {"relevance": self.places.relevance.tolist(),
-                                                            "return_last": self.places.return_last}}
+                                                            "return_last": self.places.return_last},
+                "action_rates": None if self.action_rates is None else self.action_rates.to_dict()}
 
     @classmethod
     def from_dict(cls, d: dict) -> "InitialStates":
-        places = d.get("places")
+        places, rates = d.get("places"), d.get("action_rates")
         return cls(np.asarray(d["home_weights"]), np.asarray(d["first_weights"]), float(d["p_same"]),
                    np.asarray(d["explore_factors"], dtype=np.float64),
-                   None if places is None else PlaceLaw(np.asarray(places["relevance"]), places["return_last"]))
+                   None if places is None else PlaceLaw(np.asarray(places["relevance"]), places["return_last"]),
+                   None if rates is None else ActionRates.from_dict(rates))
 
 
 @dataclass(frozen=True)

@@ -73,7 +73,16 @@ class PPOConfig:
     ("stay") is pushed down and the rare one ("explore") up, whatever their order. Off: with the count
     embedding, no change on the sparse city beyond seed noise (BENCHMARKS.md, issue 19, session 4)."""
 
+    anchor_coef: float = 0.0
+    """Weight of KL(π_anchor ‖ π_θ) over the rollout's possible actions, added to the loss when the coordinator
+    holds an anchor policy (the behaviour-cloned warm start of ``TrainConfig.action_prior``): GAIL then refines
+    the rule model instead of drifting away from it. 0: no anchor. On the sparse city 10 kept the warm start's
+    day shape through 40 rounds (invented days 0.8–0.9%); 1 let it drift to 4.5%, none to 7.6% (BENCHMARKS.md,
+    issue 19, session 5)."""
+
     def __post_init__(self):
+        if not self.anchor_coef >= 0:
+            raise ValueError(f"anchor_coef must be >= 0, got {self.anchor_coef}")
         if not (self.learning_rate > 0 and self.n_epochs >= 1 and self.batch_size >= 1):
             raise ValueError("learning_rate must be > 0, n_epochs and batch_size >= 1")
         if not (0 < self.gamma <= 1 and 0 <= self.gae_lambda <= 1 and self.clip_range > 0):
@@ -167,9 +176,19 @@ def advantages_by_distinct(advantages: np.ndarray, features: np.ndarray) -> np.n
     return (centred / (centred.std() + 1e-8)).reshape(np.shape(advantages))
 
 
+def anchor_log_probs(anchor: Policy, cells: torch.Tensor, features: torch.Tensor,
+                     masks: torch.Tensor) -> torch.Tensor:
+    """float32 (n, T-1, 4): log π_anchor over the possible actions of every decision of a rollout."""
+    anchor.eval()
+    with torch.no_grad():
+        logits, _ = anchor(cells, features)
+    return masked_log_probs(logits[:, :-1], masks)
+
+
 def ppo_update(policy: Policy, optimizer: torch.optim.Optimizer, rollout: Rollout, config: PPOConfig,
-               generator: torch.Generator) -> dict:
-    """Update ``policy`` in place on one rollout; return the diagnostics of the last epoch and overall."""
+               generator: torch.Generator, anchor: Policy | None = None) -> dict:
+    """Update ``policy`` in place on one rollout; return the diagnostics of the last epoch and overall.
+    ``anchor``: with ``config.anchor_coef`` > 0, the policy the KL term pulls towards."""
     rewards = rollout.rewards
     if config.scale_rewards:
         rewards = rewards / (discounted_returns(rewards, config.gamma).std() + 1e-8)
@@ -185,8 +204,12 @@ def ppo_update(policy: Policy, optimizer: torch.optim.Optimizer, rollout: Rollou
     ret_all = torch.as_tensor(returns, dtype=torch.float32)
     weight_all = (torch.as_tensor(distinct_balance_weights(rollout.features[:, :-1], config.balance_exponent))
                   if config.balance_distinct else None)
+    anchored = anchor is not None and config.anchor_coef > 0
+    anchor_logp = anchor_log_probs(anchor, cells, feats, masks) if anchored else None
     n = len(cells)
     stats = {"policy_loss": [], "value_loss": [], "entropy": [], "approx_kl": [], "clip_fraction": []}
+    if anchored:
+        stats["anchor_kl"] = []
     policy.train()
     for _ in range(config.n_epochs):
         order = torch.randperm(n, generator=generator)
@@ -205,6 +228,12 @@ def ppo_update(policy: Policy, optimizer: torch.optim.Optimizer, rollout: Rollou
             value_loss = ((values[:, :-1] - ret_all[idx]) ** 2).mean()
             entropy = -(logp_all.exp() * logp_all).sum(-1).mean()
             loss = policy_loss + config.vf_coef * value_loss - config.ent_coef * entropy
+            if anchored:
+                ref = anchor_logp[idx]
+                # impossible actions: probability 0 under both, no term (their log-probs are MASKED_LOGIT)
+                kl = (ref.exp() * torch.where(masks[idx], ref - logp_all, torch.zeros_like(ref))).sum(-1).mean()
+                loss = loss + config.anchor_coef * kl
+                stats["anchor_kl"].append(kl.item())
             optimizer.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(policy.parameters(), config.max_grad_norm)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pategail.sdk.contribution import ENV_L1_BOUND
 from pategail.sdk.messages import Ack, ErrorReply, MessageError, from_bytes
 from pategail.server.checkpoint import (Release, abort_intent, journal_intent, journal_release, read_intents,
                                        read_journal)
@@ -58,7 +59,8 @@ class SecureReleases:
         for intent in read_intents(self.ckpt_dir):
             noise = ReleaseNoise(intent.get("mechanism", "laplace"), intent["sum_scale"], intent["sq_sum_scale"],
                                  intent.get("block", 0), intent.get("clip_norm", 0.0),
-                                 intent.get("environment", False))
+                                 intent.get("environment", False),
+                                 intent.get("env_l1_bound", ENV_L1_BOUND))
             if noise.noisy:
                 self.accountant.record_release(noise.accounting(intent["count"], intent.get("shares", 1)))
 

@@ -35,3 +35,20 @@ def train():
         coordinator.train(on_round)
         return coordinator
     return run
+
+
+@pytest.fixture(scope="session")
+def sdk_secure_sum():
+    """sdk_secure_sum(fleet, config, rng, length, dropouts=None) -> the real secure round's result over an SDK
+    fleet's devices (each uploading its pending vector)."""
+    def run(fleet, config, rng, length, dropouts=None):
+        from pategail.server.secagg.coordinator import SecAggCoordinator
+        from pategail.server.secagg.round import run_secure_round
+
+        coordinator = SecAggCoordinator()
+        for i, keys in fleet.public_keys().items():
+            coordinator.enroll(i, keys)
+        endpoints = [fleet.devices[i].secagg_endpoint(coordinator.directory) for i in fleet.device_ids]
+        return run_secure_round(endpoints, None, config, rng, coordinator=coordinator, num_queries=length,
+                                **({} if dropouts is None else {"dropouts": dropouts}))
+    return run

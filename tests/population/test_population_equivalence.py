@@ -117,7 +117,7 @@ def test_below_n_min_nothing_is_released(runs):
         pop.dropout = 0.0
 
 
-def test_a_gaussian_round_sums_the_clipped_uploads_as_the_protocol_does(runs):
+def test_a_gaussian_round_sums_the_clipped_uploads_as_the_protocol_does(runs, sdk_secure_sum):
     """Gaussian mechanism (noise off to compare exactly): each device uploads its vector L2-clipped to C, so
     the population fleet must clip per device before summing — a clip of the sum would differ."""
     _, sdk, _, pop = runs
@@ -126,12 +126,7 @@ def test_a_gaussian_round_sums_the_clipped_uploads_as_the_protocol_does(runs):
     config = SecureRoundConfig(round_id=70 << 16, n_min=16, mechanism="gaussian", block=0, clip_norm=0.5)
     ours = pop.secure_sum(list(pop.device_ids), config, None, np.random.default_rng(0), length)
     _environment_round(sdk, 7)
-    coordinator = SecAggCoordinator()
-    for i, keys in sdk.public_keys().items():
-        coordinator.enroll(i, keys)
-    endpoints = [sdk.devices[i].secagg_endpoint(coordinator.directory) for i in sdk.device_ids]
-    theirs = run_secure_round(endpoints, None, config, np.random.default_rng(0), coordinator=coordinator,
-                              num_queries=length)
+    theirs = sdk_secure_sum(sdk, config, np.random.default_rng(0), length)
     assert ours.n_survivors == theirs.n_survivors == N_DEVICES
     assert np.abs(theirs.sum - ours.sum).max() < 1e-6
     assert not ours.sq_sum.any()

@@ -37,8 +37,8 @@ def test_a_private_gaussian_run_at_day_granularity(dataset, tmp_path, monkeypatc
     seen = []
     real_ppo = coordinator_module.ppo_update
     monkeypatch.setattr(coordinator_module, "ppo_update",
-                        lambda policy, opt, rollout, cfg, gen: seen.append(rollout.rewards) or real_ppo(
-                            policy, opt, rollout, cfg, gen))
+                        lambda policy, opt, rollout, cfg, gen, *anchor: seen.append(rollout.rewards) or real_ppo(
+                            policy, opt, rollout, cfg, gen, *anchor))
     coordinator.train()
 
     g = plan.gaussian

@@ -44,7 +44,8 @@ def _coordinator(dataset, run: Path, seed=0, **overrides) -> Coordinator:
         # the default optimiser and labels, plus replay when the config asks for it
         training = {} if not config.disc_replay_share else {"training_config": discriminator_training(config)}
         export_bundle(Policy(PolicyConfig(n_cells=dataset.n_cells, d_model=16, n_layers=1)), Discriminator(),
-                      bundle, environment=Environment(dataset.cells, config.alpha, config.candidates), **training)
+                      bundle, environment=Environment(dataset.cells, config.alpha, config.candidates,
+                                                      action_rates=config.action_prior), **training)
     users = choose_users(dataset.users, 3, seed)
     fleet = EmulatedFleet(dataset, users, run / "devices", bundle, seed=seed)
     return Coordinator(config, fleet, dataset.cells, run, seed=seed)
@@ -364,3 +365,49 @@ def test_the_privacy_plan_is_made_once_and_kept_with_the_run(dataset, tmp_path, 
     save_checkpoint(run / "checkpoint", state)
     with pytest.raises(PategailError, match="older version"):
         again.resume()
+
+
+def test_the_action_prior_is_released_privately_and_gated_by_its_noise(dataset, tmp_path):
+    """With ``action_prior`` the devices send the action-rate part (the bundle declares it) and the environment
+    release is accounted at the larger L1 bound by the coordinator and every device alike. Three devices at
+    ε = 50 release rates far below their noise: the coordinator decodes them but makes no warm start."""
+    from pategail.sdk.action_rates import RATE_SHAPE
+    from pategail.sdk.contribution import env_l1_bound
+    run = tmp_path / "prior"
+    prior = dict(target_epsilon=50.0, rounds=1, action_prior=True, action_prior_days=24, action_prior_epochs=2,
+                 ppo=PPOConfig(n_epochs=2, batch_size=3, anchor_coef=0.5))
+    c = _coordinator(dataset, run, **prior)
+    assert load_bundle(run / "bundle-initial").environment.action_rates
+    before = _params(c).clone()
+    c.releases.rebuild_accountant()
+    c.learn_initial_states()
+    rates = c.initial_states.action_rates
+    assert rates.probs.shape == RATE_SHAPE and np.allclose(rates.probs.sum(-1), 1.0)
+    assert not rates.usable and c.anchor is None and torch.equal(before, _params(c))
+    values = 2 * dataset.n_cells + 2 + 2 * n_rank_bins(candidate_count(dataset.n_cells, TINY["candidates"])) \
+        + (dataset.n_cells + 3) + 320
+    delta1 = 2 * env_l1_bound(True) + values / 2 ** 24
+    assert c.plan.env_l1_bound == 10.0 and c.plan.env_sum_noise_scale == pytest.approx(delta1 / 5.0, rel=1e-12)
+    c.train()
+    for path in sorted(glob.glob(str(run / "devices" / "*" / "privacy-ledger.json"))):
+        assert PrivacyLedger(path).releases == c.accountant.releases
+    assert c.accountant.releases[0].sum_scale == pytest.approx(0.2, rel=1e-12)   # b_env / Δ₁(10): ε_env = 5
+    with pytest.raises(PategailError, match="action_prior"):
+        TrainConfig(**{**TINY, "action_prior": True, "mechanism": "gaussian"})
+
+
+def test_the_action_prior_warm_starts_the_policy_and_resumes_with_its_anchor(dataset, tmp_path):
+    run = tmp_path / "prior"
+    prior = dict(rounds=1, action_prior=True, action_prior_days=24, action_prior_epochs=2,
+                 ppo=PPOConfig(n_epochs=2, batch_size=3, anchor_coef=0.5))
+    c = _coordinator(dataset, run, **prior)
+    before = _params(c).clone()
+    c.releases.rebuild_accountant()
+    c.learn_initial_states()
+    rates = c.initial_states.action_rates
+    assert rates.usable and rates.signal is None
+    assert not torch.equal(before, _params(c)) and torch.equal(_params(c), _params(c.anchor))
+    c.train()
+    again = _coordinator(dataset, run, **prior)                # resumes with the anchor and the rates
+    assert again.resume() and torch.equal(_params(again.anchor), _params(c.anchor))
+    assert np.array_equal(again.initial_states.action_rates.probs, rates.probs)

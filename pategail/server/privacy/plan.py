@@ -65,7 +65,9 @@ class ReleaseNoise:
     """Gaussian: the device's L2 clip norm."""
     environment: bool = False
     """Laplace: the environment release, one vector query of its L1 sensitivity (the device L1-clips its
-    vector to ``ENV_L1_BOUND``), not ``values`` sensitivity-1 queries."""
+    vector to ``env_l1_bound``), not ``values`` sensitivity-1 queries."""
+    env_l1_bound: float = ENV_L1_BOUND
+    """Laplace environment release: the L1 bound of its layout (pategail.sdk.contribution.env_l1_bound)."""
 
     @property
     def noisy(self) -> bool:
@@ -80,7 +82,7 @@ class ReleaseNoise:
             return GaussianRelease(self.sum_scale, gaussian_sensitivity(self.clip_norm, values), 1, shares)
         if self.environment:
             return laplace_vector_release(self.sum_scale, self.sq_sum_scale,
-                                          laplace_vector_sensitivity(ENV_L1_BOUND, values))
+                                          laplace_vector_sensitivity(self.env_l1_bound, values))
         return QueryRelease(self.sum_scale, self.sq_sum_scale, values)
 NO_MECHANISM = "none (--no-privacy)"
 
@@ -125,6 +127,9 @@ class PrivacyPlan:
     made before it was one query)."""
     env_fraction: float = 0.0
     """Laplace: ``TrainConfig.env_epsilon_fraction`` the environment release was planned with."""
+    env_l1_bound: float = ENV_L1_BOUND
+    """Laplace: the environment vector's L1 bound (``env_l1_bound(action_rates)``, pategail.sdk.contribution):
+    ``ENV_L1_BOUND``, one more with the action-rate part (``TrainConfig.action_prior``)."""
 
     @property
     def private(self) -> bool:
@@ -145,7 +150,8 @@ class PrivacyPlan:
         configuration carries (zero noise, in the same vector layout, without privacy)."""
         if not self.is_gaussian:
             if kind == "initial_states" and self.env_sum_noise_scale > 0:
-                return ReleaseNoise("laplace", self.env_sum_noise_scale, self.env_sum_noise_scale, environment=True)
+                return ReleaseNoise("laplace", self.env_sum_noise_scale, self.env_sum_noise_scale, environment=True,
+                                    env_l1_bound=self.env_l1_bound)
             return ReleaseNoise("laplace", self.sum_noise_scale, self.sq_sum_noise_scale)
         g = self.gaussian or {}
         environment = kind == "initial_states"
@@ -193,7 +199,7 @@ class PrivacyPlan:
         """Laplace: b_env / Δ₁ of the environment release (0 when it is released per value)."""
         if self.is_gaussian or not self.env_sum_noise_scale:
             return 0.0
-        return self.env_sum_noise_scale / laplace_vector_sensitivity(ENV_L1_BOUND, self.env_values)
+        return self.env_sum_noise_scale / laplace_vector_sensitivity(self.env_l1_bound, self.env_values)
 
     @property
     def env_epsilon(self) -> float | None:
@@ -211,7 +217,7 @@ class PrivacyPlan:
 
 def plan_privacy(target_epsilon: float | None, target_delta: float, kappa: float, planned_queries: int,
                  interval: float = PLAN_INTERVAL, reserve_queries: int = 0, env_values: int = 0,
-                 env_fraction: float = 0.0) -> PrivacyPlan:
+                 env_fraction: float = 0.0, env_l1_bound: float = ENV_L1_BOUND) -> PrivacyPlan:
     """The plan of a run of ``planned_queries`` queries and ``reserve_queries`` in reserve for retries: no
     noise when ``target_epsilon`` is None, else the smallest Theorem-3 noise whose composition over every
     planned and reserved query is (target_epsilon, target_delta)-DP.
@@ -220,7 +226,8 @@ def plan_privacy(target_epsilon: float | None, target_delta: float, kappa: float
     ``env_values`` entries: its scale is its L1 sensitivity over its share ``env_fraction`` of the target ε
     (pure DP), and the rewards' per-query noise is calibrated so that the joint PLD composition of the
     environment release, the planned reward queries and the reserve meets the target (it gets the rest)."""
-    base = dict(env_values=int(env_values), env_fraction=float(env_fraction) if env_values else 0.0)
+    base = dict(env_values=int(env_values), env_fraction=float(env_fraction) if env_values else 0.0,
+                env_l1_bound=float(env_l1_bound))
     if target_epsilon is None:
         return PrivacyPlan(None, target_delta, kappa, planned_queries, reserve_queries, **base)
     if not (target_epsilon > 0 and 0 < target_delta < 1 and planned_queries >= 1 and reserve_queries >= 0):
@@ -232,8 +239,8 @@ def plan_privacy(target_epsilon: float | None, target_delta: float, kappa: float
     env: list[QueryRelease] = []
     b_env = 0.0
     if env_values:
-        b_env = laplace_vector_sensitivity(ENV_L1_BOUND, env_values) / (env_fraction * target_epsilon)
-        env = [laplace_vector_release(b_env, b_env, laplace_vector_sensitivity(ENV_L1_BOUND, env_values))]
+        b_env = laplace_vector_sensitivity(env_l1_bound, env_values) / (env_fraction * target_epsilon)
+        env = [laplace_vector_release(b_env, b_env, laplace_vector_sensitivity(env_l1_bound, env_values))]
     budgeted = planned_queries + reserve_queries - len(env)      # reward queries
     # the rewards' share of ε, for the guess only: the calibration below composes the environment with them
     reward_epsilon = target_epsilon * (1.0 - (env_fraction if env_values else 0.0))
@@ -300,7 +307,7 @@ def plan_gaussian_run(target_epsilon: float | None, target_delta: float, kappa: 
 def load_or_make_plan(directory: Path, target_epsilon: float | None, target_delta: float, kappa: float,
                       planned_queries: int, reserve_queries: int = 0,
                       gaussian: GaussianSpec | None = None, env_values: int = 0,
-                      env_fraction: float = 0.0) -> PrivacyPlan:
+                      env_fraction: float = 0.0, env_l1_bound: float = ENV_L1_BOUND) -> PrivacyPlan:
     """The plan kept in ``directory`` when it was made for these settings; otherwise a new one, written there
     (atomically) before any release can use it. ``gaussian``: the Gaussian mechanism's settings;
     ``env_values`` / ``env_fraction``: the Laplace mechanism's environment release (:func:`plan_privacy`)."""
@@ -311,14 +318,15 @@ def load_or_make_plan(directory: Path, target_epsilon: float | None, target_delt
     else:
         fresh = lambda: plan_privacy(target_epsilon, target_delta, kappa, planned_queries,  # noqa: E731
                                      reserve_queries=reserve_queries, env_values=env_values,
-                                     env_fraction=env_fraction)
+                                     env_fraction=env_fraction, env_l1_bound=env_l1_bound)
     if path.is_file():
         plan = PrivacyPlan.from_dict(json.loads(path.read_text()))
         spec = None if not plan.is_gaussian else GaussianSpec(
             plan.granularity, plan.reward_values, (plan.gaussian or {}).get("reward_releases", 0), plan.env_values,
             plan.clip_share, (plan.gaussian or {}).get("env_fraction", 0.0))
-        laplace_env = None if plan.is_gaussian else (plan.env_values, plan.env_fraction)
-        wanted_env = None if gaussian is not None else (env_values, env_fraction if env_values else 0.0)
+        laplace_env = None if plan.is_gaussian else (plan.env_values, plan.env_fraction, plan.env_l1_bound)
+        wanted_env = None if gaussian is not None else (env_values, env_fraction if env_values else 0.0,
+                                                        float(env_l1_bound))
         if (plan.target_epsilon, plan.target_delta, plan.kappa, plan.planned_queries, plan.reserve_queries,
                 spec, laplace_env) == (target_epsilon, target_delta, kappa, planned_queries, reserve_queries,
                                        gaussian, wanted_env):

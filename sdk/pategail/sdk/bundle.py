@@ -90,6 +90,10 @@ class Environment:
     initial_weights: np.ndarray | None = None
     explore_factors: np.ndarray | None = None
     places: PlaceLaw | None = None
+    action_rates: bool = False
+    """Devices add the action-rate part to their environment vector (manifest "environment.action_rates";
+    pategail.sdk.action_rates) — for the coordinator's rule-model warm start. Absent: False, the layout as
+    before."""
 
     def write(self, root: Path) -> dict:
         """Write the files into ``root``; return the manifest's "environment" section."""
@@ -116,6 +120,8 @@ class Environment:
             (root / RELEVANCE_FILE).write_text("cell,relevance\n" + rows, encoding="utf-8")
             section["relevance"] = RELEVANCE_FILE
             section["return_last"] = self.places.return_last
+        if self.action_rates:
+            section["action_rates"] = True
         return section
 
     @classmethod
@@ -146,8 +152,12 @@ class Environment:
                 places = PlaceLaw(table[:, 1], float(section.get("return_last", 0.0)))
             except (ValueError, TypeError) as e:
                 raise BundleError(f"{root / section['relevance']}: invalid place law ({e})") from None
+        action_rates = section.get("action_rates", False)
+        if not isinstance(action_rates, bool):
+            raise BundleError(f"{root / MANIFEST}: environment: action_rates must be true or false")
         return cls(cells=cells, alpha=float(section["alpha"]), candidates=int(section["candidates"]),
-                   initial_states=states, initial_weights=weights, explore_factors=factors, places=places)
+                   initial_states=states, initial_weights=weights, explore_factors=factors, places=places,
+                   action_rates=action_rates)
 
 
 def _read_table(path: Path, header: str, dtype) -> np.ndarray:

@@ -23,6 +23,10 @@ clipping and the noise calibration assume):
       [.., +3R)       with ``n_regions`` = R > 0 (Gaussian mechanism only): the home, first-cell and visit
                       parts summed over the R regions of the cell table (pategail.sdk.regions), in that
                       order (:func:`coarse_contribution`)
+      [.., +A)        with ``action_rates`` (declared by the bundle, ``environment.action_rates``): w × the
+                      share of the device's decisions by (slot bucket, at home, distinct-cells bucket, action)
+                      (pategail.sdk.action_rates; A = its length), the release the coordinator's rule-model
+                      warm start (``TrainConfig.action_prior``) is fitted to
 
   with n = n_cells, B = the EPR environment's rank bins and w = :func:`contribution_weight` (days / 100,
   capped at 1). Without ``place_law`` the layout stops after the explore law (the vector as it was before
@@ -34,6 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pategail.sdk.action_rates import action_rate_length
 from pategail.sdk.features import SLOTS
 from pategail.sdk.places import place_contribution_length
 
@@ -51,6 +56,16 @@ entries, each at most w: 6 + 3 = 9. The device scales a longer vector down to it
 (``pategail.sdk.secagg.client.laplace_environment_input``), so it bounds what any device's upload can move
 whatever it holds; ``pategail.sdk.accounting.laplace_vector_sensitivity`` turns it into the release's L1
 sensitivity (Σ x² rides in the same upload)."""
+
+ACTION_RATES_L1 = 1.0
+"""What the action-rate part (entries ≥ 0 summing to w ≤ 1) adds to the L1 norm of an honest environment
+vector: a layout with it is bounded by ``ENV_L1_BOUND + ACTION_RATES_L1`` (:func:`env_l1_bound`)."""
+
+
+def env_l1_bound(action_rates: bool = False) -> float:
+    """The L1 bound of an honest Laplace-layout environment vector: ``ENV_L1_BOUND``, plus ``ACTION_RATES_L1``
+    when the vector carries the action-rate part."""
+    return ENV_L1_BOUND + (ACTION_RATES_L1 if action_rates else 0.0)
 
 
 def contribution_weight(n_days: int, days_cap: int = DAYS_CAP) -> float:
@@ -152,6 +167,8 @@ class EnvironmentParts:
     """(n_cells + 3,) the place contribution (pategail.sdk.places), None in a layout without it."""
     coarse: np.ndarray | None = None
     """(3, n_regions): homes, firsts and visits summed by region; None in a layout without regions."""
+    action_rates: np.ndarray | None = None
+    """(action_rate_length(),) the action-rate part (pategail.sdk.action_rates), None in a layout without it."""
 
 
 @dataclass(frozen=True)
@@ -164,16 +181,20 @@ class EnvironmentLayout:
     place_law: bool = False
     n_regions: int = 0
     """Regions of the coarse parts (0: none; needs ``place_law``)."""
+    action_rates: bool = False
+    """The action-rate part at the very end (pategail.sdk.action_rates)."""
 
     @property
     def length(self) -> int:
         """Entries: initial states (2·n_cells + 2), explore law (2·n_bins), then place law (n_cells + 3)
-        when ``place_law``, then 3·n_regions."""
+        when ``place_law``, then 3·n_regions, then the action rates when ``action_rates``."""
         places = place_contribution_length(self.n_cells) if self.place_law else 0
-        return 2 * self.n_cells + 2 + 2 * self.n_bins + places + 3 * self.n_regions
+        rates = action_rate_length() if self.action_rates else 0
+        return 2 * self.n_cells + 2 + 2 * self.n_bins + places + 3 * self.n_regions + rates
 
     def pack(self, initial_states: np.ndarray, explore_law: np.ndarray,
-             places: np.ndarray | None = None, coarse: np.ndarray | None = None) -> np.ndarray:
+             places: np.ndarray | None = None, coarse: np.ndarray | None = None,
+             action_rates: np.ndarray | None = None) -> np.ndarray:
         """float64 (length,): the device's vector from :func:`initial_state_contribution` (2·n_cells + 2),
         ``pategail.sdk.epr.explore_law_contribution`` (2·n_bins) and, in a ``place_law`` layout,
         ``pategail.sdk.places.place_contribution`` (n_cells + 3)."""
@@ -184,8 +205,12 @@ class EnvironmentLayout:
         if (coarse is not None) != (self.n_regions > 0) or (
                 coarse is not None and np.shape(coarse) != (3, self.n_regions)):
             raise ValueError("the coarse parts do not have the environment layout's regions")
+        if (action_rates is not None) != self.action_rates or (
+                action_rates is not None and len(action_rates) != action_rate_length()):
+            raise ValueError("the action-rate part does not have the environment layout")
         parts = [initial_states, explore_law] + ([] if places is None else [places]) + (
-            [] if coarse is None else [np.asarray(coarse).ravel()])
+            [] if coarse is None else [np.asarray(coarse).ravel()]) + (
+            [] if action_rates is None else [action_rates])
         return np.concatenate(parts).astype(np.float64)
 
     def unpack(self, sums: np.ndarray) -> EnvironmentParts:
@@ -195,10 +220,12 @@ class EnvironmentLayout:
             raise ValueError("noisy sums do not have the initial-state layout")
         end = 2 * n + 2 + 2 * b
         places_end = end + (place_contribution_length(n) if self.place_law else 0)
+        coarse_end = places_end + 3 * self.n_regions
         return EnvironmentParts(sums[:n], sums[n:2 * n], float(sums[2 * n]), float(sums[2 * n + 1]),
                                 sums[2 * n + 2:2 * n + 2 + b], sums[2 * n + 2 + b:end],
                                 sums[end:places_end] if self.place_law else None,
-                                sums[places_end:].reshape(3, self.n_regions) if self.n_regions else None)
+                                sums[places_end:coarse_end].reshape(3, self.n_regions) if self.n_regions else None,
+                                sums[coarse_end:] if self.action_rates else None)
 
 
 def contribution_length(n_cells: int, n_bins: int) -> int:

@@ -105,6 +105,11 @@ class DayState:
         """int32 (n,): the cell of slot t."""
         return self.days[:, self.t]
 
+    @property
+    def distinct(self) -> np.ndarray:
+        """int64 (n,): distinct cells among slots 0..t."""
+        return self._distinct
+
     def history(self) -> np.ndarray:
         """int32 (n, t + 1): the cells of slots 0..t."""
         return self.days[:, : self.t + 1]

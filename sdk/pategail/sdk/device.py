@@ -38,7 +38,7 @@ from pategail.sdk import checkpoint, policy_update
 from pategail.sdk.budget import check_request_budget, device_ledger
 from pategail.sdk.bundle import MANIFEST, Bundle, TrainingSession, ensure_training_api, open_generation_session
 from pategail.sdk.checkpoint import CHECKPOINT
-from pategail.sdk.contribution import reward_vector
+from pategail.sdk.contribution import env_l1_bound, reward_vector
 from pategail.sdk.environment_vector import environment_vector
 from pategail.sdk.discriminator_round import InputScaler, owner_scaler, positive_pairs, train_and_score
 from pategail.sdk.epr import CellGeometry
@@ -296,9 +296,9 @@ class Device:
         days = self._require_days()
         env = self.bundle.environment
         contribution = environment_vector(days, self.store.home, env.cells, env.alpha, env.candidates,
-                                          msg.region_cells)
+                                          msg.region_cells, env.action_rates)
         check_request_budget(self.root, self._plan(), msg.round, len(contribution), environment=True)
-        self._pending.set(contribution, environment=True)
+        self._pending.set(contribution, environment=True, env_l1_bound=env_l1_bound(env.action_rates))
         return Ack(msg.round, KIND_NAMES[KIND_INITIAL_STATES_REQUEST], len(self._pending))
 
     # -- secure aggregation ----------------------------------------------------------------------------------
@@ -321,7 +321,8 @@ class Device:
             self._pending.set(None)                  # uploaded once: a second noisy copy would weaken the DP
             return reply
         if step == "advertise":
-            return client.start_round(*frames, environment=self._pending.environment)
+            return client.start_round(*frames, environment=self._pending.environment,
+                                      env_l1_bound=self._pending.env_l1_bound)
         try:
             method = {"share": client.share_keys,
                       "ack": client.consistency_check, "unmask": client.unmask}[step]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from pategail.sdk.contribution import ENV_L1_BOUND
 from pategail.sdk.secagg.errors import ProtocolError
 
 
@@ -17,9 +18,12 @@ class PendingVector:
         self.environment = False
         """The pending vector is the device's environment vector (a Laplace round releases it as one L1-clipped
         vector query: ``pategail.sdk.secagg.client``)."""
+        self.env_l1_bound = ENV_L1_BOUND
+        """The L1 bound of that environment vector's layout (pategail.sdk.contribution.env_l1_bound)."""
 
-    def set(self, vector: np.ndarray | None, environment: bool = False) -> None:
+    def set(self, vector: np.ndarray | None, environment: bool = False, env_l1_bound: float = ENV_L1_BOUND) -> None:
         self._vector, self.environment = vector, bool(environment and vector is not None)
+        self.env_l1_bound = float(env_l1_bound)
 
     def peek(self) -> np.ndarray | None:
         """A copy of the vector, or None."""

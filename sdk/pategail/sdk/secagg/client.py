@@ -75,15 +75,16 @@ def gaussian_input(scores: np.ndarray, cfg: RoundConfig) -> np.ndarray:
     return v * (cfg.clip_norm / norm) if norm > cfg.clip_norm else v
 
 
-def laplace_environment_input(values: np.ndarray) -> np.ndarray:
+def laplace_environment_input(values: np.ndarray, l1_bound: float = ENV_L1_BOUND) -> np.ndarray:
     """What a device releases in a Laplace-mechanism environment round: its vector clipped to [0, 1], scaled
-    down to L1 norm ``ENV_L1_BOUND`` when longer — on the device, so the release's L1 sensitivity
+    down to L1 norm ``l1_bound`` (``ENV_L1_BOUND``, or ``env_l1_bound(True)`` for a vector with the action-rate
+    part) when longer — on the device, so the release's L1 sensitivity
     (``pategail.sdk.accounting.laplace_vector_sensitivity``) holds whatever the device holds. Honest vectors
     never exceed it (pategail.sdk.contribution); the x² half is computed from the result, so it is bounded
     too."""
     v = clip_unit(values)
     norm = float(v.sum())
-    return v * (ENV_L1_BOUND / norm) if norm > ENV_L1_BOUND else v
+    return v * (l1_bound / norm) if norm > l1_bound else v
 
 
 class Phase(enum.Enum):
@@ -115,6 +116,7 @@ class _Round:
     response: bytes = b""
     revealed: dict[int, str] = field(default_factory=dict)
     environment: bool = False  # the upload is the device's environment vector (one vector query)
+    env_l1_bound: float = ENV_L1_BOUND  # ... L1-clipped to this in a Laplace round
 
 
 def survivor_digest(config_digest: bytes, bitmap: bytes) -> bytes:
@@ -166,15 +168,17 @@ class SecAggClient:
         return self._round.config.participants.index(device) + 1
 
     # -- protocol ------------------------------------------------------------------------------------------
-    def start_round(self, signed_config: bytes, envelope: bytes, environment: bool = False) -> bytes:
+    def start_round(self, signed_config: bytes, envelope: bytes, environment: bool = False,
+                    env_l1_bound: float = ENV_L1_BOUND) -> bytes:
         """Verify the coordinator-signed config, open the checksum envelope, advertise fresh keys.
-        ``environment``: the vector this round will upload is the device's environment vector."""
+        ``environment``: the vector this round will upload is the device's environment vector, whose honest
+        L1 norm is at most ``env_l1_bound`` (pategail.sdk.contribution.env_l1_bound)."""
         cfg = RoundConfig.from_signed_bytes(signed_config, self._directory.coordinator)
         self._round_log.check(self._directory.coordinator, cfg.round_id)
         if self.device_id not in cfg.participants:
             raise ProtocolError(f"device {self.device_id} is not a participant of round {cfg.round_id}")
-        self.policy.check(cfg, environment)  # a signature says who chose the configuration, not that it is safe
-        self.ledger.check(cfg, environment)
+        self.policy.check(cfg, environment, env_l1_bound)  # a signature says who chose it, not that it is safe
+        self.ledger.check(cfg, environment, env_l1_bound)
         env = ChecksumEnvelope.decode(envelope)
         if (env.round_id, env.device) != (cfg.round_id, self.device_id):
             raise MessageRejected("checksum envelope for another round or device")
@@ -184,7 +188,8 @@ class SecAggClient:
                                                         env.sealed, envelope_aad(digest, self.device_id)))
         graph = NeighbourGraph(cfg.participants, cfg.round_seed, cfg.degree)
         r = _Round(cfg, digest, graph.neighbours(self.device_id), key, offset, X25519PrivateKey.generate(),
-                   X25519PrivateKey.generate(), os.urandom(32), environment=bool(environment))
+                   X25519PrivateKey.generate(), os.urandom(32), environment=bool(environment),
+                   env_l1_bound=float(env_l1_bound))
         reply = AdvertiseKeys(cfg.round_id, digest, self.device_id, crypto.public_bytes(r.c_key),
                               crypto.public_bytes(r.s_key)).encode(self._sign)
         self._round_log.accept(self._directory.coordinator, cfg.round_id)  # on disk before anything is sent
@@ -250,7 +255,7 @@ class SecAggClient:
             x[:m] = encode_signed(gaussian_input(scores, cfg)) + self._draw(cfg, cfg.sum_noise_scale, m)
         else:
             if r.environment:
-                scores = laplace_environment_input(scores)
+                scores = laplace_environment_input(scores, r.env_l1_bound)
             x = np.concatenate([encode(scores), encode(scores * scores)])
             x[:m] += self._draw(cfg, cfg.sum_noise_scale, m)
             x[m:] += self._draw(cfg, cfg.sq_sum_noise_scale, m)
@@ -262,7 +267,8 @@ class SecAggClient:
             seed = crypto.mask_seed(r.s_key, r.peers[v].s_public, r.digest, self.device_id, v)
             add_mask(y, expand_mask(seed, 2 * m), +1 if self.device_id < v else -1)
         reply = MaskedInput(cfg.round_id, r.digest, self.device_id, y).encode(self._sign)
-        self.ledger.record(cfg, r.environment)  # from the moment the input leaves, a release containing it may exist
+        # from the moment the input leaves, a release containing it may exist
+        self.ledger.record(cfg, r.environment, r.env_l1_bound)
         r.held, self.phase = held, Phase.MASKED
         return reply
 

@@ -31,11 +31,11 @@ LEDGER_INTERVAL = PLAN_INTERVAL
 FORMAT = "pategail-device-ledger/1"
 
 
-def round_release(cfg: RoundConfig, environment: bool = False) -> Release | None:
+def round_release(cfg: RoundConfig, environment: bool = False, env_l1_bound: float = ENV_L1_BOUND) -> Release | None:
     """The release a device takes part in when it uploads in round ``cfg``; None when a sum has no noise.
     A Gaussian round is one vector query of its clip norm's L2 sensitivity (discretisation included); so is a
     Laplace round uploading the ``environment`` vector, of its L1 sensitivity (the device clips it to
-    ``ENV_L1_BOUND``); any other Laplace round is ``num_queries`` sensitivity-1 queries."""
+    ``env_l1_bound``); any other Laplace round is ``num_queries`` sensitivity-1 queries."""
     if cfg.mechanism == "gaussian":
         if cfg.sum_noise_scale <= 0:
             return None
@@ -45,7 +45,7 @@ def round_release(cfg: RoundConfig, environment: bool = False) -> Release | None
         return None
     if environment:
         return laplace_vector_release(cfg.sum_noise_scale, cfg.sq_sum_noise_scale,
-                                      laplace_vector_sensitivity(ENV_L1_BOUND, cfg.num_queries))
+                                      laplace_vector_sensitivity(env_l1_bound, cfg.num_queries))
     return QueryRelease(cfg.sum_noise_scale, cfg.sq_sum_noise_scale, cfg.num_queries)
 
 
@@ -82,12 +82,12 @@ class PrivacyLedger:
         releases = self._releases if extra is None else merge_release(self._releases, extra)
         return composed_epsilon(releases, self.target_delta, LEDGER_INTERVAL)
 
-    def check(self, cfg: RoundConfig, environment: bool = False) -> None:
+    def check(self, cfg: RoundConfig, environment: bool = False, env_l1_bound: float = ENV_L1_BOUND) -> None:
         """Raise RoundRefused (code ``BUDGET``) if taking part in ``cfg`` (uploading the ``environment``
         vector when set) could exceed the budget."""
         if self.target_epsilon is None:
             return
-        release = round_release(cfg, environment)
+        release = round_release(cfg, environment, env_l1_bound)
         if release is None:
             raise RoundRefused(BUDGET, f"round {cfg.round_id} adds no noise to a sum: ε = ∞ for this device")
         after = self.epsilon(release)
@@ -95,9 +95,9 @@ class PrivacyLedger:
             raise RoundRefused(BUDGET, f"round {cfg.round_id} would take this device to ε = {after:.4g}, past "
                                        f"its budget {self.target_epsilon:g} (δ = {self.target_delta:g})")
 
-    def record(self, cfg: RoundConfig, environment: bool = False) -> None:
+    def record(self, cfg: RoundConfig, environment: bool = False, env_l1_bound: float = ENV_L1_BOUND) -> None:
         """Account ``cfg``'s release; on disk before it returns (call before the masked input leaves)."""
-        release = round_release(cfg, environment)
+        release = round_release(cfg, environment, env_l1_bound)
         releases = self._releases if release is None else merge_release(self._releases, release)
         unbounded = self._unbounded + (release is None)
         if self.path is not None:

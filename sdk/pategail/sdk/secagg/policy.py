@@ -71,7 +71,7 @@ class DevicePolicy:
         if self.min_sum_noise_scale < 0 or self.min_sq_sum_noise_scale < 0 or self.min_env_noise_multiplier < 0:
             raise ValueError("noise-scale floors must be >= 0")
 
-    def check(self, cfg: RoundConfig, environment: bool = False) -> None:
+    def check(self, cfg: RoundConfig, environment: bool = False, env_l1_bound: float = ENV_L1_BOUND) -> None:
         """Raise RoundRefused (code ``POLICY``) naming the first floor ``cfg`` is below; ``environment``: the
         round would upload the device's environment vector."""
         def refuse(reason: str):
@@ -97,7 +97,7 @@ class DevicePolicy:
             return
         if environment and self.min_env_noise_multiplier > 0:  # else (a plan without it): the per-value floors
             b = min(cfg.sum_noise_scale, cfg.sq_sum_noise_scale)
-            z = b / laplace_vector_sensitivity(ENV_L1_BOUND, cfg.num_queries)
+            z = b / laplace_vector_sensitivity(env_l1_bound, cfg.num_queries)
             if z < self.min_env_noise_multiplier * (1 - 1e-12) or (self.mechanism and b <= 0):
                 refuse(f"environment noise multiplier {z:.6g} (scales {cfg.sum_noise_scale:.6g} / "
                        f"{cfg.sq_sum_noise_scale:.6g}) is below the declared privacy plan's "

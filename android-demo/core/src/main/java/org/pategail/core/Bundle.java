@@ -204,6 +204,12 @@ public final class Bundle {
                 throw new BundleException(dir + ": a models-only bundle (no cell table); devices cannot run it");
             }
             JSONObject env = m.getJSONObject("environment");
+            if (env.has("action_rates") && !Boolean.FALSE.equals(env.get("action_rates"))) {
+                // the coordinator would decode a vector without the part as one with it: refuse, never mis-send
+                throw new BundleException(manifestFile + ": environment.action_rates: this core does not send "
+                        + "the action-rate part of the environment vector (train with action_prior off for Android "
+                        + "devices)");
+            }
             if (env.has("initial_states")) {
                 listed(dir, env.getString("initial_states"), files);
             }

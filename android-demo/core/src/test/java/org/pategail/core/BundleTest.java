@@ -86,6 +86,12 @@ class BundleTest {
         write(m, text.replace("\"cells\": \"cells.csv\",", "\"cells\": \"cells.csv\", \"initial_states\": \"states.csv\",")
                 .getBytes(StandardCharsets.UTF_8));
         assertTrue(refusal(d, "1.19.2").contains("states.csv is used but has no hash"));
+        write(m, text.replace("\"cells\": \"cells.csv\",", "\"cells\": \"cells.csv\", \"action_rates\": true,")
+                .getBytes(StandardCharsets.UTF_8));
+        assertTrue(refusal(d, "1.19.2").contains("environment.action_rates"));
+        write(m, text.replace("\"cells\": \"cells.csv\",", "\"cells\": \"cells.csv\", \"action_rates\": false,")
+                .getBytes(StandardCharsets.UTF_8));
+        Bundle.load(d, "1.19.2");                           // declared off: the vector this core sends
         write(m, "{not json".getBytes(StandardCharsets.UTF_8));
         assertTrue(refusal(d, "1.19.2").contains("not valid JSON"));
         assertTrue(refusal(new File(tmp, "nowhere"), "1.19.2").contains("not a model bundle"));
