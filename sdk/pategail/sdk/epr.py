@@ -243,7 +243,9 @@ class NearestCellRows:
         self._cells = np.asarray(cells, dtype=np.float64)
         n = len(self._cells)
         self._k = candidate_count(n, candidates)
-        self._rows = np.empty((n, self._k), dtype=np.int32)     # pages become resident as rows are filled
+        # the whole table's memory, as before (transparent huge pages make scattered rows resident 2 MB at a
+        # time, see _KeptRows); what is saved is the CPU of the rows never read
+        self._rows = np.empty((n, self._k), dtype=np.int32)
         self._filled = np.zeros(n, dtype=bool)
         self._tables = False                                    # the sine tables, built at the first fill
 
