@@ -220,9 +220,6 @@ class TrainConfig:
             raise PategailError(f"first_cell_alpha must be null or a number >= 0, got {self.first_cell_alpha}")
         if self.action_prior_days < 1 or self.action_prior_epochs < 0 or not self.action_prior_lr > 0:
             raise PategailError("action_prior_days must be >= 1, action_prior_epochs >= 0, action_prior_lr > 0")
-        if self.action_prior and self.mechanism == "gaussian":
-            raise PategailError("action_prior is not available with the gaussian mechanism yet (its environment "
-                                "L2 bound does not include the action-rate part); use mechanism 'laplace'")
         if self.average_rounds < 1:
             raise PategailError(f"average_rounds must be >= 1, got {self.average_rounds}")
         if self.reward not in ("r_hat", "log") or not 0 < self.reward_floor < 1:

@@ -37,6 +37,7 @@ from pategail.server.fleet import Fleet
 from pategail.server.initial_states import FirstCellLaw, InitialStates
 from pategail.server.policy import Policy, PolicyConfig
 from pategail.server.ppo import ppo_update
+from pategail.server.privacy.gaussian import env_l2_bound
 from pategail.server.privacy.plan import GaussianSpec, PrivacyPlan, load_or_make_plan
 from pategail.server.privacy.summary import privacy_section
 from pategail.server.releases import SecureReleases
@@ -87,7 +88,7 @@ def run_plan(config: TrainConfig, cells: np.ndarray, ckpt_dir: Path,
         gaussian = GaussianSpec(config.granularity, config.reward_granularity.count(config.days_per_round),
                                 config.rounds + config.retry_rounds,
                                 environment_length(cells, geometry, config.region_cells, config.action_prior),
-                                config.clip_share, config.env_epsilon_fraction)
+                                config.clip_share, config.env_epsilon_fraction, env_l2_bound(config.action_prior))
     env_values = environment_length(cells, geometry, config.region_cells,
                                      config.action_prior) if gaussian is None else 0
     return load_or_make_plan(ckpt_dir, config.target_epsilon, config.target_delta, config.kappa,

@@ -12,7 +12,7 @@ from dp_accounting.rdp.rdp_privacy_accountant import DEFAULT_RDP_ORDERS
 
 from pategail.sdk.accounting import GaussianRelease, QueryRelease
 from pategail.sdk.secagg.policy import DeclaredPlan
-from pategail.server.privacy.gaussian import calibrate_noise_multiplier, plan_gaussian
+from pategail.server.privacy.gaussian import ENV_L2_BOUND, calibrate_noise_multiplier, plan_gaussian
 from pategail.server.privacy.plan import (GAUSSIAN_MECHANISM, MECHANISM, NO_MECHANISM, PLAN_FILE, GaussianSpec,
                                           PrivacyPlan, ReleaseNoise, load_or_make_plan, plan_gaussian_run,
                                           plan_privacy)
@@ -71,7 +71,8 @@ def test_without_privacy_nothing_is_declared_and_nothing_is_noisy():
     g = plan_gaussian_run(None, 1e-5, 2.0, 100, 10, spec)
     assert not g.private and g.is_gaussian and g.mechanism == NO_MECHANISM and g.declare(0.7, 0) is None
     assert not g.release_noise("rewards").noisy and not g.release_noise("initial_states").noisy
-    assert g.gaussian == {"clip_share": 0.5, "env_fraction": 0.2, "reward_releases": 5}
+    assert g.gaussian == {"clip_share": 0.5, "env_fraction": 0.2, "reward_releases": 5,
+                          "env_clip_norm": ENV_L2_BOUND}           # the devices' clip, also without noise
     assert (g.granularity, g.reward_values, g.env_values, g.reserve_queries) == ("block:8", 12, 40, 10)
 
 

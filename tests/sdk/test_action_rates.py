@@ -99,3 +99,34 @@ def test_the_bundle_declares_the_part_only_when_asked(tmp_path):
     assert on["action_rates"] is True and Environment.read(tmp_path, on).action_rates
     with pytest.raises(BundleError, match="action_rates must be true or false"):
         Environment.read(tmp_path, {**on, "action_rates": "yes"})
+
+
+def test_the_part_l2_bound_by_hand_is_attained_and_no_honest_part_exceeds_it():
+    """Each slot bucket holds 6 of a day's 47 decisions (the last 5), whatever the days: the part's L2 norm is at
+    most w·√(7·6² + 5²)/47, reached by a device that never leaves home (each bucket's decisions in one cell)."""
+    import math
+
+    from pategail.sdk.action_rates import action_rate_l2_bound
+    from pategail.sdk.environment_vector import environment_vector
+    from pategail.sdk.regions import REGION_CELLS
+    from pategail.server.privacy.gaussian import ENV_L2_BOUND, env_l2_bound
+
+    bound = action_rate_l2_bound()
+    assert bound == pytest.approx(math.sqrt(277) / 47, rel=1e-15) and 0.354 < bound < 0.355
+    homebody = action_rate_contribution(np.zeros((150, 48), dtype=np.int64), 0, 100)
+    assert np.linalg.norm(homebody) == pytest.approx(bound, rel=1e-12)           # w = 1: attained
+    assert np.linalg.norm(action_rate_contribution(np.zeros((30, 48), dtype=np.int64), 0, 100)) == \
+        pytest.approx(0.3 * bound, rel=1e-12)                                    # scaled by w
+    cells, devices = _honest_devices()
+    largest = 0.0
+    for days, home in devices:
+        w = min(1.0, len(days) / 100)
+        assert np.linalg.norm(action_rate_contribution(days, home, 100)) <= w * bound + 1e-12
+        v = environment_vector(days, home, cells, alpha=0.96, candidates=50, region_cells=REGION_CELLS,
+                               action_rates=True)
+        largest = max(largest, float(np.linalg.norm(v)))
+    assert largest <= env_l2_bound(True)
+    # the Gaussian release's bound with the part: the old parts' 12 plus the part's square, not √13
+    assert env_l2_bound(False) == ENV_L2_BOUND
+    assert env_l2_bound(True) == pytest.approx(math.sqrt(12 + 277 / 47 ** 2), rel=1e-15)
+    assert ENV_L2_BOUND < env_l2_bound(True) < 1.006 * ENV_L2_BOUND

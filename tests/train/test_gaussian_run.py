@@ -65,6 +65,37 @@ def test_a_private_gaussian_run_at_day_granularity(dataset, tmp_path, monkeypatc
     assert section["mechanism"].startswith("distributed discrete Gaussian")
 
 
+def test_a_private_gaussian_run_with_the_action_prior(dataset, tmp_path):
+    """``action_prior`` with the Gaussian mechanism: the bundle asks for the action-rate part, the devices clip
+    their environment vectors at the larger L2 bound the plan made the release for, the coordinator decodes the
+    rates, and the coordinator's accountant and every device's ledger count the same releases."""
+    from pategail.sdk.bundle import load_bundle
+    from pategail.server.privacy.gaussian import env_l2_bound
+
+    config = TrainConfig(**{**TINY, "rounds": 1}, mechanism="gaussian", granularity="day", target_epsilon=8.0,
+                         action_prior=True, action_prior_days=24, action_prior_epochs=2)
+    plan = run_plan(config, dataset.cells, tmp_path / "checkpoint")
+    write_initial_bundle(config, dataset, 0, tmp_path / "bundle-initial",
+                         privacy=plan.declare(config.min_survivors, config.secagg_colluders))
+    assert load_bundle(tmp_path / "bundle-initial").environment.action_rates
+    fleet = EmulatedFleet(dataset, choose_users(dataset.users, 3, 0), tmp_path / "devices",
+                          tmp_path / "bundle-initial", seed=0)
+    coordinator = Coordinator(config, fleet, dataset.cells, tmp_path, seed=0)
+    coordinator.train()
+    g, bound = plan.gaussian, env_l2_bound(True)
+    released = environment_length(dataset.cells, coordinator.geometry, config.region_cells, True)
+    assert released == environment_length(dataset.cells, coordinator.geometry, config.region_cells) + 320
+    assert g["env_clip_norm"] == bound > ENV_L2_BOUND
+    env = GaussianRelease(g["env_noise_std"], gaussian_sensitivity(bound, released), 1, 3)
+    rewards = GaussianRelease(g["noise_std"], gaussian_sensitivity(g["clip_norm"], 6), 1, 3)
+    assert coordinator.accountant.releases == (env, rewards)
+    assert env.noise_std / env.sensitivity == pytest.approx(g["env_noise_multiplier"], rel=1e-12)
+    assert coordinator.accountant.epsilon() <= 8.0
+    for path in sorted(glob.glob(str(tmp_path / "devices" / "*" / "privacy-ledger.json"))):
+        assert PrivacyLedger(path, 8.0).releases == (env, rewards)
+    assert coordinator.initial_states.action_rates is not None
+
+
 def _release(values, n=2):
     return Release(1, "rewards", np.asarray(values, dtype=np.float64) * n, np.zeros(len(values)), n, 0.0, 0.0)
 

@@ -392,8 +392,6 @@ def test_the_action_prior_is_released_privately_and_gated_by_its_noise(dataset, 
     for path in sorted(glob.glob(str(run / "devices" / "*" / "privacy-ledger.json"))):
         assert PrivacyLedger(path).releases == c.accountant.releases
     assert c.accountant.releases[0].sum_scale == pytest.approx(0.2, rel=1e-12)   # b_env / Δ₁(10): ε_env = 5
-    with pytest.raises(PategailError, match="action_prior"):
-        TrainConfig(**{**TINY, "action_prior": True, "mechanism": "gaussian"})
 
 
 def test_the_action_prior_warm_starts_the_policy_and_resumes_with_its_anchor(dataset, tmp_path):

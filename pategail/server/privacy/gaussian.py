@@ -21,6 +21,7 @@ import math
 from dataclasses import dataclass
 
 from pategail.sdk.accounting import GaussianRelease, composed_epsilon, gaussian_sensitivity
+from pategail.sdk.action_rates import action_rate_l2_bound
 
 ENV_L2_BOUND = math.sqrt(12)
 """L2 norm no honest environment vector exceeds (pategail.sdk.contribution): nine parts — home one-hot,
@@ -28,7 +29,20 @@ first cells with the at-home share, the weight, explore observed, explore expect
 coarse home, first-cell and visit parts over regions — each with entries ≥ 0 summing to at most w ≤ 1 (L2 ≤
 L1 ≤ 1), and the return law's three entries in [0, 1]: √(9·1 + 3) = √12 ≈ 3.46. The device clips to it, so it
 is the sensitivity whatever a modified device sends. (The coarse parts raise it from 3: +15% noise on every
-entry, for region sums whose noise does not grow with the region's size.)"""
+entry, for region sums whose noise does not grow with the region's size.) A vector with the action-rate part
+has the larger bound of :func:`env_l2_bound`."""
+
+
+def env_l2_bound(action_rates: bool = False) -> float:
+    """The L2 bound of an honest environment vector: ``ENV_L2_BOUND``, and with the action-rate part
+    (``TrainConfig.action_prior``) √(12 + b²) where b = ``action_rate_l2_bound()`` ≈ 0.354 is that part's
+    largest L2 norm (pategail.sdk.action_rates: each slot bucket holds a fixed share of a day's decisions):
+    ≈ 3.482, +0.5% noise on the environment release — not √13 (+4%), which its L1 bound of 1 would give."""
+    if not action_rates:
+        return ENV_L2_BOUND
+    return math.sqrt(ENV_L2_BOUND ** 2 + action_rate_l2_bound() ** 2)
+
+
 RELATIVE_TOLERANCE = 1e-4
 """Brent's method stops within this share of the noise multiplier; the result always meets the target."""
 
@@ -75,7 +89,7 @@ class GaussianPlan:
     env_noise_std: float
     """σ on each released environment sum."""
     env_clip_norm: float
-    """ENV_L2_BOUND."""
+    """The L2 norm each device clips its environment vector to: :func:`env_l2_bound` of its layout."""
     env_epsilon: float
     """ε of the environment release alone, at δ/2 (the parts are not additive: the run's ε is their joint
     composition, calibrated to the target)."""
@@ -84,10 +98,12 @@ class GaussianPlan:
 
 
 def plan_gaussian(target_epsilon: float, target_delta: float, reward_values: int, reward_releases: int,
-                  env_values: int, clip_share: float, env_fraction: float) -> GaussianPlan:
+                  env_values: int, clip_share: float, env_fraction: float,
+                  env_clip_norm: float = ENV_L2_BOUND) -> GaussianPlan:
     """Noise of a run of ``reward_releases`` reward vectors of ``reward_values`` entries (planned rounds and
-    the retry reserve) and one environment vector of ``env_values`` entries, (target_epsilon, target_delta)-DP
-    with ``env_fraction`` of ε for the environment."""
+    the retry reserve) and one environment vector of ``env_values`` entries clipped to ``env_clip_norm`` (its
+    layout's :func:`env_l2_bound`), (target_epsilon, target_delta)-DP with ``env_fraction`` of ε for the
+    environment."""
     if not 0 < env_fraction < 1:
         raise ValueError(f"env_fraction must be in (0, 1), got {env_fraction}")
     z_env = calibrate_noise_multiplier(env_fraction * target_epsilon, target_delta / 2, 1)
@@ -96,7 +112,7 @@ def plan_gaussian(target_epsilon: float, target_delta: float, reward_values: int
     z_env, z = scale * z_env, scale * z
     clip = reward_clip_norm(reward_values, clip_share)
     return GaussianPlan(z, z * gaussian_sensitivity(clip, reward_values), clip, z_env,
-                        z_env * gaussian_sensitivity(ENV_L2_BOUND, env_values), ENV_L2_BOUND,
+                        z_env * gaussian_sensitivity(env_clip_norm, env_values), float(env_clip_norm),
                         gaussian_epsilon(z_env, 1, target_delta / 2),
                         gaussian_epsilon(z, reward_releases, target_delta / 2))
 

@@ -156,7 +156,9 @@ class PrivacyPlan:
         g = self.gaussian or {}
         environment = kind == "initial_states"
         block = 0 if environment else Granularity.parse(self.granularity).block
-        clip = ENV_L2_BOUND if environment else reward_clip_norm(self.reward_values, self.clip_share)
+        # the environment's clip: the plan's (its layout's bound; plans made before it was recorded: √12)
+        clip = g.get("env_clip_norm", ENV_L2_BOUND) if environment else reward_clip_norm(self.reward_values,
+                                                                                         self.clip_share)
         std = g.get("env_noise_std" if environment else "noise_std", 0.0)
         return ReleaseNoise("gaussian", std, 0.0, block, clip)
 
@@ -282,6 +284,9 @@ class GaussianSpec:
     env_values: int
     clip_share: float
     env_fraction: float
+    env_clip_norm: float = ENV_L2_BOUND
+    """The L2 norm devices clip the environment vector to: ``env_l2_bound(action_rates)`` of its layout
+    (pategail.server.privacy.gaussian)."""
 
 
 def plan_gaussian_run(target_epsilon: float | None, target_delta: float, kappa: float, planned_queries: int,
@@ -290,11 +295,11 @@ def plan_gaussian_run(target_epsilon: float | None, target_delta: float, kappa: 
     base = dict(mechanism_name="gaussian", granularity=spec.granularity, reward_values=spec.reward_values,
                 env_values=spec.env_values)
     settings = {"clip_share": spec.clip_share, "env_fraction": spec.env_fraction,
-                "reward_releases": spec.reward_releases}
+                "reward_releases": spec.reward_releases, "env_clip_norm": float(spec.env_clip_norm)}
     if target_epsilon is None:
         return PrivacyPlan(None, target_delta, kappa, planned_queries, reserve_queries, **base, gaussian=settings)
     g = plan_gaussian(target_epsilon, target_delta, spec.reward_values, spec.reward_releases, spec.env_values,
-                      spec.clip_share, spec.env_fraction)
+                      spec.clip_share, spec.env_fraction, spec.env_clip_norm)
     releases = [GaussianRelease(g.env_noise_std, gaussian_sensitivity(g.env_clip_norm, spec.env_values), 1),
                 GaussianRelease(g.noise_std, gaussian_sensitivity(g.clip_norm, spec.reward_values),
                                 spec.reward_releases)]
@@ -323,7 +328,8 @@ def load_or_make_plan(directory: Path, target_epsilon: float | None, target_delt
         plan = PrivacyPlan.from_dict(json.loads(path.read_text()))
         spec = None if not plan.is_gaussian else GaussianSpec(
             plan.granularity, plan.reward_values, (plan.gaussian or {}).get("reward_releases", 0), plan.env_values,
-            plan.clip_share, (plan.gaussian or {}).get("env_fraction", 0.0))
+            plan.clip_share, (plan.gaussian or {}).get("env_fraction", 0.0),
+            (plan.gaussian or {}).get("env_clip_norm", ENV_L2_BOUND))
         laplace_env = None if plan.is_gaussian else (plan.env_values, plan.env_fraction, plan.env_l1_bound)
         wanted_env = None if gaussian is not None else (env_values, env_fraction if env_values else 0.0,
                                                         float(env_l1_bound))

@@ -9,7 +9,8 @@ far carries the day-level shape (e.g. "never a fifth cell") that a per-pair rewa
 A decision is the move from slot t to t + 1 (t = 0..46), labelled by :func:`pategail.sdk.features.label_actions`.
 Its cell of the table is (slot bucket t // SLOT_BUCKET, at home at t, distinct-cells bucket of l_0..l_t, action);
 the device contributes w × the share of its decisions in each cell (``w = min(1, days / days_cap)``, as the
-other environment parts), so the part's entries are ≥ 0 and sum to w ≤ 1 (L1 ≤ 1, L2 ≤ 1).
+other environment parts), so the part's entries are ≥ 0 and sum to w ≤ 1 (L1 ≤ 1; L2 ≤ 0.354 w, because every
+day puts the same number of decisions in each slot bucket: :func:`action_rate_l2_bound`).
 """
 from __future__ import annotations
 
@@ -33,6 +34,19 @@ RATE_SHAPE = (N_SLOT_BUCKETS, 2, COUNT_BUCKETS, N_ACTIONS)
 def action_rate_length() -> int:
     """Entries of one device's action-rate contribution."""
     return int(np.prod(RATE_SHAPE))
+
+
+def action_rate_l2_bound() -> float:
+    """The largest L2 norm of an honest action-rate part at w = 1 (a device's part is w times it at most).
+
+    Every generated or real day has one decision per slot t = 0..46, so slot bucket b holds the same n_b of
+    every day's 47 decisions (6 in each of the first 7 buckets, 5 in the last): the part's entries in bucket b
+    sum to w · n_b / 47 whatever the days are, and their L2 norm is at most that sum (all of the bucket's
+    decisions in one cell, as for a device that never leaves home). Hence ‖part‖₂ ≤ w · √(Σ_b n_b²) / 47 =
+    w · √277 / 47 ≈ 0.354 w — tighter than the L1 bound w, which the Gaussian environment release's L2
+    sensitivity (``pategail.server.privacy.gaussian.env_l2_bound``) would otherwise have to add."""
+    per_bucket = np.bincount(slot_bucket(np.arange(SLOTS - 1)), minlength=N_SLOT_BUCKETS)
+    return float(np.sqrt(np.sum(per_bucket.astype(np.float64) ** 2)) / (SLOTS - 1))
 
 
 def slot_bucket(t: np.ndarray) -> np.ndarray:
