@@ -2,7 +2,10 @@
 computed as it is read (B: session 5), in ABBA order on one pinned core, so that a load that drifts during the
 runs weighs on both alike (issue 17, session 5). Same untrained bundle as benchmarks/generate_throughput.py.
 
-Run: python benchmarks/generate_cli_abba.py --data runs/pategail-geolife [--cpu 0] [--json OUT]
+With ``--heads A,B`` the two variants are instead untrained policies with A and B attention heads (both with
+the neighbour rows computed as read): what a smaller policy would change in `pategail generate` (session 6).
+
+Run: python benchmarks/generate_cli_abba.py --data runs/pategail-geolife [--cpu 0] [--heads 4,1] [--json OUT]
 """
 import argparse
 import json
@@ -19,6 +22,7 @@ p.add_argument("--data", type=Path, required=True)
 p.add_argument("--cpu", type=int, default=0)
 p.add_argument("--small", default="1000:ABBAABBA", help="days:order of the small runs")
 p.add_argument("--big", default="100000:ABBA", help="days:order of the large runs ('' skips them)")
+p.add_argument("--heads", help="A,B: compare policies of A and B attention heads instead")
 p.add_argument("--json", type=Path)
 args = p.parse_args()
 if args.cpu >= 0 and hasattr(os, "sched_setaffinity"):
@@ -26,14 +30,21 @@ if args.cpu >= 0 and hasattr(os, "sched_setaffinity"):
 out = []
 with tempfile.TemporaryDirectory() as tmp:
     tmp = Path(tmp)
-    bundle, _ = g.untrained_bundles(args.data, tmp)
+    if args.heads:
+        heads = dict(zip("AB", (int(h) for h in args.heads.split(","))))
+        bundles = {v: g.untrained_bundles(args.data, tmp / v, h)[0] for v, h in heads.items()}
+        names = {v: f"{v}: {h} heads" for v, h in heads.items()}
+    else:
+        bundle, _ = g.untrained_bundles(args.data, tmp)
+        bundles = {"A": bundle, "B": bundle}
+        names = {"A": "A: whole table at start-up", "B": "B: rows as read"}
     for spec in (args.small, args.big):
         if not spec:
             continue
         days, order = spec.split(":")
         for v in order:
-            r = g.cli(bundle, int(days), tmp / "days.csv", args.cpu, eager_geometry=v == "A")
-            r["variant"] = "A: whole table at start-up" if v == "A" else "B: rows as read"
+            r = g.cli(bundles[v], int(days), tmp / "days.csv", args.cpu, eager_geometry=v == "A" and not args.heads)
+            r["variant"] = names[v]
             out.append(r)
             print(f"{r['variant']:27s} {r['days']:>7,} days  CPU {r['cpu_s']:.2f} s  {r['days'] / r['cpu_s']:,.0f} "
                   f"days per CPU s  wall {r['wall_s']:.1f} s  peak RSS {r['peak_rss_mb']:.0f} MB  load {r['load']}",

@@ -111,8 +111,9 @@ def cli(bundle: Path, days: int, out: Path, cpu: int, session3_explore: bool = F
             "peak_rss_mb": info["maxrss_kb"] / 1024, "csv_mb": size / 1e6}
 
 
-def untrained_bundles(data: Path, out: Path) -> tuple[Path, Path]:
-    """(today's bundle, the same with the first incremental model) of one untrained policy."""
+def untrained_bundles(data: Path, out: Path, heads: int | None = None) -> tuple[Path, Path]:
+    """(today's bundle, the same with the first incremental model) of one untrained policy (``heads`` attention
+    heads, default ``PolicyConfig``'s)."""
     import onnx
 
     import pategail.export.bundle as export
@@ -136,7 +137,8 @@ def untrained_bundles(data: Path, out: Path) -> tuple[Path, Path]:
                for u in ds.users)
     env = Environment(ds.cells, DEFAULT_ALPHA, DEFAULT_CANDIDATES, states, np.full(len(states), 1 / len(states)),
                       places=place_law_from_noisy_sums(sums, ds.n_cells))
-    policy, discriminator = Policy(PolicyConfig(n_cells=ds.n_cells)), Discriminator()
+    shape = {} if heads is None else {"n_heads": heads}
+    policy, discriminator = Policy(PolicyConfig(n_cells=ds.n_cells, **shape)), Discriminator()
     new = export.export_bundle(policy, discriminator, out / "buffers", environment=env)
     # the same export with the step-model writer of before (manifest and hashes then describe that file)
     today = export.save_policy_step_onnx
@@ -254,6 +256,8 @@ def main() -> None:
     p.add_argument("--no-cli", action="store_true", help="skip the `pategail generate` runs")
     p.add_argument("--variants", default="session4,buffers",
                    help="with --data, which of concat, session3, session4, buffers to run (comma-separated)")
+    p.add_argument("--heads", type=int, help="with --data: attention heads of the untrained policy (a model "
+                   "change, for its speed only; default PolicyConfig's 4)")
     p.add_argument("--json", type=Path, help="also write the JSON result here")
     args = p.parse_args()
     if (args.data is None) == (args.bundle is None):
@@ -276,7 +280,7 @@ def main() -> None:
         if args.bundle:
             variants = {"bundle": args.bundle}
         else:
-            new, old = untrained_bundles(args.data, tmp)
+            new, old = untrained_bundles(args.data, tmp, args.heads)
             known = {"concat": old, "session3": new, "session4": new, "buffers": new}
             names = [v.strip() for v in args.variants.split(",") if v.strip()]
             if not names or any(v not in known for v in names):
