@@ -15,7 +15,7 @@ from pategail.sdk.epr import DEFAULT_ALPHA, DEFAULT_CANDIDATES
 from pategail.server.ppo import PPOConfig
 
 
-DEFAULT_PPO = {"gamma": 0.9, "gae_lambda": 0.9, "n_epochs": 10}
+DEFAULT_PPO = {"gamma": 0.9, "gae_lambda": 0.9, "n_epochs": 10, "anchor_coef": 10.0}
 """A short horizon: the reward of (s, a) already says how real action a looks in state s. Chosen by the
 JSD to the *training* days (never the test days) of 60-round runs on pategail-geolife: γ = λ = 0.9 gave
 Radius/DailyLoc/Distance/G-rank/I-rank 0.072/0.029/0.025/0.002/0.005, the SB3 defaults γ = 0.99,
@@ -24,7 +24,9 @@ PPOConfig's 4: late in training the policy is nearly all "stay", and with 4 it m
 never learned when real days explore; on the sparse city 10 cut Radius, DailyLoc and I-rank 2.7–2.9× (seeds
 0–1, 40 rounds), on pategail-geolife it kept every km metric within or better than the 4-epoch run's (seed 0;
 last-20-round stay range 0.11 vs 0.18), on gps-csv GeoLife within a few percent (seed 0) (BENCHMARKS.md, issue
-19, session 4)."""
+19, session 4). An anchor of weight 10 to the warm start of ``TrainConfig.action_prior`` (it acts only when that
+is on, i.e. by default without privacy): 1 let the sparse city's policy drift back to 4.5% invented days, 10
+kept it under 1% (BENCHMARKS.md, issue 19, sessions 5 and 6)."""
 
 
 ALL_PAIRS_MAX = 100
@@ -175,16 +177,20 @@ class TrainConfig:
     same release, no privacy cost. Off: on the sparse city α = 0.4 put first cells as far from home as real
     ones (median 3.6 km vs 3.7; independent of home: 7.6), the feature the discriminators told its generated
     days apart by, but did not improve the km metrics (one seed; BENCHMARKS.md, issue 19, session 4)."""
-    action_prior: bool = False
+    action_prior: bool | None = None
     """Warm-start the policy from a privately released rule model (pategail.server.action_prior): the bundle
     asks devices for the action-rate part of their environment vector (w × their decisions' shares by time of
     day, at home, distinct cells so far and action; pategail.sdk.action_rates), the coordinator turns the noisy
     sums into P(action | slot bucket, at home, distinct bucket), samples ``action_prior_days`` days from the
-    EPR environment driven by it and fits the policy to its rates by behaviour cloning before round 1. The
-    release grows by the part's length (and the Laplace L1 bound by 1); the rest is post-processing. Off by
-    default: with ``ppo.anchor_coef`` 10 it met both of the sparse city's acceptance points on training days
-    (4 of 5 against epr, 0.77–0.94% invented days, seeds 0–1) but made every km metric of the paper's GeoLife
-    worse than the default's (seed 0; BENCHMARKS.md, issue 19, session 5). Not with the Gaussian mechanism."""
+    EPR environment driven by it and fits the policy to its rates by behaviour cloning before round 1; PPO's
+    anchor (``ppo.anchor_coef``, ``ppo.anchor_mode``) then keeps GAIL from walking back into days that explore
+    at nearly every slot. The release grows by the part's length (and the Laplace L1 bound by 1); the rest is
+    post-processing. None (the default): on without privacy (no noise on the environment release) with the
+    Laplace mechanism, off under privacy — at realistic device counts the 320-entry table drowns in the noise
+    (σ ≈ 35 per entry at ε = 8 against a sparse city's total of 56) and the larger L1 bound costs every other
+    part of the environment release. true / false force it; true is refused with the Gaussian mechanism (its
+    environment L2 bound does not include the part). See :attr:`uses_action_prior`; the measurements are in
+    BENCHMARKS.md (issue 19, sessions 5 and 6)."""
     action_prior_days: int = 2048
     """Rule-model days the policy is cloned on (``action_prior``)."""
     action_prior_epochs: int = 30
@@ -220,7 +226,7 @@ class TrainConfig:
             raise PategailError(f"first_cell_alpha must be null or a number >= 0, got {self.first_cell_alpha}")
         if self.action_prior_days < 1 or self.action_prior_epochs < 0 or not self.action_prior_lr > 0:
             raise PategailError("action_prior_days must be >= 1, action_prior_epochs >= 0, action_prior_lr > 0")
-        if self.action_prior and self.mechanism == "gaussian":
+        if self.action_prior is True and self.mechanism == "gaussian":
             raise PategailError("action_prior is not available with the gaussian mechanism yet (its environment "
                                 "L2 bound does not include the action-rate part); use mechanism 'laplace'")
         if self.average_rounds < 1:
@@ -266,6 +272,14 @@ class TrainConfig:
     @property
     def private(self) -> bool:
         return self.target_epsilon is not None
+
+    @property
+    def uses_action_prior(self) -> bool:
+        """``action_prior`` resolved: the setting when it is true or false; None is on exactly when the run has
+        no privacy and uses the Laplace mechanism."""
+        if self.action_prior is not None:
+            return self.action_prior
+        return not self.private and self.mechanism == "laplace"
 
     @property
     def reward_granularity(self) -> Granularity:
