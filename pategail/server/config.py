@@ -165,11 +165,12 @@ class TrainConfig:
     place_law: bool = False
     """Generate with the learned place law (d-EPR: explore ∝ relevance × rank law, return favouring the place
     just left; pategail.sdk.places), released with the initial states; False: the classic EPR laws (the
-    devices contribute either way, so the privacy cost is the same). Off by default, judged on training days:
-    the place law halves the epr rule model's Density JSD there (benchmarks/place_law.py), but the one
-    default PateGail run with it scored worse than the classic-law default on 4 of the 5 km metrics against
-    the training days (Radius 0.115 vs 0.063, DailyLoc 0.035 vs 0.022; BENCHMARKS.md, issue 17) — the PPO and
-    discriminator settings were tuned for the classic laws and have not been re-tuned for it."""
+    devices contribute either way, so the privacy cost is the same). Off by default, judged on training days
+    of three cities with the warm start of ``action_prior`` (seed 0, 60 rounds; BENCHMARKS.md, issue 19,
+    session 6): on the paper's GeoLife it beat epr on all 5 km metrics and on Density (0.081 vs 0.105; Trips
+    0.228 vs 0.227, lost by a hair) where the classic laws lose both (0.118, 0.263), but on the sparse city it
+    lost Distance to epr (0.00045 vs 0.00034: its destinations lengthen the few trips of sparse days) and
+    made 1.11% invented days (classic laws: 4 of 5, 0.85%). Turn it on for dense data where places matter."""
     first_cell_alpha: float | None = None
     """Where a generated day that does not start at home starts. None: a cell drawn from the released
     first-cell shares, independent of the home. A number α: among the home's ``candidates`` nearest cells,

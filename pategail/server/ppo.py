@@ -80,16 +80,20 @@ class PPOConfig:
     anchor_coef: float = 0.0
     """Weight of KL(π_anchor ‖ π_θ) over the rollout's possible actions, added to the loss when the coordinator
     holds an anchor policy (the behaviour-cloned warm start of ``TrainConfig.action_prior``): GAIL then refines
-    the rule model instead of drifting away from it. 0: no anchor. On the sparse city 10 kept the warm start's
-    day shape through 40 rounds (invented days 0.8–0.9%); 1 let it drift to 4.5%, none to 7.6% (BENCHMARKS.md,
-    issue 19, session 5)."""
+    the rule model instead of drifting away from it. 0 (this class's default): no anchor; training runs use 10
+    (pategail.server.config.DEFAULT_PPO). On the sparse city 10 kept the warm start's day shape through 40
+    rounds (invented days 0.8–0.9%); 1 let it drift to 4.5%, none to 7.6% (BENCHMARKS.md, issue 19, session 5);
+    60 rounds: 0.85% (session 6)."""
     anchor_mode: str = "kl"
     """What the anchor term penalises. "kl": KL(π_anchor ‖ π_θ) over all possible actions — holds the whole
     distribution near the warm start. "explore_ceiling": only an explore probability ABOVE the anchor's, as the
     Bernoulli KL(π_anchor(explore | s) ‖ π_θ(explore | s)) where π_θ(explore | s) > π_anchor(explore | s), else
     0, averaged over the rollout's decisions (so each state counts by its visit share): GAIL stays free below
     the rule model's explore rate and in how it splits stay / home / return — the invented many-cell mode
-    (explore at nearly every slot) is what the anchor is there to stop."""
+    (explore at nearly every slot) is what the anchor is there to stop. "kl" stays the default: with weight 10
+    the ceiling let the sparse city's policy sink below the real explore rate (3 of 5 km metrics against epr
+    instead of 4) and the paper's GeoLife's last iterate swing again (last-20 stay range 0.146 vs 0.047, with
+    the place law; seed 0, training days; BENCHMARKS.md, issue 19, session 6)."""
 
     def __post_init__(self):
         if not self.anchor_coef >= 0:
