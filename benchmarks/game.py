@@ -149,7 +149,7 @@ ref = ds.train_days[np.random.default_rng(1).choice(len(ds.train_days), min(args
                                                       replace=False)]
 t0 = time.perf_counter()
 warm = None
-if config.action_prior:      # score the behaviour-cloned policy before round 1 (its own rng: the run is unchanged)
+if config.uses_action_prior:      # score the behaviour-cloned policy before round 1 (its own rng: the run is unchanged)
     coord.releases.rebuild_accountant()
     coord.learn_initial_states()
     warm_days = coord.generate(len(ref), np.random.default_rng([args.seed, 0x5E]))
@@ -204,9 +204,11 @@ if args.test:
     n = len(ds.test_days)
     coord.average.sum = saved_sum
     days = coord.generate(n, np.random.default_rng([args.seed, 0x5E]))
-    base = compare(ds, args.seed)["km"]
-    summary["test"] = {"ours": evaluate(days, ds, seed=args.seed)["metrics"], "epr": base["epr"],
-                       "markov": base["markov"], "above_threshold": above_test(days)}
+    table = compare(ds, args.seed)
+    ours = evaluate(days, ds, seed=args.seed)
+    summary["test"] = {"ours": ours["metrics"], "epr": table["km"]["epr"], "markov": table["km"]["markov"],
+                       "floor": table["km"]["floor"], "above_threshold": above_test(days),
+                       "spatial": {"ours": ours["spatial"], **table["spatial"]}}
 if args.probe_days:
     from game_probe import probe
     coord.average.sum = None
@@ -218,5 +220,7 @@ print("| training days | " + " | ".join(next(iter(results.values()))) + " | "
 for name, m in results.items():
     print(f"| {name} | " + " | ".join(f"{v:.4f}" for v in (*m.values(), *spatial[name].values())) + " |")
 for name, m in summary.get("test", {}).items():
-    if isinstance(m, dict):
+    if isinstance(m, dict) and name != "spatial":
         print(f"| test: {name} | " + " | ".join(f"{v:.4f}" for v in m.values()) + " |")
+for name, m in summary.get("test", {}).get("spatial", {}).items():
+    print(f"| test spatial: {name} | " + " | ".join(f"{v:.4f}" for v in m.values()) + " |")

@@ -350,5 +350,5 @@ def write_initial_bundle(config, dataset, seed: int, out: Path, privacy=None) ->
         discriminator = Discriminator()
     return export_bundle(policy0, discriminator, out, training_config=discriminator_training(config),
                          environment=Environment(dataset.cells, config.alpha, config.candidates,
-                                                       action_rates=config.action_prior), privacy=privacy)
+                                                       action_rates=config.uses_action_prior), privacy=privacy)
 

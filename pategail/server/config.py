@@ -15,7 +15,7 @@ from pategail.sdk.epr import DEFAULT_ALPHA, DEFAULT_CANDIDATES
 from pategail.server.ppo import PPOConfig
 
 
-DEFAULT_PPO = {"gamma": 0.9, "gae_lambda": 0.9, "n_epochs": 10}
+DEFAULT_PPO = {"gamma": 0.9, "gae_lambda": 0.9, "n_epochs": 10, "anchor_coef": 10.0}
 """A short horizon: the reward of (s, a) already says how real action a looks in state s. Chosen by the
 JSD to the *training* days (never the test days) of 60-round runs on pategail-geolife: γ = λ = 0.9 gave
 Radius/DailyLoc/Distance/G-rank/I-rank 0.072/0.029/0.025/0.002/0.005, the SB3 defaults γ = 0.99,
@@ -24,7 +24,9 @@ PPOConfig's 4: late in training the policy is nearly all "stay", and with 4 it m
 never learned when real days explore; on the sparse city 10 cut Radius, DailyLoc and I-rank 2.7–2.9× (seeds
 0–1, 40 rounds), on pategail-geolife it kept every km metric within or better than the 4-epoch run's (seed 0;
 last-20-round stay range 0.11 vs 0.18), on gps-csv GeoLife within a few percent (seed 0) (BENCHMARKS.md, issue
-19, session 4)."""
+19, session 4). An anchor of weight 10 to the warm start of ``TrainConfig.action_prior`` (it acts only when that
+is on, i.e. by default without privacy): 1 let the sparse city's policy drift back to 4.5% invented days, 10
+kept it under 1% (BENCHMARKS.md, issue 19, sessions 5 and 6)."""
 
 
 ALL_PAIRS_MAX = 100
@@ -163,11 +165,12 @@ class TrainConfig:
     place_law: bool = False
     """Generate with the learned place law (d-EPR: explore ∝ relevance × rank law, return favouring the place
     just left; pategail.sdk.places), released with the initial states; False: the classic EPR laws (the
-    devices contribute either way, so the privacy cost is the same). Off by default, judged on training days:
-    the place law halves the epr rule model's Density JSD there (benchmarks/place_law.py), but the one
-    default PateGail run with it scored worse than the classic-law default on 4 of the 5 km metrics against
-    the training days (Radius 0.115 vs 0.063, DailyLoc 0.035 vs 0.022; BENCHMARKS.md, issue 17) — the PPO and
-    discriminator settings were tuned for the classic laws and have not been re-tuned for it."""
+    devices contribute either way, so the privacy cost is the same). Off by default, judged on training days
+    of three cities with the warm start of ``action_prior`` (seed 0, 60 rounds; BENCHMARKS.md, issue 19,
+    session 6): on the paper's GeoLife it beat epr on all 5 km metrics and on Density (0.081 vs 0.105; Trips
+    0.228 vs 0.227, lost by a hair) where the classic laws lose both (0.118, 0.263), but on the sparse city it
+    lost Distance to epr (0.00045 vs 0.00034: its destinations lengthen the few trips of sparse days) and
+    made 1.11% invented days (classic laws: 4 of 5, 0.85%). Turn it on for dense data where places matter."""
     first_cell_alpha: float | None = None
     """Where a generated day that does not start at home starts. None: a cell drawn from the released
     first-cell shares, independent of the home. A number α: among the home's ``candidates`` nearest cells,
@@ -175,16 +178,20 @@ class TrainConfig:
     same release, no privacy cost. Off: on the sparse city α = 0.4 put first cells as far from home as real
     ones (median 3.6 km vs 3.7; independent of home: 7.6), the feature the discriminators told its generated
     days apart by, but did not improve the km metrics (one seed; BENCHMARKS.md, issue 19, session 4)."""
-    action_prior: bool = False
+    action_prior: bool | None = None
     """Warm-start the policy from a privately released rule model (pategail.server.action_prior): the bundle
     asks devices for the action-rate part of their environment vector (w × their decisions' shares by time of
     day, at home, distinct cells so far and action; pategail.sdk.action_rates), the coordinator turns the noisy
     sums into P(action | slot bucket, at home, distinct bucket), samples ``action_prior_days`` days from the
-    EPR environment driven by it and fits the policy to its rates by behaviour cloning before round 1. The
-    release grows by the part's length (and the Laplace L1 bound by 1); the rest is post-processing. Off by
-    default: with ``ppo.anchor_coef`` 10 it met both of the sparse city's acceptance points on training days
-    (4 of 5 against epr, 0.77–0.94% invented days, seeds 0–1) but made every km metric of the paper's GeoLife
-    worse than the default's (seed 0; BENCHMARKS.md, issue 19, session 5). Not with the Gaussian mechanism."""
+    EPR environment driven by it and fits the policy to its rates by behaviour cloning before round 1; PPO's
+    anchor (``ppo.anchor_coef``, ``ppo.anchor_mode``) then keeps GAIL from walking back into days that explore
+    at nearly every slot. The release grows by the part's length (and the Laplace L1 bound by 1); the rest is
+    post-processing. None (the default): on without privacy (no noise on the environment release), off under
+    privacy — at realistic device counts the 320-entry table drowns in the noise
+    (σ ≈ 35 per entry at ε = 8 against a sparse city's total of 56) and the larger L1 bound costs every other
+    part of the environment release. true / false force it (with the Gaussian mechanism the environment clip
+    grows to √(12 + 277/47²): pategail.server.privacy.gaussian.env_l2_bound). See :attr:`uses_action_prior`; the measurements are in
+    BENCHMARKS.md (issue 19, sessions 5 and 6)."""
     action_prior_days: int = 2048
     """Rule-model days the policy is cloned on (``action_prior``)."""
     action_prior_epochs: int = 30
@@ -263,6 +270,14 @@ class TrainConfig:
     @property
     def private(self) -> bool:
         return self.target_epsilon is not None
+
+    @property
+    def uses_action_prior(self) -> bool:
+        """``action_prior`` resolved: the setting when it is true or false; None is on exactly when the run has
+        no privacy (either mechanism)."""
+        if self.action_prior is not None:
+            return self.action_prior
+        return not self.private
 
     @property
     def reward_granularity(self) -> Granularity:

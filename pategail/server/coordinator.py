@@ -69,7 +69,7 @@ def planned_queries(config: TrainConfig, cells: np.ndarray, geometry: CellGeomet
     mechanism; the Gaussian plan counts its values, for the record), then 47 per generated day of every
     round."""
     env = 1 if config.mechanism == "laplace" else environment_length(cells, geometry, config.region_cells,
-                                                                     config.action_prior)
+                                                                     config.uses_action_prior)
     return env + config.rounds * reward_count(config.days_per_round)
 
 
@@ -87,13 +87,13 @@ def run_plan(config: TrainConfig, cells: np.ndarray, ckpt_dir: Path,
     if config.mechanism == "gaussian":
         gaussian = GaussianSpec(config.granularity, config.reward_granularity.count(config.days_per_round),
                                 config.rounds + config.retry_rounds,
-                                environment_length(cells, geometry, config.region_cells, config.action_prior),
-                                config.clip_share, config.env_epsilon_fraction, env_l2_bound(config.action_prior))
+                                environment_length(cells, geometry, config.region_cells, config.uses_action_prior),
+                                config.clip_share, config.env_epsilon_fraction, env_l2_bound(config.uses_action_prior))
     env_values = environment_length(cells, geometry, config.region_cells,
-                                     config.action_prior) if gaussian is None else 0
+                                     config.uses_action_prior) if gaussian is None else 0
     return load_or_make_plan(ckpt_dir, config.target_epsilon, config.target_delta, config.kappa,
                              planned_queries(config, cells, geometry), reserve_queries(config), gaussian,
-                             env_values, config.env_epsilon_fraction, env_l1_bound(config.action_prior))
+                             env_values, config.env_epsilon_fraction, env_l1_bound(config.uses_action_prior))
 
 
 def policy_config(config: TrainConfig, n_cells: int) -> PolicyConfig:
@@ -161,7 +161,7 @@ class Coordinator:
         return planned_queries(self.config, self.cells, self.geometry)
 
     def _environment_length(self) -> int:
-        return environment_length(self.cells, self.geometry, self.config.region_cells, self.config.action_prior)
+        return environment_length(self.cells, self.geometry, self.config.region_cells, self.config.uses_action_prior)
 
     def declared_plan(self) -> DeclaredPlan | None:
         """The privacy plan the run's bundles declare to devices (None without privacy)."""
@@ -232,9 +232,9 @@ class Coordinator:
         region_of = region_map(self.cells, self.config.region_cells) if self.config.region_cells else None
         self.state.initial_states = InitialStates.from_noisy_sums(
             release.sum, len(self.cells), n_rank_bins(self.geometry.candidates), noise_std=std, region_of=region_of,
-            action_rates=self.config.action_prior)
+            action_rates=self.config.uses_action_prior)
         log.info("initial states learned from %d devices", release.n_survivors)
-        if self.config.action_prior:
+        if self.config.uses_action_prior:
             self.warm_start()
         self._checkpoint()
 

@@ -14,8 +14,12 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from pategail.sdk.features import SLOTS
+from pategail.sdk.features import EXPLORE, SLOTS
 from pategail.server.policy import DISTINCT_FEATURE, Policy, masked_log_probs
+
+
+ANCHOR_MODES = ("kl", "explore_ceiling")
+"""The anchor terms PPOConfig.anchor_mode names (see anchor_penalty)."""
 
 
 @dataclass(frozen=True)
@@ -76,13 +80,26 @@ class PPOConfig:
     anchor_coef: float = 0.0
     """Weight of KL(π_anchor ‖ π_θ) over the rollout's possible actions, added to the loss when the coordinator
     holds an anchor policy (the behaviour-cloned warm start of ``TrainConfig.action_prior``): GAIL then refines
-    the rule model instead of drifting away from it. 0: no anchor. On the sparse city 10 kept the warm start's
-    day shape through 40 rounds (invented days 0.8–0.9%); 1 let it drift to 4.5%, none to 7.6% (BENCHMARKS.md,
-    issue 19, session 5)."""
+    the rule model instead of drifting away from it. 0 (this class's default): no anchor; training runs use 10
+    (pategail.server.config.DEFAULT_PPO). On the sparse city 10 kept the warm start's day shape through 40
+    rounds (invented days 0.8–0.9%); 1 let it drift to 4.5%, none to 7.6% (BENCHMARKS.md, issue 19, session 5);
+    60 rounds: 0.85% (session 6)."""
+    anchor_mode: str = "kl"
+    """What the anchor term penalises. "kl": KL(π_anchor ‖ π_θ) over all possible actions — holds the whole
+    distribution near the warm start. "explore_ceiling": only an explore probability ABOVE the anchor's, as the
+    Bernoulli KL(π_anchor(explore | s) ‖ π_θ(explore | s)) where π_θ(explore | s) > π_anchor(explore | s), else
+    0, averaged over the rollout's decisions (so each state counts by its visit share): GAIL stays free below
+    the rule model's explore rate and in how it splits stay / home / return — the invented many-cell mode
+    (explore at nearly every slot) is what the anchor is there to stop. "kl" stays the default: with weight 10
+    the ceiling let the sparse city's policy sink below the real explore rate (3 of 5 km metrics against epr
+    instead of 4) and the paper's GeoLife's last iterate swing again (last-20 stay range 0.146 vs 0.047, with
+    the place law; seed 0, training days; BENCHMARKS.md, issue 19, session 6)."""
 
     def __post_init__(self):
         if not self.anchor_coef >= 0:
             raise ValueError(f"anchor_coef must be >= 0, got {self.anchor_coef}")
+        if self.anchor_mode not in ANCHOR_MODES:
+            raise ValueError(f"anchor_mode must be one of {', '.join(ANCHOR_MODES)}, got {self.anchor_mode!r}")
         if not (self.learning_rate > 0 and self.n_epochs >= 1 and self.batch_size >= 1):
             raise ValueError("learning_rate must be > 0, n_epochs and batch_size >= 1")
         if not (0 < self.gamma <= 1 and 0 <= self.gae_lambda <= 1 and self.clip_range > 0):
@@ -185,6 +202,23 @@ def anchor_log_probs(anchor: Policy, cells: torch.Tensor, features: torch.Tensor
     return masked_log_probs(logits[:, :-1], masks)
 
 
+def anchor_penalty(logp: torch.Tensor, anchor_logp: torch.Tensor, masks: torch.Tensor,
+                   mode: str) -> torch.Tensor:
+    """Per-decision anchor term (...,) from log π_θ and log π_anchor over the 4 actions (..., 4) and the
+    possible actions (masks bool, (..., 4)); PPOConfig.anchor_mode says which term."""
+    if mode == "kl":
+        # impossible actions: probability 0 under both, no term (their log-probs are MASKED_LOGIT)
+        return (anchor_logp.exp() * torch.where(masks, anchor_logp - logp, torch.zeros_like(logp))).sum(-1)
+    # explore_ceiling: the Bernoulli KL of "explore or not", one-sided. Its gradient (p − q) / (p (1 − p)) is
+    # 0 where p = q, so the policy is not pushed about near the ceiling, and it depends on p alone: how the
+    # rest of the mass is split among stay / home / return is left to GAIL.
+    p = logp[..., EXPLORE].exp().clamp(1e-6, 1 - 1e-6)
+    q = anchor_logp[..., EXPLORE].exp().clamp(1e-6, 1 - 1e-6)
+    bernoulli_kl = q * (q.log() - p.log()) + (1 - q) * ((1 - q).log() - (1 - p).log())
+    above = masks[..., EXPLORE] & (p > q)
+    return torch.where(above, bernoulli_kl, torch.zeros_like(p))
+
+
 def ppo_update(policy: Policy, optimizer: torch.optim.Optimizer, rollout: Rollout, config: PPOConfig,
                generator: torch.Generator, anchor: Policy | None = None) -> dict:
     """Update ``policy`` in place on one rollout; return the diagnostics of the last epoch and overall.
@@ -229,9 +263,7 @@ def ppo_update(policy: Policy, optimizer: torch.optim.Optimizer, rollout: Rollou
             entropy = -(logp_all.exp() * logp_all).sum(-1).mean()
             loss = policy_loss + config.vf_coef * value_loss - config.ent_coef * entropy
             if anchored:
-                ref = anchor_logp[idx]
-                # impossible actions: probability 0 under both, no term (their log-probs are MASKED_LOGIT)
-                kl = (ref.exp() * torch.where(masks[idx], ref - logp_all, torch.zeros_like(ref))).sum(-1).mean()
+                kl = anchor_penalty(logp_all, anchor_logp[idx], masks[idx], config.anchor_mode).mean()
                 loss = loss + config.anchor_coef * kl
                 stats["anchor_kl"].append(kl.item())
             optimizer.zero_grad()

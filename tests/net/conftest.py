@@ -14,7 +14,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = {"days_per_round": 6, "disc_steps": 2, "disc_batch_size": 16, "candidates": 50, "d_model": 16, "n_layers": 1,
-        "ppo": {"n_epochs": 2, "batch_size": 3}}
+        "ppo": {"n_epochs": 2, "batch_size": 3},
+        "action_prior_days": 16, "action_prior_epochs": 2}
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,8 @@ from pategail.data.prepare import prepare_dataset
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = {"rounds": 2, "days_per_round": 6, "disc_steps": 2, "disc_batch_size": 16, "candidates": 50,
-        "d_model": 16, "n_layers": 1, "ppo": {"n_epochs": 2, "batch_size": 3}}
+        "d_model": 16, "n_layers": 1, "ppo": {"n_epochs": 2, "batch_size": 3},
+        "action_prior_days": 16, "action_prior_epochs": 2}
 
 
 @pytest.mark.slow

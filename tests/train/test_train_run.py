@@ -33,7 +33,7 @@ from pategail.train_cli import discriminator_training
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = dict(rounds=3, days_per_round=6, disc_steps=2, disc_batch_size=16, candidates=50, d_model=16,
-            n_layers=1, ppo=PPOConfig(n_epochs=2, batch_size=3))
+            n_layers=1, ppo=PPOConfig(n_epochs=2, batch_size=3), action_prior_days=16, action_prior_epochs=2)
 
 
 def _coordinator(dataset, run: Path, seed=0, **overrides) -> Coordinator:
@@ -45,7 +45,7 @@ def _coordinator(dataset, run: Path, seed=0, **overrides) -> Coordinator:
         training = {} if not config.disc_replay_share else {"training_config": discriminator_training(config)}
         export_bundle(Policy(PolicyConfig(n_cells=dataset.n_cells, d_model=16, n_layers=1)), Discriminator(),
                       bundle, environment=Environment(dataset.cells, config.alpha, config.candidates,
-                                                      action_rates=config.action_prior), **training)
+                                                      action_rates=config.uses_action_prior), **training)
     users = choose_users(dataset.users, 3, seed)
     fleet = EmulatedFleet(dataset, users, run / "devices", bundle, seed=seed)
     return Coordinator(config, fleet, dataset.cells, run, seed=seed)
@@ -392,6 +392,21 @@ def test_the_action_prior_is_released_privately_and_gated_by_its_noise(dataset, 
     for path in sorted(glob.glob(str(run / "devices" / "*" / "privacy-ledger.json"))):
         assert PrivacyLedger(path).releases == c.accountant.releases
     assert c.accountant.releases[0].sum_scale == pytest.approx(0.2, rel=1e-12)   # b_env / Δ₁(10): ε_env = 5
+
+
+def test_the_action_prior_is_on_by_default_exactly_without_privacy(dataset, tmp_path):
+    """``action_prior`` None (the default) is on for a run without noise (either mechanism) and off under
+    privacy; what ``train`` writes into the bundle follows it."""
+    from pategail.train_cli import write_initial_bundle
+    assert TrainConfig().uses_action_prior and TrainConfig().ppo.anchor_coef == 10.0
+    assert not TrainConfig(target_epsilon=8.0).uses_action_prior
+    assert TrainConfig(target_epsilon=8.0, action_prior=True).uses_action_prior
+    assert not TrainConfig(action_prior=False).uses_action_prior
+    assert TrainConfig(mechanism="gaussian").uses_action_prior
+    assert not TrainConfig(mechanism="gaussian", target_epsilon=8.0).uses_action_prior
+    for config, declared in ((TrainConfig(**TINY), True), (TrainConfig(**TINY, target_epsilon=8.0), False)):
+        bundle = write_initial_bundle(config, dataset, 0, tmp_path / str(declared))
+        assert bool(load_bundle(bundle).environment.action_rates) is declared
 
 
 def test_the_action_prior_warm_starts_the_policy_and_resumes_with_its_anchor(dataset, tmp_path):
