@@ -39,9 +39,12 @@ def register(sub) -> None:
     p.set_defaults(func=run_privacy_plan)
 
 
-def _environment_values(data: Path | None, candidates: int, region_cells: int = 0) -> int:
+def _environment_values(data: Path | None, candidates: int, region_cells: int = 0,
+                        action_rates: bool = False) -> int:
     if data is None:
-        return ENV_VALUES_GEOLIFE + (3 * ENV_REGIONS_GEOLIFE if region_cells else 0)
+        from pategail.sdk.action_rates import action_rate_length
+        return (ENV_VALUES_GEOLIFE + (3 * ENV_REGIONS_GEOLIFE if region_cells else 0)
+                + (action_rate_length() if action_rates else 0))
     import numpy as np
 
     from pategail.data.dataset import load_dataset
@@ -49,7 +52,7 @@ def _environment_values(data: Path | None, candidates: int, region_cells: int = 
     from pategail.server.coordinator import environment_length
     cells = load_dataset(data).cells
     return environment_length(cells, CellGeometry.build(np.asarray(cells, dtype=np.float64), candidates=candidates),
-                              region_cells)
+                              region_cells, action_rates)
 
 
 def feasibility_table(devices: int, config, env_values: int, granularities, gaussian_env_values: int | None = None,
@@ -57,10 +60,11 @@ def feasibility_table(devices: int, config, env_values: int, granularities, gaus
     """One Feasibility per mechanism and granularity: the paper's Laplace (pair), then the Gaussian mechanism
     at each of ``granularities`` — each calibrated as a run of ``config`` would be. ``gaussian_env_values``:
     the Gaussian mechanism's environment vector (with its coarse parts), default ``env_values``; ``laplace``
-    False: the Gaussian rows only."""
-    from pategail.sdk.contribution import Granularity, reward_count
+    False: the Gaussian rows only. A config that forces ``action_prior`` on is planned with the larger
+    environment bounds its action-rate part needs (Laplace L1 10, Gaussian L2 √(12 + 277/47²))."""
+    from pategail.sdk.contribution import Granularity, env_l1_bound, reward_count
     from pategail.server.privacy.feasibility import Feasibility, plan_feasibility, tolerance_for
-    from pategail.server.privacy.gaussian import plan_gaussian
+    from pategail.server.privacy.gaussian import env_l2_bound, plan_gaussian
     from pategail.server.privacy.plan import plan_privacy
 
     eps, delta, days = config.target_epsilon, config.target_delta, config.days_per_round
@@ -68,13 +72,14 @@ def feasibility_table(devices: int, config, env_values: int, granularities, gaus
     if laplace:
         rows.append(plan_feasibility(plan_privacy(eps, delta, config.kappa, 1 + config.rounds * reward_count(days),
                                                   reserve_queries=config.retry_rounds * reward_count(days),
-                                                  env_values=env_values, env_fraction=config.env_epsilon_fraction),
+                                                  env_values=env_values, env_fraction=config.env_epsilon_fraction,
+                                                  env_l1_bound=env_l1_bound(config.uses_action_prior)),
                                      devices))
     for name in granularities:
         values = Granularity.parse(name).count(days)
         g = plan_gaussian(eps, delta, values, config.rounds + config.retry_rounds,
                           env_values if gaussian_env_values is None else gaussian_env_values, config.clip_share,
-                          config.env_epsilon_fraction)
+                          config.env_epsilon_fraction, env_l2_bound(config.uses_action_prior))
         rows.append(Feasibility("gaussian", name, devices, g.noise_std / devices, tolerance_for(name),
                                 g.env_noise_std))
     return rows
@@ -96,8 +101,8 @@ def run_privacy_plan(args) -> int:
     config = (TrainConfig.from_file(args.config, **overrides) if args.config
               else TrainConfig.from_dict(overrides, where="options"))
     from pategail.sdk.regions import REGION_CELLS
-    env_values = _environment_values(args.data, config.candidates)
-    gaussian_env = _environment_values(args.data, config.candidates, REGION_CELLS)
+    env_values = _environment_values(args.data, config.candidates, action_rates=config.uses_action_prior)
+    gaussian_env = _environment_values(args.data, config.candidates, REGION_CELLS, config.uses_action_prior)
     print(f"{args.devices:,} devices, total ε = {config.target_epsilon:g}, δ = {config.target_delta:g}, "
           f"{config.rounds} rounds of {config.days_per_round} generated days (+{config.retry_rounds} in reserve), "
           f"{env_values:,} environment values ({gaussian_env:,} with the Gaussian mechanism's region sums; "

@@ -67,3 +67,22 @@ def test_a_run_plan_s_own_line():
     assert f"at most {int(20 // (3 * f.env_noise_std)):,} regions can be seen" in f.line()
     assert Feasibility("gaussian", "day", 20, 0.01, 0.3).can_learn and not Feasibility("g", "day", 1, 0.5, 0.3).can_learn
     assert Feasibility("gaussian", "block:3", 20, 0.01, None).can_learn is None
+
+
+def test_privacy_plan_counts_the_action_rate_part_when_a_config_forces_it_on(tmp_path, capsys):
+    """A private run with ``"action_prior": true`` releases 320 more environment values under larger bounds
+    (Laplace L1 10 instead of 9, Gaussian L2 √(12 + 277/47²) instead of √12): the plan must show that noise."""
+    from pategail.server.privacy.gaussian import env_l2_bound
+    lines = {}
+    for forced in (False, True):
+        cfg = tmp_path / f"{forced}.json"
+        cfg.write_text(json.dumps({"rounds": 3, "days_per_round": 8, "action_prior": forced}))
+        assert main(["privacy-plan", "--devices", "20", "--epsilon", "2", "--config", str(cfg),
+                     "--granularity", "day"]) == 0
+        lines[forced] = capsys.readouterr().out.splitlines()
+    assert "12,977 environment values" in lines[True][0] and "12,657 environment values" in lines[False][0]
+    laplace_std = math.sqrt(2) * (2 * 10 + 12_977 / 2 ** 24) / (0.1 * 2.0)      # L1 bound 10 with the part
+    assert f"environment: noise std {laplace_std:.3g} on each cell sum" in lines[True][1]
+    g = plan_gaussian(2.0, 1e-5, 8, 4, 12_657 + 3 * 180 + 320, 1.0, 0.1, env_l2_bound(True))
+    assert f"environment: noise std {g.env_noise_std:.3g}" in lines[True][2]
+    assert g.env_noise_std > plan_gaussian(2.0, 1e-5, 8, 4, 12_657 + 3 * 180, 1.0, 0.1).env_noise_std
