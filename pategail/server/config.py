@@ -210,10 +210,15 @@ class TrainConfig:
     (0.026 vs 0.008, seed 0; BENCHMARKS.md, issue 19, session 3)."""
     n_layers: int = 2
     """Policy transformer blocks."""
+    n_heads: int = 4
+    """Attention heads of the policy transformer; must divide ``d_model``. One head generates ~23% more days per
+    CPU second (BENCHMARKS.md, issue 17, session 5); its quality on training days: issue 17, session 6."""
     ppo: PPOConfig = field(default_factory=lambda: PPOConfig(**DEFAULT_PPO))
     """PPO knobs (pategail.server.ppo.PPOConfig); a config file's "ppo" object overrides some of them."""
 
     def __post_init__(self):
+        if self.n_heads < 1 or self.d_model < 1 or self.d_model % self.n_heads:
+            raise PategailError(f"n_heads must be >= 1 and divide d_model ({self.d_model}), got {self.n_heads}")
         if self.rounds < 1 or self.days_per_round < 1 or self.disc_steps < 0 or self.disc_batch_size < 2:
             raise PategailError("rounds and days_per_round must be >= 1, disc_steps >= 0, disc_batch_size >= 2")
         if self.disc_weight_decay < 0:

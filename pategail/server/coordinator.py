@@ -98,8 +98,8 @@ def run_plan(config: TrainConfig, cells: np.ndarray, ckpt_dir: Path,
 
 def policy_config(config: TrainConfig, n_cells: int) -> PolicyConfig:
     """The shape of a run's policy (the coordinator's and the initial bundle's)."""
-    return PolicyConfig(n_cells=n_cells, d_model=config.d_model, n_layers=config.n_layers,
-                        distinct_embedding=config.distinct_embedding)
+    return PolicyConfig(n_cells=n_cells, d_model=config.d_model, n_heads=config.n_heads,
+                        n_layers=config.n_layers, distinct_embedding=config.distinct_embedding)
 
 
 class Coordinator:

@@ -121,12 +121,17 @@ def test_a_checkpoint_without_settings_added_later_resumes_when_they_are_at_thei
     ckpt = tmp_path / "old" / "checkpoint"
     state = load_checkpoint(ckpt)
     del state["config"]["distinct_embedding"], state["config"]["ppo"]["advantage_by_distinct"]  # an older version's
+    del state["config"]["n_heads"]
     save_checkpoint(ckpt, state)
     again = _coordinator(dataset, tmp_path / "old")
     assert again.resume() and again.round == 1
     changed = _coordinator(dataset, tmp_path / "old", distinct_embedding=True)
     with pytest.raises(PategailError, match="another configuration"):
         changed.resume()
+    # another head count has the same parameter shapes, so only the settings' check keeps it from loading
+    other_heads = _coordinator(dataset, tmp_path / "old", n_heads=2)
+    with pytest.raises(PategailError, match="another configuration"):
+        other_heads.resume()
 
 
 def test_first_cell_law_starts_generated_days_near_home(dataset, tmp_path):
