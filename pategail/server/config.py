@@ -213,7 +213,7 @@ class TrainConfig:
     n_heads: int = 4
     """Attention heads of the policy transformer; must divide ``d_model``. One head generated ~23% more days per
     CPU second in process (BENCHMARKS.md, issue 17, session 6) and was as good as four on pategail-geolife's
-    training days over three seeds (session 7); four stays the default until the other cities agree."""
+    training days over three seeds (session 6, later); four stays the default until the other cities agree."""
     ppo: PPOConfig = field(default_factory=lambda: PPOConfig(**DEFAULT_PPO))
     """PPO knobs (pategail.server.ppo.PPOConfig); a config file's "ppo" object overrides some of them."""
 
