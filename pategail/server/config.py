@@ -187,10 +187,10 @@ class TrainConfig:
     anchor (``ppo.anchor_coef``, ``ppo.anchor_mode``) then keeps GAIL from walking back into days that explore
     at nearly every slot. The release grows by the part's length (and the Laplace L1 bound by 1); the rest is
     post-processing. None (the default): on without privacy (no noise on the environment release), off under
-    privacy — at realistic device counts the 320-entry table drowns in the noise
-    (σ ≈ 35 per entry at ε = 8 against a sparse city's total of 56) and the larger L1 bound costs every other
-    part of the environment release. true / false force it (with the Gaussian mechanism the environment clip
-    grows to √(12 + 277/47²): pategail.server.privacy.gaussian.env_l2_bound). See :attr:`uses_action_prior`; the measurements are in
+    privacy — at realistic device counts the 320-entry table drowns in the noise (σ ≈ 35 per entry at ε = 8
+    against a sparse city's total of 56) and the larger L1 bound costs every other part of the environment
+    release. true / false force it (with the Gaussian mechanism the environment clip grows to √(12 + 277/47²):
+    pategail.server.privacy.gaussian.env_l2_bound). See :attr:`uses_action_prior`; the measurements are in
     BENCHMARKS.md (issue 19, sessions 5 and 6)."""
     action_prior_days: int = 2048
     """Rule-model days the policy is cloned on (``action_prior``)."""
