@@ -18,7 +18,7 @@ from pategail.sdk.epr import CellGeometry, explore_law_contribution, n_rank_bins
 from pategail.sdk.features import infer_home
 from pategail.sdk.places import PlaceLaw, place_contribution
 from pategail.sdk.contribution import DAYS_CAP
-from pategail.server.places import place_law_from_noisy_sums
+from pategail.server.places import place_law_from_noisy_sums, rank_calibrated_factors
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("--data", required=True)
@@ -29,10 +29,11 @@ args = parser.parse_args()
 ds = load_dataset(args.data)
 geometry = CellGeometry.build(ds.cells)
 n, b = ds.n_cells, n_rank_bins(geometry.candidates)
-law_sums, place_sums = np.zeros(2 * b), np.zeros(n + 3)
+law_sums, place_sums, home_sums = np.zeros(2 * b), np.zeros(n + 3), np.zeros(n)
 for u in ds.users:
     days = ds.user_days(u)
     home = infer_home(days)
+    home_sums[home] += min(1.0, len(days) / DAYS_CAP)
     law_sums += explore_law_contribution(days, home, ds.cells, candidates=geometry.candidates)
     place_sums += place_contribution(days, home, n, DAYS_CAP)
 factors = law_sums[:b] / law_sums[b:]
@@ -47,6 +48,10 @@ for prior in (1.0, 0.1, 0.01):
 law = place_law_from_noisy_sums(place_sums, n)
 variants["epr + places, no factors"] = (None, law)
 variants["epr + factors + relevance only (return_last 0)"] = (factors, PlaceLaw(law.relevance, 0.0))
+visits = np.clip(place_sums[:n], 0, None)
+for origin, weights in (("homes", home_sums), ("visits", visits)):
+    calibrated = rank_calibrated_factors(geometry.neighbours, model.alpha, factors, law.relevance, weights)
+    variants[f"epr + places, rank law re-calibrated (origins: {origin})"] = (calibrated, law)
 print(f"return_last learned: {law.return_last:.3f}")
 for name, reference in references.items():
     print(f"\nagainst {len(reference)} {name}:\n")

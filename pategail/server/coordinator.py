@@ -40,6 +40,7 @@ from pategail.server.ppo import ppo_update
 from pategail.server.privacy.gaussian import env_l2_bound
 from pategail.server.privacy.plan import GaussianSpec, PrivacyPlan, load_or_make_plan
 from pategail.server.privacy.summary import privacy_section
+from pategail.server.places import rank_calibrated_factors
 from pategail.server.releases import SecureReleases
 from pategail.server.rewards import ensemble_verdict, rewards_from_release
 from pategail.server.run_state import RoundStats, RunState, RunSummary
@@ -233,6 +234,13 @@ class Coordinator:
         self.state.initial_states = InitialStates.from_noisy_sums(
             release.sum, len(self.cells), n_rank_bins(self.geometry.candidates), noise_std=std, region_of=region_of,
             action_rates=self.config.uses_action_prior)
+        states = self.state.initial_states
+        if self.config.place_law and states.places is not None:
+            # the released factors calibrate the classic law; re-scale them for the relevance-weighted one
+            # (post-processing of released values), from the cells days start from: the homes
+            self.state.initial_states = replace(states, explore_factors=rank_calibrated_factors(
+                self.geometry.neighbours, self.config.alpha, states.explore_factors, states.places.relevance,
+                states.home_weights))
         log.info("initial states learned from %d devices", release.n_survivors)
         if self.config.uses_action_prior:
             self.warm_start()

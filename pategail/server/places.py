@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from pategail.sdk.epr import explore_rank_weights, n_rank_bins, rank_bins
 from pategail.sdk.places import PlaceLaw, place_contribution_length
 
 RELEVANCE_PRIOR = 1.0
@@ -48,3 +49,50 @@ def place_law_from_noisy_sums(sums: np.ndarray, n_cells: int, noise_std: float =
     if weight > max(10 * s, 0.0) and weight - expected > 0:
         q = float(np.clip((went - expected) / (weight - expected), 0.0, 1.0))
     return PlaceLaw(relevance=visits + floor, return_last=q)
+
+
+def rank_calibrated_factors(neighbours: np.ndarray, alpha: float, explore_factors: np.ndarray,
+                            relevance: np.ndarray, origins: np.ndarray, *, iterations: int = 200,
+                            tol: float = 1e-10) -> np.ndarray:
+    """Explore factors (B,) for the place law whose explore jumps fall into the rank bins as often as under
+    the classic law with ``explore_factors``.
+
+    The released factors calibrate r^-alpha × factor[bin(r)] to the rank bins the devices' explores landed
+    in, for the classic law. Multiplying by relevance moves mass towards the ranks where relevant cells lie
+    (on a sparse city, far ones: the place law lengthened its few trips), so the rank law is scaled per bin,
+    g[b], until the place law's share of bin b, averaged over origin cells weighted by ``origins``, equals
+    the classic law's: iterative proportional scaling on one margin, which converges because each bin's
+    share rises monotonically with its own g. Pure post-processing of released values (the relevance, the
+    factors and the origin weights), so it costs no privacy.
+
+    ``neighbours``: (n_cells, K) candidate table (pategail.sdk.epr.CellGeometry; a lazy table is read row
+    by row for the origins only); ``origins``: (n_cells,) non-negative weights of the cells explores start
+    from. Returns ``explore_factors`` × g, g normalised to a geometric mean of 1.
+    """
+    factors = np.asarray(explore_factors, dtype=np.float64)
+    relevance = np.asarray(relevance, dtype=np.float64)
+    origins = np.asarray(origins, dtype=np.float64)
+    k = neighbours.shape[1]
+    bins = rank_bins(k)
+    n_bins = n_rank_bins(k)
+    weight = explore_rank_weights(k, alpha, factors)
+    target = np.bincount(bins, weight, minlength=n_bins) / weight.sum()
+    cells = np.flatnonzero(origins > 0)
+    if not len(cells):
+        return factors.copy()
+    share = origins[cells] / origins[cells].sum()
+    onehot = np.eye(n_bins)[bins]                                                   # (K, B)
+    # S[o, b]: origin o's relevance-weighted rank weight in bin b; a place law with bin scales g gives
+    # origin o the bin shares g[b]·S[o, b] / (S[o] · g)
+    per_bin = np.empty((len(cells), n_bins))
+    for start in range(0, len(cells), 512):                                         # bounded memory
+        rows = np.asarray(neighbours[cells[start:start + 512]])
+        per_bin[start:start + 512] = (relevance[rows] * weight[None, :]) @ onehot
+    g = np.ones(n_bins)
+    for _ in range(iterations):
+        mix = g * ((share / (per_bin @ g)) @ per_bin)
+        g *= target / mix
+        g /= np.exp(np.log(g).mean())
+        if np.max(np.abs(mix / target - 1.0)) < tol:
+            break
+    return factors * g

@@ -429,3 +429,23 @@ def test_the_action_prior_warm_starts_the_policy_and_resumes_with_its_anchor(dat
     again = _coordinator(dataset, run, **prior)                # resumes with the anchor and the rates
     assert again.resume() and torch.equal(_params(again.anchor), _params(c.anchor))
     assert np.array_equal(again.initial_states.action_rates.probs, rates.probs)
+
+
+def test_the_place_law_runs_on_a_rank_law_recalibrated_from_the_release(dataset, tmp_path):
+    """With ``place_law`` the coordinator re-scales the released explore factors for the relevance-weighted
+    law (from the released homes), writes those into the checkpoint and uses them; without it the released
+    factors are used as released."""
+    from pategail.server.places import rank_calibrated_factors
+    classic = _coordinator(dataset, tmp_path / "classic", action_prior=False)
+    classic.learn_initial_states()
+    places = _coordinator(dataset, tmp_path / "places", action_prior=False, place_law=True)
+    places.learn_initial_states()
+    released, states = classic.initial_states, places.initial_states
+    np.testing.assert_array_equal(states.home_weights, released.home_weights)    # the same release (no noise)
+    expected = rank_calibrated_factors(places.geometry.neighbours, places.config.alpha, released.explore_factors,
+                                       states.places.relevance, states.home_weights)
+    np.testing.assert_allclose(states.explore_factors, expected, rtol=1e-12)
+    assert not np.allclose(states.explore_factors, released.explore_factors, rtol=1e-3)
+    again = _coordinator(dataset, tmp_path / "places", action_prior=False, place_law=True)
+    assert again.resume()
+    np.testing.assert_array_equal(again.initial_states.explore_factors, states.explore_factors)
