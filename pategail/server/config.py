@@ -210,10 +210,12 @@ class TrainConfig:
     (0.026 vs 0.008, seed 0; BENCHMARKS.md, issue 19, session 3)."""
     n_layers: int = 2
     """Policy transformer blocks."""
-    n_heads: int = 4
-    """Attention heads of the policy transformer; must divide ``d_model``. One head generated ~23% more days per
-    CPU second in process (BENCHMARKS.md, issue 17, session 6) and was as good as four on pategail-geolife's
-    training days over three seeds (session 6, later); four stays the default until the other cities agree."""
+    n_heads: int = 1
+    """Attention heads of the policy transformer; must divide ``d_model``. One head: ~20% fewer CPU seconds per
+    generated day than four (2,541–2,546 against 1,946–2,150 days per CPU second in process on an idle core;
+    BENCHMARKS.md, issue 17, session 7) and as good as four on the training days of all three tuning cities,
+    three seeds each (sessions 6 and 7). A checkpoint made with another head count resumes only with it (e.g.
+    ``{"n_heads": 4}`` for runs from before session 7)."""
     ppo: PPOConfig = field(default_factory=lambda: PPOConfig(**DEFAULT_PPO))
     """PPO knobs (pategail.server.ppo.PPOConfig); a config file's "ppo" object overrides some of them."""
 

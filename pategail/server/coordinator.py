@@ -46,6 +46,9 @@ from pategail.server.rewards import ensemble_verdict, rewards_from_release
 from pategail.server.run_state import RoundStats, RunState, RunSummary
 from pategail.server.sampling import sample_rollout
 
+LEGACY_N_HEADS = 4
+"""The policy's attention heads in checkpoints written before ``TrainConfig.n_heads`` was a setting."""
+
 log = logging.getLogger(__name__)
 
 
@@ -190,8 +193,11 @@ class Coordinator:
         if "privacy_plan" not in state:
             raise PategailError(f"{self.ckpt_dir}: the checkpoint was made by an older version of pategail (it "
                                 "has no privacy plan) and cannot be resumed; start the run again in another --out")
-        # settings added by a later version are absent from an older checkpoint: read at their defaults
-        saved = TrainConfig.from_dict(state["config"], where=str(self.ckpt_dir)).to_dict()
+        # settings added by a later version are absent from an older checkpoint: read at their defaults, except
+        # where the default changed since: a checkpoint from before ``n_heads`` existed has four heads (the head
+        # count changes no parameter's shape, so reading it at today's default would load it silently)
+        saved = TrainConfig.from_dict({"n_heads": LEGACY_N_HEADS, **state["config"]},
+                                      where=str(self.ckpt_dir)).to_dict()
         if saved != self.config.to_dict() or state["seed"] != self.seed:
             raise PategailError(f"{self.ckpt_dir}: the checkpoint was made with another configuration or seed; "
                                 "use the same settings to resume, or another --out")

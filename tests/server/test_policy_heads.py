@@ -15,7 +15,7 @@ from pategail.server.policy import Policy
 
 def test_the_policy_of_a_one_head_run_has_one_head_and_attends_differently():
     one = Policy(policy_config(TrainConfig(n_heads=1, d_model=16), n_cells=9))
-    four = Policy(policy_config(TrainConfig(d_model=16), n_cells=9))
+    four = Policy(policy_config(TrainConfig(n_heads=4, d_model=16), n_cells=9))
     assert four.config.n_heads == 4 and one.config.n_heads == 1
     assert all(block.attn.n_heads == 1 and block.attn.head_dim == 16 for block in one.blocks)
     # the heads change no parameter's shape, only how the same weights attend: a run resumed or exported with

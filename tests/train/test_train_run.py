@@ -112,7 +112,7 @@ def test_killed_and_resumed_run_ends_like_an_uninterrupted_one(dataset, tmp_path
 def test_a_checkpoint_without_settings_added_later_resumes_when_they_are_at_their_defaults(dataset, tmp_path):
     from pategail.server.checkpoint import load_checkpoint, save_checkpoint
 
-    first = _coordinator(dataset, tmp_path / "old")
+    first = _coordinator(dataset, tmp_path / "old", n_heads=4)     # before the setting existed: four heads
 
     def crash(stats):
         raise KeyboardInterrupt
@@ -123,15 +123,17 @@ def test_a_checkpoint_without_settings_added_later_resumes_when_they_are_at_thei
     del state["config"]["distinct_embedding"], state["config"]["ppo"]["advantage_by_distinct"]  # an older version's
     del state["config"]["n_heads"]
     save_checkpoint(ckpt, state)
-    again = _coordinator(dataset, tmp_path / "old")
+    again = _coordinator(dataset, tmp_path / "old", n_heads=4)
     assert again.resume() and again.round == 1
-    changed = _coordinator(dataset, tmp_path / "old", distinct_embedding=True)
+    changed = _coordinator(dataset, tmp_path / "old", n_heads=4, distinct_embedding=True)
     with pytest.raises(PategailError, match="another configuration"):
         changed.resume()
-    # another head count has the same parameter shapes, so only the settings' check keeps it from loading
-    other_heads = _coordinator(dataset, tmp_path / "old", n_heads=2)
-    with pytest.raises(PategailError, match="another configuration"):
-        other_heads.resume()
+    # another head count has the same parameter shapes, so only the settings' check keeps it from loading —
+    # today's default (one head) included: a checkpoint without the setting is read as four heads
+    for heads in (1, 2):
+        other_heads = _coordinator(dataset, tmp_path / "old", n_heads=heads)
+        with pytest.raises(PategailError, match="another configuration"):
+            other_heads.resume()
 
 
 def test_first_cell_law_starts_generated_days_near_home(dataset, tmp_path):
