@@ -162,15 +162,16 @@ class TrainConfig:
     """EPR explore exponent of the environment (see pategail.sdk.epr)."""
     candidates: int = DEFAULT_CANDIDATES
     """EPR explore candidate-set size."""
-    place_law: bool = False
-    """Generate with the learned place law (d-EPR: explore ∝ relevance × rank law, return favouring the place
-    just left; pategail.sdk.places), released with the initial states; False: the classic EPR laws (the
-    devices contribute either way, so the privacy cost is the same). Off by default, judged on training days
-    of three cities with the warm start of ``action_prior`` (seed 0, 60 rounds; BENCHMARKS.md, issue 19,
-    session 6): on the paper's GeoLife it beat epr on all 5 km metrics and on Density (0.081 vs 0.105; Trips
-    0.228 vs 0.227, lost by a hair) where the classic laws lose both (0.118, 0.263), but on the sparse city it
-    lost Distance to epr (0.00045 vs 0.00034: its destinations lengthen the few trips of sparse days) and
-    made 1.11% invented days (classic laws: 4 of 5, 0.85%). Turn it on for dense data where places matter."""
+    place_law: bool | None = None
+    """Generate with the learned place law (d-EPR: explore ∝ relevance × rank law, the rank law re-calibrated
+    under relevance; return favouring the place just left; pategail.sdk.places, pategail.server.places),
+    released with the initial states; false: the classic EPR laws (the devices contribute either way, so the
+    privacy cost is the same). See :attr:`uses_place_law`: None (the default) is on exactly for runs without
+    privacy. Chosen on the training days of three cities, three seeds each (BENCHMARKS.md, issue 17, session
+    7): with the re-calibrated rank law it beats epr on ≥ 4 of 5 km metrics on all three and on Density and
+    Trips on the paper's GeoLife, where the classic laws lose both; session 6's place law (without the
+    re-calibration) lost the sparse city's Distance. Under privacy it stays off: its relevance is one noisy
+    value per cell, and the private settings were chosen with the classic laws (issue 13)."""
     first_cell_alpha: float | None = None
     """Where a generated day that does not start at home starts. None: a cell drawn from the released
     first-cell shares, independent of the home. A number α: among the home's ``candidates`` nearest cells,
@@ -288,6 +289,14 @@ class TrainConfig:
         return not self.private
 
     @property
+    def uses_place_law(self) -> bool:
+        """``place_law`` resolved: the setting when it is true or false; None is on exactly when the run has no
+        privacy (either mechanism)."""
+        if self.place_law is not None:
+            return self.place_law
+        return not self.private
+
+    @property
     def reward_granularity(self) -> Granularity:
         return Granularity.parse(self.granularity)
 
@@ -314,10 +323,16 @@ class TrainConfig:
         unknown = set(d) - known
         if unknown:
             raise PategailError(f"{where}: unknown setting(s) {', '.join(sorted(unknown))}")
+        for f in dataclasses.fields(cls):
+            if f.name in d:
+                _check_type(f.name, f.type, d[f.name], where)
         try:
             if "ppo" in d:
                 if not isinstance(d["ppo"], dict):
                     raise PategailError(f"{where}: \"ppo\" must be an object of PPO settings")
+                for f in dataclasses.fields(PPOConfig):
+                    if f.name in d["ppo"]:
+                        _check_type(f"ppo.{f.name}", f.type, d["ppo"][f.name], where)
                 d["ppo"] = PPOConfig(**{**DEFAULT_PPO, **d["ppo"]})
             return cls(**d)
         except TypeError as e:
@@ -337,3 +352,18 @@ class TrainConfig:
         if not isinstance(d, dict):
             raise PategailError(f"{path}: expected a JSON object of settings")
         return cls.from_dict({**d, **overrides}, where=str(path))
+
+
+_KINDS = {"bool": ((bool,), "true or false"), "int": ((int,), "a whole number"),
+          "float": ((int, float), "a number"), "str": ((str,), "a string")}
+
+
+def _check_type(name: str, annotation: str, value, where: str) -> None:
+    """A config file's value for setting ``name`` has the JSON type its annotation says (a string "false" would
+    otherwise switch a boolean setting on)."""
+    kind, _, optional = str(annotation).partition(" | ")
+    if kind not in _KINDS or (optional == "None" and value is None):
+        return
+    types, words = _KINDS[kind]
+    if not isinstance(value, types) or (kind != "bool" and isinstance(value, bool)):
+        raise PategailError(f"{where}: \"{name}\" must be {words}{' or null' if optional else ''}, got {value!r}")

@@ -433,12 +433,27 @@ def test_the_action_prior_warm_starts_the_policy_and_resumes_with_its_anchor(dat
     assert np.array_equal(again.initial_states.action_rates.probs, rates.probs)
 
 
+def test_the_place_law_is_on_by_default_exactly_without_privacy(dataset, tmp_path):
+    assert TrainConfig().uses_place_law and TrainConfig(mechanism="gaussian").uses_place_law
+    assert not TrainConfig(target_epsilon=8.0).uses_place_law
+    assert not TrainConfig(mechanism="gaussian", target_epsilon=8.0).uses_place_law
+    assert TrainConfig(target_epsilon=8.0, place_law=True).uses_place_law
+    assert not TrainConfig(place_law=False).uses_place_law
+    plain = _coordinator(dataset, tmp_path / "plain", action_prior=False)
+    private = _coordinator(dataset, tmp_path / "private", action_prior=False, target_epsilon=50.0)
+    for c in (plain, private):
+        c.releases.rebuild_accountant()
+        c.learn_initial_states()
+    assert plain.place_law() is plain.initial_states.places and plain.place_law() is not None
+    assert private.place_law() is None and private.initial_states.places is not None   # released, not used
+
+
 def test_the_place_law_runs_on_a_rank_law_recalibrated_from_the_release(dataset, tmp_path):
     """With ``place_law`` the coordinator re-scales the released explore factors for the relevance-weighted
     law (from the released homes), writes those into the checkpoint and uses them; without it the released
     factors are used as released."""
     from pategail.server.places import rank_calibrated_factors
-    classic = _coordinator(dataset, tmp_path / "classic", action_prior=False)
+    classic = _coordinator(dataset, tmp_path / "classic", action_prior=False, place_law=False)
     classic.learn_initial_states()
     places = _coordinator(dataset, tmp_path / "places", action_prior=False, place_law=True)
     places.learn_initial_states()

@@ -1,0 +1,31 @@
+"""A config file's values are checked against each setting's type, with a one-line error naming the setting."""
+import json
+
+import pytest
+
+from pategail.errors import PategailError
+from pategail.server.config import TrainConfig
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"place_law": "false"}, r'"place_law" must be true or false or null, got \'false\''),   # a string is truthy
+    ({"action_prior": 1}, r'"action_prior" must be true or false or null'),
+    ({"n_heads": True}, r'"n_heads" must be a whole number, got True'),
+    ({"rounds": 2.5}, r'"rounds" must be a whole number'),
+    ({"alpha": "0.8"}, r'"alpha" must be a number'),
+    ({"mechanism": 3}, r'"mechanism" must be a string'),
+    ({"ppo": {"anchor_coef": "10"}}, r'"ppo.anchor_coef" must be a number'),
+])
+def test_a_value_of_the_wrong_type_is_a_one_line_error(tmp_path, settings, message):
+    path = tmp_path / "cfg.json"
+    path.write_text(json.dumps(settings))
+    with pytest.raises(PategailError, match=message) as err:
+        TrainConfig.from_file(path)
+    assert "\n" not in str(err.value) and str(path) in str(err.value)
+
+
+def test_values_of_the_right_type_are_read():
+    c = TrainConfig.from_dict({"place_law": None, "action_prior": False, "alpha": 1, "target_epsilon": 8,
+                               "first_cell_alpha": None, "ppo": {"anchor_coef": 10}})
+    assert c.target_epsilon == 8 and c.alpha == 1 and c.ppo.anchor_coef == 10
+    assert not c.uses_place_law and not c.uses_action_prior          # private: null resolves to off
