@@ -18,13 +18,15 @@ from pategail.errors import PategailError
 from pategail.export.bundle import export_bundle
 from pategail.export.discriminator import Discriminator
 from pategail.sdk.bundle import Environment, load_bundle
-from pategail.sdk.epr import candidate_count, explore_law_contribution, n_rank_bins
+from pategail.sdk.contribution import DAYS_CAP, contribution_weight
+from pategail.sdk.epr import CellGeometry, candidate_count, explore_law_contribution, n_rank_bins
 from pategail.sdk.features import infer_home
 from pategail.server import coordinator as coordinator_module
 from pategail.server.checkpoint import read_journal
 from pategail.server.config import TrainConfig
 from pategail.server.coordinator import Coordinator
 from pategail.server.initial_states import FACTOR_RANGE
+from pategail.server.places import rank_calibrated_factors
 from pategail.server.policy import Policy, PolicyConfig
 from pategail.server.privacy.accountant import QueryRelease
 from pategail.sdk.secagg.ledger import PrivacyLedger
@@ -242,16 +244,25 @@ def test_train_cli_two_rounds(dataset, tmp_path, capsys):
                  "prediction.png", "uniqueness.png"):
         assert (run / name).is_file(), name
     assert "| ours |" in capsys.readouterr().out
-    # the explore law learned in the initial-state release is what the published bundle generates with
-    # (no noise: exactly the three devices' summed contributions, up to the fixed-point grid)
+    # the explore law learned in the initial-state release is what the published bundle generates with (no
+    # noise: exactly the three devices' summed contributions, up to the fixed-point grid), re-calibrated for the
+    # place law (on by default without privacy) from the released relevance and homes
     factors = report["environment"]["explore_factors"]
-    total = 0
+    environment = load_bundle(run / "bundle").environment
+    assert report["environment"]["place_law"] and environment.places is not None
+    total, homes = 0, np.zeros(dataset.n_cells)
     for user in choose_users(dataset.users, 3, 0):
         days = dataset.user_days(user)
         total = total + explore_law_contribution(days, infer_home(days), dataset.cells, candidates=TINY["candidates"])
+        homes[infer_home(days)] += contribution_weight(len(days), DAYS_CAP)
     bins = n_rank_bins(TINY["candidates"])
-    np.testing.assert_allclose(factors, np.clip(total[:bins] / total[bins:], *FACTOR_RANGE), rtol=1e-4)
-    np.testing.assert_array_equal(load_bundle(run / "bundle").environment.explore_factors, factors)
+    released = np.clip(total[:bins] / total[bins:], *FACTOR_RANGE)
+    geometry = CellGeometry.build(dataset.cells, TINY["candidates"])
+    np.testing.assert_allclose(factors, rank_calibrated_factors(geometry.neighbours, report["environment"]["alpha"],
+                                                                released, environment.places.relevance, homes),
+                               rtol=1e-4)
+    assert not np.allclose(factors, released, rtol=1e-3)
+    np.testing.assert_array_equal(environment.explore_factors, factors)
     # a second start without --resume refuses to clobber the run; a resume with other settings is refused
     assert main(argv) == 2
     assert "--resume" in capsys.readouterr().err
