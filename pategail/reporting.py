@@ -66,7 +66,7 @@ def write_outputs(coordinator, dataset, run: Path, seed: int = 0, fleet: dict | 
                           "bytes_down_per_device_per_round": summary.bytes_down_per_device_per_round},
         "environment": {"alpha": cfg.alpha, "candidates": summary.candidates,
                         "explore_factors": summary.explore_factors.tolist(),
-                        "place_law": cfg.uses_place_law and summary.places is not None,
+                        "place_law": summary.places is not None,
                         "return_last": None if summary.places is None else summary.places.return_last,
                         "notes": "explore weight of rank r = r^-alpha x explore_factors[bin(r)], bins of ranks "
                                  "1, 2, 3-4, 5-8, ...; the factors come from the initial-state release; with "

@@ -53,6 +53,12 @@ MECHANISMS = ("laplace", "gaussian")
 """Reward-release mechanisms (``TrainConfig.mechanism``)."""
 
 
+PLACE_LAW_MIN_DEVICES = 50
+"""Devices a run needs for the place law by default: relevance is the visit histogram of the devices' owners,
+and a handful of people's homes and haunts are not a city's places. Measured: 10 devices (the embedded data,
+two runs) worse than the classic laws on 3–4 of 5 km metrics; 83, 155 and 179 devices (three cities, three
+seeds each) better (BENCHMARKS.md, issue 17, session 7). Between those it is untested."""
+
 @dataclass(frozen=True)
 class TrainConfig:
     """Algorithm 1 of the paper over a population of devices."""
@@ -166,12 +172,14 @@ class TrainConfig:
     """Generate with the learned place law (d-EPR: explore ∝ relevance × rank law, the rank law re-calibrated
     under relevance; return favouring the place just left; pategail.sdk.places, pategail.server.places),
     released with the initial states; false: the classic EPR laws (the devices contribute either way, so the
-    privacy cost is the same). See :attr:`uses_place_law`: None (the default) is on exactly for runs without
-    privacy. Chosen on the training days of three cities, three seeds each (BENCHMARKS.md, issue 17, session
-    7): with the re-calibrated rank law it beats epr on ≥ 4 of 5 km metrics on all three and on Density and
-    Trips on the paper's GeoLife, where the classic laws lose both; session 6's place law (without the
-    re-calibration) lost the sparse city's Distance. Under privacy it stays off: its relevance is one noisy
-    value per cell, and the private settings were chosen with the classic laws (issue 13)."""
+    privacy cost is the same). See :meth:`uses_place_law`: None (the default) is on for runs without privacy
+    over at least ``PLACE_LAW_MIN_DEVICES`` devices. Chosen on the training days of three cities of 83–179
+    devices, three seeds each (BENCHMARKS.md, issue 17, session 7): with the re-calibrated rank law it beats
+    epr on ≥ 4 of 5 km metrics on all three and on Density and Trips on the paper's GeoLife, where the classic
+    laws lose Trips; session 6's place law (without the re-calibration) lost the sparse city's Distance. On
+    the embedded 10 users (`make run`) it lost 3 and 4 of 5 km metrics to epr in two runs where the classic
+    laws won 5 of 5. Under privacy it stays off: its relevance is one noisy value per cell, and the private
+    settings were chosen with the classic laws (issue 13)."""
     first_cell_alpha: float | None = None
     """Where a generated day that does not start at home starts. None: a cell drawn from the released
     first-cell shares, independent of the home. A number α: among the home's ``candidates`` nearest cells,
@@ -288,13 +296,12 @@ class TrainConfig:
             return self.action_prior
         return not self.private
 
-    @property
-    def uses_place_law(self) -> bool:
-        """``place_law`` resolved: the setting when it is true or false; None is on exactly when the run has no
-        privacy (either mechanism)."""
+    def uses_place_law(self, devices: int) -> bool:
+        """``place_law`` resolved for a run over ``devices`` devices: the setting when it is true or false; None
+        is on when the run has no privacy (either mechanism) and at least ``PLACE_LAW_MIN_DEVICES`` devices."""
         if self.place_law is not None:
             return self.place_law
-        return not self.private
+        return not self.private and devices >= PLACE_LAW_MIN_DEVICES
 
     @property
     def reward_granularity(self) -> Granularity:

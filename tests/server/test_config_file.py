@@ -28,4 +28,4 @@ def test_values_of_the_right_type_are_read():
     c = TrainConfig.from_dict({"place_law": None, "action_prior": False, "alpha": 1, "target_epsilon": 8,
                                "first_cell_alpha": None, "ppo": {"anchor_coef": 10}})
     assert c.target_epsilon == 8 and c.alpha == 1 and c.ppo.anchor_coef == 10
-    assert not c.uses_place_law and not c.uses_action_prior          # private: null resolves to off
+    assert not c.uses_place_law(1000) and not c.uses_action_prior    # private: null resolves to off

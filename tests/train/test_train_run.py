@@ -223,7 +223,7 @@ def test_coordinator_code_cannot_read_a_data_set():
 
 def test_train_cli_two_rounds(dataset, tmp_path, capsys):
     config = tmp_path / "tiny.json"
-    config.write_text(json.dumps({**{k: v for k, v in TINY.items() if k != "ppo"}, "rounds": 2,
+    config.write_text(json.dumps({**{k: v for k, v in TINY.items() if k != "ppo"}, "rounds": 2, "place_law": True,
                                   "ppo": {"n_epochs": 2, "batch_size": 3}}))
     data = tmp_path / "data"
     prepare_dataset("pategail", ROOT / "data" / "default", data, allow_pickle=True)
@@ -246,7 +246,8 @@ def test_train_cli_two_rounds(dataset, tmp_path, capsys):
     assert "| ours |" in capsys.readouterr().out
     # the explore law learned in the initial-state release is what the published bundle generates with (no
     # noise: exactly the three devices' summed contributions, up to the fixed-point grid), re-calibrated for the
-    # place law (on by default without privacy) from the released relevance and homes
+    # place law (on here by the config file: three devices are too few for the default) from the released
+    # relevance and homes
     factors = report["environment"]["explore_factors"]
     environment = load_bundle(run / "bundle").environment
     assert report["environment"]["place_law"] and environment.places is not None
@@ -444,12 +445,19 @@ def test_the_action_prior_warm_starts_the_policy_and_resumes_with_its_anchor(dat
     assert np.array_equal(again.initial_states.action_rates.probs, rates.probs)
 
 
-def test_the_place_law_is_on_by_default_exactly_without_privacy(dataset, tmp_path):
-    assert TrainConfig().uses_place_law and TrainConfig(mechanism="gaussian").uses_place_law
-    assert not TrainConfig(target_epsilon=8.0).uses_place_law
-    assert not TrainConfig(mechanism="gaussian", target_epsilon=8.0).uses_place_law
-    assert TrainConfig(target_epsilon=8.0, place_law=True).uses_place_law
-    assert not TrainConfig(place_law=False).uses_place_law
+def test_the_place_law_is_on_by_default_without_privacy_over_enough_devices(dataset, tmp_path, monkeypatch):
+    from pategail.server import config as config_module
+    enough = config_module.PLACE_LAW_MIN_DEVICES
+    assert TrainConfig().uses_place_law(enough) and TrainConfig(mechanism="gaussian").uses_place_law(enough)
+    assert not TrainConfig().uses_place_law(enough - 1)
+    assert not TrainConfig(target_epsilon=8.0).uses_place_law(enough)
+    assert not TrainConfig(mechanism="gaussian", target_epsilon=8.0).uses_place_law(enough)
+    assert TrainConfig(target_epsilon=8.0, place_law=True).uses_place_law(3)
+    assert not TrainConfig(place_law=False).uses_place_law(enough)
+    few = _coordinator(dataset, tmp_path / "few", action_prior=False)                  # 3 devices
+    few.learn_initial_states()
+    assert few.place_law() is None and few.initial_states.places is not None            # released, not used
+    monkeypatch.setattr(config_module, "PLACE_LAW_MIN_DEVICES", 3)
     plain = _coordinator(dataset, tmp_path / "plain", action_prior=False)
     private = _coordinator(dataset, tmp_path / "private", action_prior=False, target_epsilon=50.0)
     for c in (plain, private):
