@@ -59,6 +59,7 @@ and a handful of people's homes and haunts are not a city's places. Measured: 10
 two runs) worse than the classic laws on 3–4 of 5 km metrics; 83, 155 and 179 devices (three cities, three
 seeds each) better (BENCHMARKS.md, issue 17, session 7). Between those it is untested."""
 
+
 @dataclass(frozen=True)
 class TrainConfig:
     """Algorithm 1 of the paper over a population of devices."""

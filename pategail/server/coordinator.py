@@ -35,12 +35,12 @@ from pategail.server.checkpoint import load_checkpoint, save_checkpoint
 from pategail.server.config import TrainConfig
 from pategail.server.fleet import Fleet
 from pategail.server.initial_states import FirstCellLaw, InitialStates
+from pategail.server.places import rank_calibrated_factors
 from pategail.server.policy import Policy, PolicyConfig
 from pategail.server.ppo import ppo_update
 from pategail.server.privacy.gaussian import env_l2_bound
 from pategail.server.privacy.plan import GaussianSpec, PrivacyPlan, load_or_make_plan
 from pategail.server.privacy.summary import privacy_section
-from pategail.server.places import rank_calibrated_factors
 from pategail.server.releases import SecureReleases
 from pategail.server.rewards import ensemble_verdict, rewards_from_release
 from pategail.server.run_state import RoundStats, RunState, RunSummary
