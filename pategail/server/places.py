@@ -59,7 +59,8 @@ def rank_calibrated_factors(neighbours: np.ndarray, alpha: float, explore_factor
 
     The released factors calibrate r^-alpha × factor[bin(r)] to the rank bins the devices' explores landed
     in, for the classic law. Multiplying by relevance moves mass towards the ranks where relevant cells lie
-    (on a sparse city, far ones: the place law lengthened its few trips), so the rank law is scaled per bin,
+    (near: the busiest cells surround the homes; on the sparse city rank 1 got 15% of jumps instead of 8% and
+    its few trips got shorter), so the rank law is scaled per bin,
     g[b], until the place law's share of bin b, averaged over origin cells weighted by ``origins``, equals
     the classic law's: iterative proportional scaling on one margin, which converges because each bin's
     share rises monotonically with its own g. Pure post-processing of released values (the relevance, the

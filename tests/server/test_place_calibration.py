@@ -13,8 +13,7 @@ K = 200
 @pytest.fixture(scope="module")
 def city(dataset):
     """The embedded data's cells, the relevance the place law would take from its days (visits plus the
-    mean: a few hot places, which pull explore jumps away from the nearest ranks) and origins at the days'
-    first cells."""
+    mean: busy cells, which move explore jumps between the rank bins) and origins at the days' first cells."""
     geometry = CellGeometry.build(dataset.cells, candidates=K)
     visits = np.bincount(dataset.train_days.ravel(), minlength=dataset.n_cells).astype(np.float64)
     relevance = visits + visits.mean()
