@@ -17,7 +17,7 @@ from pategail.metrics.spatial import spatial_metrics
 from pategail.sdk.epr import CellGeometry, explore_law_contribution, n_rank_bins
 from pategail.sdk.features import infer_home
 from pategail.sdk.places import PlaceLaw, place_contribution
-from pategail.sdk.contribution import DAYS_CAP
+from pategail.sdk.contribution import DAYS_CAP, contribution_weight
 from pategail.server.places import place_law_from_noisy_sums, rank_calibrated_factors
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -33,7 +33,7 @@ law_sums, place_sums, home_sums = np.zeros(2 * b), np.zeros(n + 3), np.zeros(n)
 for u in ds.users:
     days = ds.user_days(u)
     home = infer_home(days)
-    home_sums[home] += min(1.0, len(days) / DAYS_CAP)
+    home_sums[home] += contribution_weight(len(days), DAYS_CAP)
     law_sums += explore_law_contribution(days, home, ds.cells, candidates=geometry.candidates)
     place_sums += place_contribution(days, home, n, DAYS_CAP)
 factors = law_sums[:b] / law_sums[b:]

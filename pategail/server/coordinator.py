@@ -241,7 +241,7 @@ class Coordinator:
             release.sum, len(self.cells), n_rank_bins(self.geometry.candidates), noise_std=std, region_of=region_of,
             action_rates=self.config.uses_action_prior)
         states = self.state.initial_states
-        if self.config.uses_place_law(len(self.fleet.device_ids)) and states.places is not None:
+        if self.place_law() is not None:
             # the released factors calibrate the classic law; re-scale them for the relevance-weighted one
             # (post-processing of released values), from the cells days start from: the homes
             self.state.initial_states = replace(states, explore_factors=rank_calibrated_factors(
