@@ -165,8 +165,10 @@ def check_run_marker(run: Path, identity: dict, resume: bool) -> None:
                                 "differ in name, not only in value) and cannot be resumed; start it again in "
                                 "another --out")
         if recorded != identity:
-            raise PategailError(f"{marker}: this run was started with other settings, data, seed or --devices; "
-                                "resume it with the same ones, or choose another --out")
+            from pategail.server.config import setting_differences
+            changed = "; ".join(setting_differences(recorded, identity, "the run"))
+            raise PategailError(f"{marker}: this run was started with other settings, data, seed or --devices "
+                                f"({changed}); resume it with the same ones, or choose another --out")
     elif resume:
         raise PategailError(f"{run}: no run to resume")
     run.mkdir(parents=True, exist_ok=True)

@@ -375,3 +375,17 @@ def _check_type(name: str, annotation: str, value, where: str) -> None:
     types, words = _KINDS[kind]
     if not isinstance(value, types) or (kind != "bool" and isinstance(value, bool)):
         raise PategailError(f"{where}: \"{name}\" must be {words}{' or null' if optional else ''}, got {value!r}")
+
+
+def setting_differences(recorded: dict, now: dict, where: str, prefix: str = "") -> list[str]:
+    """``"name: A in <where>, B now"`` for each setting that differs between two nested dicts of settings (a
+    nested one named ``ppo.n_epochs``; values written as in a config file), so that a refused resume says what
+    to change."""
+    out = []
+    for key in sorted(set(recorded) | set(now), key=str):
+        a, b = recorded.get(key), now.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            out += setting_differences(a, b, where, f"{prefix}{key}.")
+        elif a != b:
+            out.append(f"{prefix}{key}: {json.dumps(a)} in {where}, {json.dumps(b)} now")
+    return out

@@ -32,7 +32,7 @@ from pategail.sdk.secagg.policy import DeclaredPlan
 from pategail.server.action_prior import SIGNAL_GATE, behaviour_clone, sample_rule_days
 from pategail.server.averaging import TailAverage
 from pategail.server.checkpoint import load_checkpoint, save_checkpoint
-from pategail.server.config import TrainConfig
+from pategail.server.config import TrainConfig, setting_differences
 from pategail.server.fleet import Fleet
 from pategail.server.initial_states import FirstCellLaw, InitialStates
 from pategail.server.places import rank_calibrated_factors
@@ -50,6 +50,7 @@ LEGACY_N_HEADS = 4
 """The policy's attention heads in checkpoints written before ``TrainConfig.n_heads`` was a setting."""
 
 log = logging.getLogger(__name__)
+
 
 
 def environment_layout(cells: np.ndarray, geometry: CellGeometry, region_cells: int = 0,
@@ -198,9 +199,12 @@ class Coordinator:
         # count changes no parameter's shape, so reading it at today's default would load it silently)
         saved = TrainConfig.from_dict({"n_heads": LEGACY_N_HEADS, **state["config"]},
                                       where=str(self.ckpt_dir)).to_dict()
-        if saved != self.config.to_dict() or state["seed"] != self.seed:
-            raise PategailError(f"{self.ckpt_dir}: the checkpoint was made with another configuration or seed; "
-                                "use the same settings to resume, or another --out")
+        changed = setting_differences(saved, self.config.to_dict(), "the checkpoint")
+        if state["seed"] != self.seed:
+            changed.append(f"seed: {state['seed']} in the checkpoint, {self.seed} now")
+        if changed:
+            raise PategailError(f"{self.ckpt_dir}: the checkpoint was made with another configuration or seed "
+                                f"({'; '.join(changed)}); use the same settings to resume, or another --out")
         self.state = RunState.from_dict(state)
         self.policy.load_state_dict(state["policy"])
         self.optimizer.load_state_dict(state["optimizer"])

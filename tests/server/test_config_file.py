@@ -4,7 +4,7 @@ import json
 import pytest
 
 from pategail.errors import PategailError
-from pategail.server.config import TrainConfig
+from pategail.server.config import TrainConfig, setting_differences
 
 
 @pytest.mark.parametrize("settings, message", [
@@ -29,3 +29,14 @@ def test_values_of_the_right_type_are_read():
                                "first_cell_alpha": None, "ppo": {"anchor_coef": 10}})
     assert c.target_epsilon == 8 and c.alpha == 1 and c.ppo.anchor_coef == 10
     assert not c.uses_place_law(1000) and not c.uses_action_prior    # private: null resolves to off
+
+
+def test_setting_differences_name_each_changed_setting_nested_ones_by_path():
+    recorded = TrainConfig(n_layers=2, place_law=None).to_dict()
+    now = TrainConfig.from_dict({"n_layers": 1, "place_law": False, "ppo": {"n_epochs": 3}}).to_dict()
+    assert setting_differences({"config": recorded, "seed": 0}, {"config": now, "seed": 0}, "the run") == [
+        "config.n_layers: 2 in the run, 1 now",
+        "config.place_law: null in the run, false now",
+        f"config.ppo.n_epochs: {recorded['ppo']['n_epochs']} in the run, 3 now"]
+    assert setting_differences({"a": 1}, {"a": 1, "b": "x"}, "the checkpoint") == ['b: null in the checkpoint, "x" now']
+    assert setting_differences(recorded, recorded, "the run") == []
