@@ -3,9 +3,11 @@ computed as it is read (B: session 5), in ABBA order on one pinned core, so that
 runs weighs on both alike (issue 17, session 5). Same untrained bundle as benchmarks/generate_throughput.py.
 
 With ``--heads A,B`` the two variants are instead untrained policies with A and B attention heads (both with
-the neighbour rows computed as read): what a smaller policy would change in `pategail generate` (session 6).
+the neighbour rows computed as read): what a smaller policy would change in `pategail generate` (session 6);
+``--layers A,B`` the same for A and B transformer blocks (session 8). The other settings are TrainConfig's.
 
-Run: python benchmarks/generate_cli_abba.py --data runs/pategail-geolife [--cpu 0] [--heads 4,1] [--json OUT]
+Run: python benchmarks/generate_cli_abba.py --data runs/pategail-geolife [--cpu 0] [--heads 4,1 | --layers 2,1]
+     [--json OUT]
 """
 import argparse
 import json
@@ -22,7 +24,9 @@ p.add_argument("--data", type=Path, required=True)
 p.add_argument("--cpu", type=int, default=0)
 p.add_argument("--small", default="1000:ABBAABBA", help="days:order of the small runs")
 p.add_argument("--big", default="100000:ABBA", help="days:order of the large runs ('' skips them)")
-p.add_argument("--heads", help="A,B: compare policies of A and B attention heads instead")
+shape = p.add_mutually_exclusive_group()
+shape.add_argument("--heads", help="A,B: compare policies of A and B attention heads instead")
+shape.add_argument("--layers", help="A,B: compare policies of A and B transformer blocks instead")
 p.add_argument("--json", type=Path)
 args = p.parse_args()
 if args.cpu >= 0 and hasattr(os, "sched_setaffinity"):
@@ -30,10 +34,11 @@ if args.cpu >= 0 and hasattr(os, "sched_setaffinity"):
 out = []
 with tempfile.TemporaryDirectory() as tmp:
     tmp = Path(tmp)
-    if args.heads:
-        heads = dict(zip("AB", (int(h) for h in args.heads.split(","))))
-        bundles = {v: g.untrained_bundles(args.data, tmp / v, h)[0] for v, h in heads.items()}
-        names = {v: f"{v}: {h} heads" for v, h in heads.items()}
+    if args.heads or args.layers:
+        what, spec = ("heads", args.heads) if args.heads else ("layers", args.layers)
+        sizes = dict(zip("AB", (int(h) for h in spec.split(","))))
+        bundles = {v: g.untrained_bundles(args.data, tmp / v, **{what: n})[0] for v, n in sizes.items()}
+        names = {v: f"{v}: {n} {what}" for v, n in sizes.items()}
     else:
         bundle, _ = g.untrained_bundles(args.data, tmp)
         bundles = {"A": bundle, "B": bundle}
@@ -43,7 +48,7 @@ with tempfile.TemporaryDirectory() as tmp:
             continue
         days, order = spec.split(":")
         for v in order:
-            r = g.cli(bundles[v], int(days), tmp / "days.csv", args.cpu, eager_geometry=v == "A" and not args.heads)
+            r = g.cli(bundles[v], int(days), tmp / "days.csv", args.cpu, eager_geometry=v == "A" and not (args.heads or args.layers))
             r["variant"] = names[v]
             out.append(r)
             print(f"{r['variant']:27s} {r['days']:>7,} days  CPU {r['cpu_s']:.2f} s  {r['days'] / r['cpu_s']:,.0f} "

@@ -111,9 +111,11 @@ def cli(bundle: Path, days: int, out: Path, cpu: int, session3_explore: bool = F
             "peak_rss_mb": info["maxrss_kb"] / 1024, "csv_mb": size / 1e6}
 
 
-def untrained_bundles(data: Path, out: Path, heads: int | None = None) -> tuple[Path, Path]:
-    """(today's bundle, the same with the first incremental model) of one untrained policy (``heads`` attention
-    heads, default ``PolicyConfig``'s)."""
+def untrained_bundles(data: Path, out: Path, heads: int | None = None,
+                      layers: int | None = None) -> tuple[Path, Path]:
+    """(today's bundle, the same with the first incremental model) of one untrained policy of the shape a
+    training run makes (``TrainConfig``'s defaults), with ``heads`` attention heads and ``layers`` blocks when
+    given."""
     import onnx
 
     import pategail.export.bundle as export
@@ -127,7 +129,9 @@ def untrained_bundles(data: Path, out: Path, heads: int | None = None) -> tuple[
     from pategail.sdk.features import infer_home
     from pategail.sdk.places import place_contribution
     from pategail.server.places import place_law_from_noisy_sums
-    from pategail.server.policy import Policy, PolicyConfig
+    from pategail.server.config import TrainConfig
+    from pategail.server.coordinator import policy_config
+    from pategail.server.policy import Policy
 
     ds = load_dataset(data)
     homes = user_homes(ds.train_days, ds.train_users)
@@ -137,8 +141,8 @@ def untrained_bundles(data: Path, out: Path, heads: int | None = None) -> tuple[
                for u in ds.users)
     env = Environment(ds.cells, DEFAULT_ALPHA, DEFAULT_CANDIDATES, states, np.full(len(states), 1 / len(states)),
                       places=place_law_from_noisy_sums(sums, ds.n_cells))
-    shape = {} if heads is None else {"n_heads": heads}
-    policy, discriminator = Policy(PolicyConfig(n_cells=ds.n_cells, **shape)), Discriminator()
+    shape = {k: v for k, v in (("n_heads", heads), ("n_layers", layers)) if v is not None}
+    policy, discriminator = Policy(policy_config(TrainConfig(**shape), ds.n_cells)), Discriminator()
     new = export.export_bundle(policy, discriminator, out / "buffers", environment=env)
     # the same export with the step-model writer of before (manifest and hashes then describe that file)
     today = export.save_policy_step_onnx
@@ -181,8 +185,10 @@ def in_process(bundle_dir: Path, rows: np.ndarray, threads: int, reps: int,
 
 def breakdown(bundle_dir: Path, rows: np.ndarray, threads: int, reps: int) -> dict:
     """CPU ms per 1,000 days of each part of ``generate_days``' loop (the same calls, timed one by one; the
-    best of ``reps`` after a warm-up), and of the ONNX Runtime call alone on the same shapes (synthetic
-    inputs, the bundle's step model): what is left for everything else within a budget."""
+    best of ``reps`` after a warm-up), and of the ONNX Runtime call alone: on the loop's own inputs replayed
+    (what is left for everything else within a budget) and on synthetic inputs of the same shapes (uniform
+    features and random cells: the figure of sessions 4–7, which their attention weights make slower — see
+    BENCHMARKS.md, session 8)."""
     from pategail.sdk.bundle import load_bundle, open_generation_session
     from pategail.sdk.decoding import POLICY_INPUT_SLOT, BufferedDecoder, decoder_for
     from pategail.sdk.epr import CellGeometry, EPREnvironment
@@ -198,8 +204,11 @@ def breakdown(bundle_dir: Path, rows: np.ndarray, threads: int, reps: int) -> di
     clock = time.process_time
     parts = ("features", "mask", "ORT call", "cache writes", "sampling", "environment")
 
+    recorded = []
+
     def one_batch() -> dict:
         spent = dict.fromkeys(parts, 0.0)
+        recorded.clear()
         rng = np.random.default_rng(1)
         env = EPREnvironment(geometry, alpha=env_law.alpha, explore_factors=env_law.explore_factors, rng=rng,
                              places=env_law.places)
@@ -221,6 +230,7 @@ def breakdown(bundle_dir: Path, rows: np.ndarray, threads: int, reps: int) -> di
             c6 = clock()
             for name, (x, y) in zip(parts, ((c0, c1), (c1, c2), (c2, c3), (c3, c4), (c4, c5), (c5, c6))):
                 spent[name] += y - x
+            recorded.append({k: feeds[k].copy() for k in ("cells", "features", "mask", POLICY_INPUT_SLOT)})
         return spent
 
     one_batch()
@@ -240,6 +250,16 @@ def breakdown(bundle_dir: Path, rows: np.ndarray, threads: int, reps: int) -> di
             session.run(decoder._outputs, f)
         alone.append(clock() - c0)
     out["ORT call alone (synthetic inputs)"] = min(alone[1:]) * per_k
+    # the loop's own inputs of its last batch, replayed over its cache buffers (rows < slot hold that batch's
+    # keys and values, as in the loop; later rows other numbers, which the model masks out)
+    replay = [{**f, **decoder._feeds} for f in recorded]
+    alone = []
+    for _ in range(reps + 1):
+        c0 = clock()
+        for f in replay:
+            session.run(decoder._outputs, f)
+        alone.append(clock() - c0)
+    out["ORT call alone (the loop's inputs)"] = min(alone[1:]) * per_k
     return out
 
 
@@ -257,7 +277,9 @@ def main() -> None:
     p.add_argument("--variants", default="session4,buffers",
                    help="with --data, which of concat, session3, session4, buffers to run (comma-separated)")
     p.add_argument("--heads", type=int, help="with --data: attention heads of the untrained policy (a model "
-                   "change, for its speed only; default PolicyConfig's 4)")
+                   "change, for its speed only; default TrainConfig's)")
+    p.add_argument("--layers", type=int, help="with --data: transformer blocks of the untrained policy "
+                   "(default TrainConfig's)")
     p.add_argument("--json", type=Path, help="also write the JSON result here")
     args = p.parse_args()
     if (args.data is None) == (args.bundle is None):
@@ -280,7 +302,7 @@ def main() -> None:
         if args.bundle:
             variants = {"bundle": args.bundle}
         else:
-            new, old = untrained_bundles(args.data, tmp, args.heads)
+            new, old = untrained_bundles(args.data, tmp, args.heads, args.layers)
             known = {"concat": old, "session3": new, "session4": new, "buffers": new}
             names = [v.strip() for v in args.variants.split(",") if v.strip()]
             if not names or any(v not in known for v in names):
