@@ -185,10 +185,9 @@ def in_process(bundle_dir: Path, rows: np.ndarray, threads: int, reps: int,
 
 def breakdown(bundle_dir: Path, rows: np.ndarray, threads: int, reps: int) -> dict:
     """CPU ms per 1,000 days of each part of ``generate_days``' loop (the same calls, timed one by one; the
-    best of ``reps`` after a warm-up), and of the ONNX Runtime call alone: on the loop's own inputs replayed
-    (what is left for everything else within a budget) and on synthetic inputs of the same shapes (uniform
-    features and random cells: the figure of sessions 4–7, which their attention weights make slower — see
-    BENCHMARKS.md, session 8)."""
+    best of ``reps`` after a warm-up), and of the ONNX Runtime call alone (what is left for everything else
+    within a budget): on the loop's own inputs of its last batch, replayed, and on synthetic inputs of the same
+    shapes (uniform features, random cells: the figure of sessions 4–7)."""
     from pategail.sdk.bundle import load_bundle, open_generation_session
     from pategail.sdk.decoding import POLICY_INPUT_SLOT, BufferedDecoder, decoder_for
     from pategail.sdk.epr import CellGeometry, EPREnvironment
