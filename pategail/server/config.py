@@ -57,7 +57,9 @@ PLACE_LAW_MIN_DEVICES = 50
 """Devices a run needs for the place law by default: relevance is the visit histogram of the devices' owners,
 and a handful of people's homes and haunts are not a city's places. Measured: 10 devices (the embedded data,
 two runs) worse than the classic laws on 3–4 of 5 km metrics; 83, 155 and 179 devices (three cities, three
-seeds each) better (BENCHMARKS.md, issue 17, session 7). Between those it is untested."""
+seeds each) better (BENCHMARKS.md, issue 17, session 7); on random 25 and 50 users of the gps-csv city (two seeds
+each, session 8) it halved Density at both but lost one more km metric than the classic laws at 25 (G-rank), not
+at 50."""
 
 
 @dataclass(frozen=True)
@@ -219,7 +221,10 @@ class TrainConfig:
     ``ppo.balance_distinct`` it cut them (0.6% / 2.1%, seeds 0 / 1) but cost the paper's GeoLife DailyLoc
     (0.026 vs 0.008, seed 0; BENCHMARKS.md, issue 19, session 3)."""
     n_layers: int = 2
-    """Policy transformer blocks."""
+    """Policy transformer blocks. One block generates ~1.5× the days per CPU second (4,169–4,177 against
+    2,645–3,225 in process on one core; BENCHMARKS.md, issue 17, session 8) and was as good as two on the
+    training days of the gps-csv and the paper's GeoLife cities, but not on the sparse city (1.22% invented days
+    against 0.96%, a worse DailyLoc): the fast option, not the default."""
     n_heads: int = 1
     """Attention heads of the policy transformer; must divide ``d_model``. One head: ~20% fewer CPU seconds per
     generated day than four (2,541–2,546 against 1,946–2,150 days per CPU second in process on an idle core;
