@@ -242,23 +242,21 @@ def breakdown(bundle_dir: Path, rows: np.ndarray, threads: int, reps: int) -> di
     feeds = [{"cells": g.integers(0, len(env_law.cells), (n, 1)),
               "features": g.random((n, 1, 11), dtype=np.float32), "mask": np.ones((n, 1, 4), dtype=bool),
               POLICY_INPUT_SLOT: np.array(t, dtype=np.int64), **decoder._feeds} for t in range(decoder.capacity)]
-    alone = []
-    for _ in range(reps + 1):
-        c0 = clock()
-        for f in feeds:
-            session.run(decoder._outputs, f)
-        alone.append(clock() - c0)
-    out["ORT call alone (synthetic inputs)"] = min(alone[1:]) * per_k
+
+    def model_alone(calls: list[dict]) -> float:
+        """CPU ms per 1,000 days of the step model on ``calls`` (47 feeds), best of ``reps`` after a warm-up."""
+        spent = []
+        for _ in range(reps + 1):
+            c0 = clock()
+            for f in calls:
+                session.run(decoder._outputs, f)
+            spent.append(clock() - c0)
+        return min(spent[1:]) * per_k
+
+    out["ORT call alone (synthetic inputs)"] = model_alone(feeds)
     # the loop's own inputs of its last batch, replayed over its cache buffers (rows < slot hold that batch's
     # keys and values, as in the loop; later rows other numbers, which the model masks out)
-    replay = [{**f, **decoder._feeds} for f in recorded]
-    alone = []
-    for _ in range(reps + 1):
-        c0 = clock()
-        for f in replay:
-            session.run(decoder._outputs, f)
-        alone.append(clock() - c0)
-    out["ORT call alone (the loop's inputs)"] = min(alone[1:]) * per_k
+    out["ORT call alone (the loop's inputs)"] = model_alone([{**f, **decoder._feeds} for f in recorded])
     return out
 
 
