@@ -392,5 +392,16 @@ def setting_differences(recorded: dict, now: dict, where: str, prefix: str = "")
         if isinstance(a, dict) and isinstance(b, dict):
             out += setting_differences(a, b, where, f"{prefix}{key}.")
         elif a != b:
-            out.append(f"{prefix}{key}: {json.dumps(a)} in {where}, {json.dumps(b)} now")
+            out.append(f"{prefix}{key}: {_brief(a)} in {where}, {_brief(b)} now")
     return out
+
+
+def _brief(value, limit: int = 60) -> str:
+    """A setting's value as JSON, a long list cut to its first items and its length (a run's 1,000 device ids
+    must not make a one-line error a page long), another long value to its end."""
+    text = json.dumps(value)
+    if len(text) <= limit:
+        return text
+    if isinstance(value, (list, tuple)):
+        return f"[{', '.join(json.dumps(v) for v in value[:3])}, … ({len(value):,} values)]"
+    return "…" + text[-(limit - 1):]              # a path differs at its end

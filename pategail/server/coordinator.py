@@ -52,7 +52,6 @@ LEGACY_N_HEADS = 4
 log = logging.getLogger(__name__)
 
 
-
 def environment_layout(cells: np.ndarray, geometry: CellGeometry, region_cells: int = 0,
                        action_rates: bool = False) -> EnvironmentLayout:
     """The environment release's layout: initial states, explore law, the place law's n_cells + 3, with

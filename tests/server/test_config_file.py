@@ -40,3 +40,8 @@ def test_setting_differences_name_each_changed_setting_nested_ones_by_path():
         f"config.ppo.n_epochs: {recorded['ppo']['n_epochs']} in the run, 3 now"]
     assert setting_differences({"a": 1}, {"a": 1, "b": "x"}, "the checkpoint") == ['b: null in the checkpoint, "x" now']
     assert setting_differences(recorded, recorded, "the run") == []
+    # a long value (a run's device ids) is cut, so the error stays one short line
+    assert setting_differences({"users": list(range(1000))}, {"users": list(range(1, 1001))}, "the run") == [
+        "users: [0, 1, 2, … (1,000 values)] in the run, [1, 2, 3, … (1,000 values)] now"]
+    cut = setting_differences({"data": "/d/" + "x" * 500 + "/city-a"}, {"data": "/d/city-b"}, "the run")[0]
+    assert len(cut) < 100 and 'x/city-a" in the run, "/d/city-b" now' in cut
