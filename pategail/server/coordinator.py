@@ -198,9 +198,8 @@ class Coordinator:
         # count changes no parameter's shape, so reading it at today's default would load it silently)
         saved = TrainConfig.from_dict({"n_heads": LEGACY_N_HEADS, **state["config"]},
                                       where=str(self.ckpt_dir)).to_dict()
-        changed = setting_differences(saved, self.config.to_dict(), "the checkpoint")
-        if state["seed"] != self.seed:
-            changed.append(f"seed: {state['seed']} in the checkpoint, {self.seed} now")
+        changed = setting_differences({**saved, "seed": state["seed"]}, {**self.config.to_dict(), "seed": self.seed},
+                                      "the checkpoint")
         if changed:
             raise PategailError(f"{self.ckpt_dir}: the checkpoint was made with another configuration or seed "
                                 f"({'; '.join(changed)}); use the same settings to resume, or another --out")
