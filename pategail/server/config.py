@@ -181,8 +181,9 @@ class TrainConfig:
     epr on ≥ 4 of 5 km metrics on all three and on Density and Trips on the paper's GeoLife, where the classic
     laws lose Trips; session 6's place law (without the re-calibration) lost the sparse city's Distance. On
     the embedded 10 users (`make run`) it lost 3 and 4 of 5 km metrics to epr in two runs where the classic
-    laws won 5 of 5. Under privacy it stays off: its relevance is one noisy value per cell, and the private
-    settings were chosen with the classic laws (issue 13)."""
+    laws won 5 of 5. Under privacy it stays off: its relevance is one noisy value per cell; at ε = 8 with 1,000
+    devices it cut Density by 13% but made Distance worse and left Trips within the seed range, and with 83
+    devices it made Trips worse (training days, two seeds each; BENCHMARKS.md, issue 17, session 9)."""
     first_cell_alpha: float | None = None
     """Where a generated day that does not start at home starts. None: a cell drawn from the released
     first-cell shares, independent of the home. A number α: among the home's ``candidates`` nearest cells,
