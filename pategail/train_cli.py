@@ -71,8 +71,8 @@ def add_run_arguments(p) -> None:
     p.add_argument("-v", "--verbose", action="store_true",
                    help="show every INFO line on the terminal under the progress bar (they always go to RUN/train.log)")
     p.add_argument("--threads", type=int, default=1, metavar="N",
-                   help="torch threads of the coordinator (default 1: a seeded run then reproduces bit for bit "
-                        "in another process, and it was faster than 2 on a shared 2-core machine; BENCHMARKS.md)")
+                   help="torch threads of the coordinator (default 1: the coordinator's numbers then do not depend "
+                        "on the process, and it was faster than 2 on a shared 2-core machine; BENCHMARKS.md)")
 
 
 def _config(args):
