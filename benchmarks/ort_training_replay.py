@@ -56,25 +56,31 @@ parser.add_argument("--max-norm", type=float, help="run a copy of the case whose
                     "norm at this value instead of 1.0 (1e9: never)")
 args = parser.parse_args()
 
-case = CASE
-if args.max_norm is not None:
+prefix = ["setarch", platform.machine(), "-R"] if args.no_aslr else []
+
+
+def run_children(case: Path) -> list[tuple]:
+    """Each child's (loss, parameter digest) after every step."""
+    runs = []
+    for _ in range(args.processes):
+        done = subprocess.run(prefix + [sys.executable, "-c", CHILD, str(case)], capture_output=True, text=True,
+                              check=True)
+        runs.append(tuple(tuple(step) for step in json.loads(done.stdout)))
+    return runs
+
+
+if args.max_norm is None:
+    runs = run_children(CASE)
+else:
     import onnx
 
-    case = Path(tempfile.mkdtemp(prefix="ort-replay-"))
-    shutil.copytree(CASE, case, dirs_exist_ok=True)
-    model = onnx.load(case / "discriminator_optimizer_model.onnx")
-    clip = next(n for n in model.graph.node if n.op_type == "InplaceClipGradNorm")
-    next(a for a in clip.attribute if a.name == "max_norm").f = args.max_norm
-    onnx.save(model, case / "discriminator_optimizer_model.onnx")
-
-prefix = ["setarch", platform.machine(), "-R"] if args.no_aslr else []
-runs = []
-for _ in range(args.processes):
-    done = subprocess.run(prefix + [sys.executable, "-c", CHILD, str(case)], capture_output=True, text=True,
-                          check=True)
-    runs.append(tuple(tuple(step) for step in json.loads(done.stdout)))
-if case != CASE:
-    shutil.rmtree(case)
+    with tempfile.TemporaryDirectory(prefix="ort-replay-") as tmp:
+        case = Path(shutil.copytree(CASE, Path(tmp) / "case"))
+        model = onnx.load(case / "discriminator_optimizer_model.onnx")
+        clip = next(n for n in model.graph.node if n.op_type == "InplaceClipGradNorm")
+        next(a for a in clip.attribute if a.name == "max_norm").f = args.max_norm
+        onnx.save(model, case / "discriminator_optimizer_model.onnx")
+        runs = run_children(case)
 outcomes = collections.Counter(run[-1][1] for run in runs)
 print(f"{args.processes} processes{' (no ASLR)' if args.no_aslr else ''}"
       f"{f' (max_norm {args.max_norm:g})' if args.max_norm is not None else ''}: final parameters "
