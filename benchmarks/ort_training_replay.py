@@ -1,20 +1,21 @@
 """Does ONNX Runtime's discriminator training give the same parameters in every process? A probe of the one
-known source of run-to-run differences in a seeded `--no-privacy` run (issue 17, session 9; BENCHMARKS.md).
+known source of run-to-run differences in a seeded `--no-privacy` run (issue 17, sessions 9 and 10; BENCHMARKS.md).
 
 The case in ``benchmarks/ort_training_replay/`` is real: device 10 of `make run`'s training before round 17 —
 its training artifacts, its checkpoint (optimizer state included) and the 20 minibatches it trained on that
 round. Each child process opens the session as a device does (`pategail.sdk.bundle.open_training_session`), takes
-the 20 AdamW steps and prints the loss and a digest of the parameters after every step. Measured on this
-machine (onnxruntime-training 1.19.2): two outcomes (6 of 24 processes on the rarer one), the parameters first
-differing after step 10 by at most 3e-8; the same outcome in every process with address-space randomisation off
-(``--no-aslr``: ``setarch -R``), and in every process when the optimizer model's gradient-norm clip (ONNX
-Runtime's ``InplaceClipGradNorm``, max_norm 1.0) never acts (``--max-norm 1e9``: a copy of the case with that
-attribute changed) — so the clip's total norm is what rounds with the address layout. In a whole run such a
-difference sits below the fixed-point resolution of the released rewards until, some rounds later, it tips one
-sampled action (`make run`'s training: 3 runs of 15 left the others' path at round 32 and ended with another
-table).
+the 20 AdamW steps and prints the loss and a digest of the parameters after every step.
 
-Run: .venv/bin/python benchmarks/ort_training_replay.py [--processes 8] [--no-aslr] [--max-norm X]
+The cause (session 10): ONNX Runtime builds the optimizer model's parameter and gradient sequences in an order
+that changes from process to process (it follows the address layout: constant with ``--no-aslr``), and the
+optimizer model bundles had until then, with ONNX Runtime's ``InplaceClipGradNorm`` (``--ort-clip``: the case's
+original file, ``discriminator_optimizer_model.ort-clip.onnx``), adds the per-tensor squares in that order. Step 10
+is the first whose gradient norm exceeds max_norm 1.0, so the clip acts, and its coefficient rounds three ways
+depending on the order: two outcomes on this machine (onnxruntime-training 1.19.2; about one process in three on
+the rarer one). Today's optimizer model (``pategail.export.artifacts.OrderFreeClipGradNorm``) sorts the sums
+first: the same outcome in every process.
+
+Run: .venv/bin/python benchmarks/ort_training_replay.py [--processes 8] [--no-aslr] [--ort-clip]
 """
 import argparse
 import collections
@@ -52,8 +53,8 @@ parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("--processes", type=int, default=8, help="child processes (each one run of the 20 steps)")
 parser.add_argument("--no-aslr", action="store_true", help="run the children with address-space randomisation "
                     "off (Linux: setarch -R)")
-parser.add_argument("--max-norm", type=float, help="run a copy of the case whose optimizer clips the gradient "
-                    "norm at this value instead of 1.0 (1e9: never)")
+parser.add_argument("--ort-clip", action="store_true", help="train with the case's original optimizer model "
+                    "(ONNX Runtime's InplaceClipGradNorm, as bundles had before session 10)")
 args = parser.parse_args()
 
 prefix = ["setarch", platform.machine(), "-R"] if args.no_aslr else []
@@ -69,21 +70,16 @@ def run_children(case: Path) -> list[tuple]:
     return runs
 
 
-if args.max_norm is None:
-    runs = run_children(CASE)
-else:
-    import onnx
-
+if args.ort_clip:
     with tempfile.TemporaryDirectory(prefix="ort-replay-") as tmp:
         case = Path(shutil.copytree(CASE, Path(tmp) / "case"))
-        model = onnx.load(case / "discriminator_optimizer_model.onnx")
-        clip = next(n for n in model.graph.node if n.op_type == "InplaceClipGradNorm")
-        next(a for a in clip.attribute if a.name == "max_norm").f = args.max_norm
-        onnx.save(model, case / "discriminator_optimizer_model.onnx")
+        (case / "discriminator_optimizer_model.ort-clip.onnx").replace(case / "discriminator_optimizer_model.onnx")
         runs = run_children(case)
+else:
+    runs = run_children(CASE)
 outcomes = collections.Counter(run[-1][1] for run in runs)
 print(f"{args.processes} processes{' (no ASLR)' if args.no_aslr else ''}"
-      f"{f' (max_norm {args.max_norm:g})' if args.max_norm is not None else ''}: final parameters "
+      f"{' (ONNX Runtime clip)' if args.ort_clip else ''}: final parameters "
       + ", ".join(f"{digest} × {n}" for digest, n in outcomes.most_common()))
 if len(outcomes) > 1:
     first = min(i for i in range(len(runs[0])) if len({run[i][1] for run in runs}) > 1)

@@ -7,10 +7,14 @@ Traps this module avoids (measured; shared/NOTES-ORT.md):
 - ``LossType.BCEWithLogitsLoss`` computes log(sigmoid(x)) literally and goes NaN once the data separate:
   :class:`StableBCEWithLogitsLoss` uses relu(x) − x·t + log(1 + exp(−|x|)) (no Softplus: it has no
   gradient builder in ORT 1.19);
-- ``OptimType.AdamW`` has weight decay 0: we build ``onnxblock.optim.AdamW`` with weight decay and
-  ``ClipGradNorm``, and switch its kernel to ``adam_mode=0`` — torch's AdamW (decoupled decay applied before
+- ``OptimType.AdamW`` has weight decay 0: we build ``onnxblock.optim.AdamW`` with weight decay and a
+  gradient-norm clip, and switch its kernel to ``adam_mode=0`` — torch's AdamW (decoupled decay applied before
   the update, bias correction on both moments) — so one ORT step equals ``torch.optim.AdamW`` after
   ``clip_grad_norm_`` (the conformance suite checks it to 1e-5);
+- ONNX Runtime hands the optimizer model its parameters and gradients in an order that changes from process
+  to process (measured: issue 17, session 10), and its ``InplaceClipGradNorm`` adds the per-tensor squares
+  in that order, so the total norm — and every step the clip acts on — rounded differently in some processes
+  and seeded runs did not replay. :class:`OrderFreeClipGradNorm` adds them in an order fixed by their values;
 - onnx 1.17 writes IR ≤ 10, which ORT 1.19 loads; every model is one file (no external data).
 """
 from __future__ import annotations
@@ -70,7 +74,7 @@ class TrainingConfig:
     weight_decay: float = 1e-2
     """Decoupled (AdamW) weight decay; torch's default. Keeps logits bounded on separable data."""
     max_grad_norm: float = 1.0
-    """Global L2 norm the gradients are clipped to before the update (ClipGradNorm)."""
+    """Global L2 norm the gradients are clipped to before the update (:class:`OrderFreeClipGradNorm`)."""
     beta1: float = 0.9
     """First-moment decay."""
     beta2: float = 0.999
@@ -132,6 +136,55 @@ class StableBCEWithLogitsLoss(onnxblock.Block):
         return node("ReduceMean", [per_pair], self._loss, keepdims=0)
 
 
+class OrderFreeClipGradNorm(onnxblock.Block):
+    """torch's ``clip_grad_norm_`` over the optimizer model's gradient sequence, with a result that does not
+    depend on the sequence's order: each gradient's sum of squares (``ReduceSumSquare``), the ``count`` sums
+    sorted ascending (``TopK``) and added one by one in that order, norm = √total, every gradient scaled by
+    min(1, max_norm / (norm + 1e-6)). The sequence keeps its order (AdamW pairs gradient i with parameter i).
+
+    Replaces ``onnxblock.optim.ClipGradNorm`` (ONNX Runtime's ``InplaceClipGradNorm``), whose total depends on
+    the order ONNX Runtime happens to build the sequences in (module docstring). Standard ONNX operators only,
+    so every runtime that trains the bundle (Python, Android's Java, onnxruntime-web) computes the same clip.
+    ``count``: the number of trainable tensors (the sequence's length, fixed by the model)."""
+
+    def __init__(self, max_norm: float, count: int, prefix: str = "order_free_clip"):
+        super().__init__()
+        if not max_norm > 0 or count < 1:
+            raise ValueError("max_norm must be > 0 and count >= 1")
+        self._max_norm, self._count, self._prefix = float(max_norm), int(count), prefix
+
+    def build(self, gradients_name: str) -> str:
+        graph, h, T = self.base.graph, onnx.helper, onnx.TensorProto
+        name = lambda s: f"{self._prefix}.{s}"
+
+        def node(op, inputs, output, **attrs):
+            graph.node.append(h.make_node(op, inputs, [name(output)], name=name(output), **attrs))
+            return name(output)
+
+        graph.initializer.extend([
+            h.make_tensor(name("max_norm"), T.FLOAT, [], [self._max_norm]),
+            h.make_tensor(name("eps"), T.FLOAT, [], [1e-6]),          # torch's clip_grad_norm_ and ORT's kernel
+            h.make_tensor(name("one"), T.FLOAT, [], [1.0]),
+            h.make_tensor(name("shape_1"), T.INT64, [1], [1]),
+            h.make_tensor(name("count"), T.INT64, [1], [self._count]),
+            *(h.make_tensor(name(f"index_{i}"), T.INT64, [], [i]) for i in range(self._count))])
+        grads = [node("SequenceAt", [gradients_name, name(f"index_{i}")], f"gradient_{i}")
+                 for i in range(self._count)]
+        squares = [node("Reshape", [node("ReduceSumSquare", [g], f"squares_{i}_scalar", keepdims=0),
+                                    name("shape_1")], f"squares_{i}") for i, g in enumerate(grads)]
+        graph.node.append(h.make_node("TopK", [node("Concat", squares, "squares", axis=0), name("count")],
+                                      [name("sorted"), name("sorted_index")], name=name("sorted"),
+                                      axis=0, largest=0, sorted=1))
+        total = node("Gather", [name("sorted"), name("index_0")], "total_0", axis=0)
+        for i in range(1, self._count):
+            total = node("Add", [total, node("Gather", [name("sorted"), name(f"index_{i}")], f"sorted_{i}",
+                                             axis=0)], f"total_{i}")
+        norm = node("Add", [node("Sqrt", [total], "norm"), name("eps")], "norm_eps")
+        coefficient = node("Min", [node("Div", [name("max_norm"), norm], "ratio"), name("one")], "coefficient")
+        return node("SequenceConstruct", [node("Mul", [g, coefficient], f"clipped_{i}")
+                                          for i, g in enumerate(grads)], "clipped")
+
+
 class TorchAdamW(onnxblock.optim.AdamW):
     """``onnxblock.optim.AdamW`` whose kernel runs in ``adam_mode=0`` (torch.optim.AdamW) instead of the
     block's hard-wired HuggingFace mode 1 (decay after the update, bias correction folded into the step).
@@ -191,7 +244,7 @@ def build_discriminator_artifacts(discriminator: Discriminator, out_dir: str | o
     onnx.save(base, out_dir / FILES["inference"])
     names = [n for n, _ in discriminator.named_parameters()]
     optimizer = TorchAdamW(betas=(config.beta1, config.beta2), eps=config.eps, weight_decay=config.weight_decay,
-                           clip_grad=onnxblock.optim.ClipGradNorm(config.max_grad_norm))
+                           clip_grad=OrderFreeClipGradNorm(config.max_grad_norm, len(names)))
     # onnxblock writes temporary files into the working directory when given a path; run it in a scratch
     # directory so an export never litters the caller's folder.
     with tempfile.TemporaryDirectory() as scratch, _native_stderr_to_debug_log():
@@ -209,9 +262,12 @@ def build_discriminator_artifacts(discriminator: Discriminator, out_dir: str | o
     for role, path in paths.items():
         if not path.is_file():
             raise RuntimeError(f"artifact generation did not write {path.name}")
-    adam = [n for n in onnx.load(paths["optimizer"]).graph.node if n.op_type == "AdamWOptimizer"]
+    nodes = onnx.load(paths["optimizer"]).graph.node
+    adam = [n for n in nodes if n.op_type == "AdamWOptimizer"]
     if [onnx.helper.get_attribute_value(a) for n in adam for a in n.attribute if a.name == "adam_mode"] != [0]:
         raise RuntimeError("the optimizer model is not in torch AdamW mode (adam_mode=0); onnxblock changed?")
+    if adam[0].input[3] != "order_free_clip.clipped" or any(n.op_type == "InplaceClipGradNorm" for n in nodes):
+        raise RuntimeError("the optimizer model does not clip with OrderFreeClipGradNorm; onnxblock changed?")
     for role in ("training", "eval", "optimizer", "inference"):
         ir = onnx.load(paths[role], load_external_data=False).ir_version
         if ir > MAX_IR_VERSION:

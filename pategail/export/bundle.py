@@ -112,7 +112,7 @@ def build_manifest(root: Path, policy: Policy, discriminator: Discriminator, pat
         "format_version": FORMAT_VERSION,
         "created_utc": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
         "producer": versions,
-        # Training artifacts use ONNX Runtime contrib ops (AdamWOptimizer, InplaceClipGradNorm, ...) that
+        # Training artifacts use ONNX Runtime contrib ops (AdamWOptimizer, the gradient builder's ops) that
         # carry no compatibility promise across releases: accept the producer's major.minor only.
         "requires": {"onnxruntime_min": f"{ort_version[0]}.{ort_version[1]}.0",
                      "onnxruntime_below": f"{ort_version[0]}.{ort_version[1] + 1}.0",

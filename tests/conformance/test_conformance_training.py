@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from pategail.export.artifacts import TrainingConfig
-from pategail.export.discriminator import LABEL_EXPERT, LABEL_GENERATED, stable_bce_with_logits
+from pategail.export.discriminator import LABEL_EXPERT, LABEL_GENERATED, Discriminator, stable_bce_with_logits
 from pategail.sdk.bundle import open_training_session
 
 TOL = 1e-5
@@ -217,3 +217,52 @@ def test_checkpoint_save_and_resume(tmp_path, bundle):
 def test_training_config_is_validated(bad):
     with pytest.raises(ValueError):
         TrainingConfig(**bad)
+
+
+def _optimizer_step(model: onnx.ModelProto, params, grads, order, step=3, lr=1e-3):
+    """The optimizer model's AdamW step on the tensors given in ``order`` (zero moments); the updated
+    parameters put back in the original order, as one flat vector. Runs the model in a plain inference session
+    with AdamW's updated-parameters output exposed."""
+    import onnxruntime as ort
+
+    model = copy.deepcopy(model)
+    adam = next(n for n in model.graph.node if n.op_type == "AdamWOptimizer")
+    adam.output.append("updated_params")
+    model.graph.output.append(onnx.helper.make_tensor_sequence_value_info("updated_params", onnx.TensorProto.FLOAT,
+                                                                          None))
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    pick = lambda arrays: [arrays[i].copy() for i in order]
+    zeros = [np.zeros_like(p) for p in params]
+    updated = session.run(["updated_params"], {
+        "learning_rate": np.array([lr], np.float32), "step": np.array([step], np.int64), "params": pick(params),
+        "gradients": pick(grads), "first_order_moments": pick(zeros), "second_order_moments": pick(zeros)})[0]
+    back = dict(zip(order, updated))
+    return np.concatenate([back[i].ravel() for i in range(len(params))])
+
+
+def test_the_clip_does_not_depend_on_the_order_onnx_runtime_passes_the_tensors_in(bundle):
+    """ONNX Runtime builds the optimizer's parameter and gradient sequences in an order that changes between
+    processes; a clipped step must not change with it (it did with ORT's InplaceClipGradNorm: seeded runs did
+    not replay). Every order of the six tensors gives bit for bit the same step; ORT's own clip on the same
+    tensors does not (so the gradients do exercise the order)."""
+    import itertools
+
+    model = onnx.load(bundle.discriminator["optimizer"].path)
+    assert not any(n.op_type == "InplaceClipGradNorm" for n in model.graph.node)
+    rng = np.random.default_rng(3)
+    params = [p.detach().numpy().copy() for p in Discriminator().parameters()]
+    grads = [rng.normal(scale=0.02 * (i + 1), size=p.shape).astype(np.float32) for i, p in enumerate(params)]
+    assert np.sqrt(sum(float((g.astype(np.float64) ** 2).sum()) for g in grads)) > 1.0     # the clip acts
+    orders = list(itertools.permutations(range(len(params))))[::7]
+    reference = _optimizer_step(model, params, grads, orders[0])
+    for order in orders[1:]:
+        np.testing.assert_array_equal(_optimizer_step(model, params, grads, order), reference)
+
+    ort_clip = copy.deepcopy(model)                  # the same model with ONNX Runtime's clip instead of ours
+    adam = copy.deepcopy(next(n for n in ort_clip.graph.node if n.op_type == "AdamWOptimizer"))
+    adam.input[3] = "ort_clipped"
+    del ort_clip.graph.node[:]
+    ort_clip.graph.node.extend([onnx.helper.make_node("InplaceClipGradNorm", ["gradients"], ["ort_clipped"],
+                                                      domain="com.microsoft", max_norm=1.0), adam])
+    steps = {_optimizer_step(ort_clip, params, grads, order).tobytes() for order in orders}
+    assert len(steps) > 1
