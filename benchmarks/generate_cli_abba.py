@@ -4,10 +4,11 @@ runs weighs on both alike (issue 17, session 5). Same untrained bundle as benchm
 
 With ``--heads A,B`` the two variants are instead untrained policies with A and B attention heads (both with
 the neighbour rows computed as read): what a smaller policy would change in `pategail generate` (session 6);
-``--layers A,B`` the same for A and B transformer blocks (session 8). The other settings are TrainConfig's.
+``--layers A,B`` the same for A and B transformer blocks (session 8), ``--width A,B`` for token widths (d_model,
+session 10). The other settings are TrainConfig's.
 
-Run: python benchmarks/generate_cli_abba.py --data runs/pategail-geolife [--cpu 0] [--heads 4,1 | --layers 2,1]
-     [--json OUT]
+Run: python benchmarks/generate_cli_abba.py --data runs/pategail-geolife [--cpu 0]
+     [--heads 4,1 | --layers 2,1 | --width 64,32] [--json OUT]
 """
 import argparse
 import json
@@ -27,6 +28,7 @@ p.add_argument("--big", default="100000:ABBA", help="days:order of the large run
 shape = p.add_mutually_exclusive_group()
 shape.add_argument("--heads", help="A,B: compare policies of A and B attention heads instead")
 shape.add_argument("--layers", help="A,B: compare policies of A and B transformer blocks instead")
+shape.add_argument("--width", help="A,B: compare policies of token width (d_model) A and B instead")
 p.add_argument("--json", type=Path)
 args = p.parse_args()
 if args.cpu >= 0 and hasattr(os, "sched_setaffinity"):
@@ -34,8 +36,10 @@ if args.cpu >= 0 and hasattr(os, "sched_setaffinity"):
 out = []
 with tempfile.TemporaryDirectory() as tmp:
     tmp = Path(tmp)
-    if args.heads or args.layers:
-        what, spec = ("heads", args.heads) if args.heads else ("layers", args.layers)
+    shaped = args.heads or args.layers or args.width
+    if shaped:
+        what, spec = next((w, s) for w, s in (("heads", args.heads), ("layers", args.layers),
+                                              ("width", args.width)) if s)
         sizes = dict(zip("AB", (int(h) for h in spec.split(","))))
         bundles = {v: g.untrained_bundles(args.data, tmp / v, **{what: n})[0] for v, n in sizes.items()}
         names = {v: f"{v}: {n} {what}" for v, n in sizes.items()}
@@ -48,7 +52,7 @@ with tempfile.TemporaryDirectory() as tmp:
             continue
         days, order = spec.split(":")
         for v in order:
-            r = g.cli(bundles[v], int(days), tmp / "days.csv", args.cpu, eager_geometry=v == "A" and not (args.heads or args.layers))
+            r = g.cli(bundles[v], int(days), tmp / "days.csv", args.cpu, eager_geometry=v == "A" and not shaped)
             r["variant"] = names[v]
             out.append(r)
             print(f"{r['variant']:27s} {r['days']:>7,} days  CPU {r['cpu_s']:.2f} s  {r['days'] / r['cpu_s']:,.0f} "

@@ -112,10 +112,10 @@ def cli(bundle: Path, days: int, out: Path, cpu: int, session3_explore: bool = F
 
 
 def untrained_bundles(data: Path, out: Path, heads: int | None = None,
-                      layers: int | None = None) -> tuple[Path, Path]:
+                      layers: int | None = None, width: int | None = None) -> tuple[Path, Path]:
     """(today's bundle, the same with the first incremental model) of one untrained policy of the shape a
-    training run makes (``TrainConfig``'s defaults), with ``heads`` attention heads and ``layers`` blocks when
-    given."""
+    training run makes (``TrainConfig``'s defaults), with ``heads`` attention heads, ``layers`` blocks and
+    token width ``width`` (d_model) when given."""
     import onnx
 
     import pategail.export.bundle as export
@@ -141,7 +141,7 @@ def untrained_bundles(data: Path, out: Path, heads: int | None = None,
                for u in ds.users)
     env = Environment(ds.cells, DEFAULT_ALPHA, DEFAULT_CANDIDATES, states, np.full(len(states), 1 / len(states)),
                       places=place_law_from_noisy_sums(sums, ds.n_cells))
-    shape = {k: v for k, v in (("n_heads", heads), ("n_layers", layers)) if v is not None}
+    shape = {k: v for k, v in (("n_heads", heads), ("n_layers", layers), ("d_model", width)) if v is not None}
     policy, discriminator = Policy(policy_config(TrainConfig(**shape), ds.n_cells)), Discriminator()
     new = export.export_bundle(policy, discriminator, out / "buffers", environment=env)
     # the same export with the step-model writer of before (manifest and hashes then describe that file)
@@ -277,6 +277,8 @@ def main() -> None:
                    "change, for its speed only; default TrainConfig's)")
     p.add_argument("--layers", type=int, help="with --data: transformer blocks of the untrained policy "
                    "(default TrainConfig's)")
+    p.add_argument("--width", type=int, help="with --data: token width (d_model) of the untrained policy "
+                   "(default TrainConfig's)")
     p.add_argument("--json", type=Path, help="also write the JSON result here")
     args = p.parse_args()
     if (args.data is None) == (args.bundle is None):
@@ -299,7 +301,7 @@ def main() -> None:
         if args.bundle:
             variants = {"bundle": args.bundle}
         else:
-            new, old = untrained_bundles(args.data, tmp, args.heads, args.layers)
+            new, old = untrained_bundles(args.data, tmp, args.heads, args.layers, args.width)
             known = {"concat": old, "session3": new, "session4": new, "buffers": new}
             names = [v.strip() for v in args.variants.split(",") if v.strip()]
             if not names or any(v not in known for v in names):

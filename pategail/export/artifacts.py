@@ -143,8 +143,8 @@ class OrderFreeClipGradNorm(onnxblock.Block):
     min(1, max_norm / (norm + 1e-6)). The sequence keeps its order (AdamW pairs gradient i with parameter i).
 
     Replaces ``onnxblock.optim.ClipGradNorm`` (ONNX Runtime's ``InplaceClipGradNorm``), whose total depends on
-    the order ONNX Runtime happens to build the sequences in (module docstring). Standard ONNX operators only,
-    so every runtime that trains the bundle (Python, Android's Java, onnxruntime-web) computes the same clip.
+    the order ONNX Runtime happens to build the sequences in (module docstring). Standard ONNX operators only
+    (opset 17), which every runtime that trains the bundle runs (Python, Android's Java, onnxruntime-web).
     ``count``: the number of trainable tensors (the sequence's length, fixed by the model)."""
 
     def __init__(self, max_norm: float, count: int, prefix: str = "order_free_clip"):

@@ -214,7 +214,11 @@ class TrainConfig:
     action_prior_lr: float = 1e-3
     """Adam learning rate of the behaviour cloning."""
     d_model: int = 64
-    """Policy transformer width."""
+    """Policy transformer width (token size). 32 generates ~1.6× the days per CPU second (4,448–4,453 against
+    2,659–2,843 through `pategail generate` for 100,000 days on one idle core) and was as good as 64 on the
+    training days of the gps-csv and the paper's GeoLife cities, but not on the sparse city (1.15% invented days
+    against 0.70%, a worse I-rank; 48 failed too; BENCHMARKS.md, issue 17, session 10): an option, not the
+    default. A checkpoint resumes only with the width it was made with."""
     distinct_embedding: bool = False
     """The policy embeds the exact number of distinct cells visited so far (pategail.server.policy.PolicyConfig
     .distinct_embedding), so that "explore" can depend on it sharply. Off: alone it hardly changed the sparse
