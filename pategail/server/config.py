@@ -214,15 +214,17 @@ class TrainConfig:
     action_prior_lr: float = 1e-3
     """Adam learning rate of the behaviour cloning."""
     d_model: int = 64
-    """Policy transformer width (token size). 32 generates ~1.6× the days per CPU second (4,448–4,453 against
-    2,659–2,843 through `pategail generate` for 100,000 days on one idle core) and was as good as 64 on the
-    training days of the gps-csv and the paper's GeoLife cities, but not on the sparse city (1.15% invented days
-    against 0.70%, a worse I-rank; 48 failed too; BENCHMARKS.md, issue 17, session 10): an option, not the
-    default. A checkpoint resumes only with the width it was made with."""
+    """Policy transformer width (token size). ``{"d_model": 32, "distinct_embedding": true}`` is the fast shape:
+    4,294–4,373 days per CPU second through `pategail generate` for 100,000 days on one idle core against
+    2,854–2,919, and within this default's seed range on every km metric of all three tuning cities' training days
+    without privacy (three seeds each) — but worse under privacy (ε = 8, 1,000 devices, one seed: 4 of 5 km
+    metrics) and on the 10 embedded users, so not the default. Width 32 alone, and 48, failed on the sparse city
+    (BENCHMARKS.md, issue 17, session 10). A checkpoint resumes only with the shape it was made with."""
     distinct_embedding: bool = False
     """The policy embeds the exact number of distinct cells visited so far (pategail.server.policy.PolicyConfig
-    .distinct_embedding), so that "explore" can depend on it sharply. Off: alone it hardly changed the sparse
-    city's invented 5+-cell days (2.5% vs 2.9%, the discriminators do not punish an explore at the cap); with
+    .distinct_embedding), so that "explore" can depend on it sharply. Part of the fast shape (see ``d_model``):
+    it is what lets a width-32 policy keep the sparse city's count of places. With width 64 and before the warm
+    start: alone it hardly changed the sparse city's invented 5+-cell days (2.5% vs 2.9%); with
     ``ppo.balance_distinct`` it cut them (0.6% / 2.1%, seeds 0 / 1) but cost the paper's GeoLife DailyLoc
     (0.026 vs 0.008, seed 0; BENCHMARKS.md, issue 19, session 3)."""
     n_layers: int = 2
