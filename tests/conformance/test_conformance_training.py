@@ -219,10 +219,10 @@ def test_training_config_is_validated(bad):
         TrainingConfig(**bad)
 
 
-def _optimizer_step(model: onnx.ModelProto, params, grads, order, step=3, lr=1e-3):
-    """The optimizer model's AdamW step on the tensors given in ``order`` (zero moments); the updated
-    parameters put back in the original order, as one flat vector. Runs the model in a plain inference session
-    with AdamW's updated-parameters output exposed."""
+def _optimizer_stepper(model: onnx.ModelProto, params, grads, step=3, lr=1e-3):
+    """order → the optimizer model's AdamW step on the tensors given in that order (zero moments), the updated
+    parameters put back in the original order as one flat vector. One plain inference session of the model with
+    AdamW's updated-parameters output exposed, opened once."""
     import onnxruntime as ort
 
     model = copy.deepcopy(model)
@@ -231,13 +231,16 @@ def _optimizer_step(model: onnx.ModelProto, params, grads, order, step=3, lr=1e-
     model.graph.output.append(onnx.helper.make_tensor_sequence_value_info("updated_params", onnx.TensorProto.FLOAT,
                                                                           None))
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    pick = lambda arrays: [arrays[i].copy() for i in order]
     zeros = [np.zeros_like(p) for p in params]
-    updated = session.run(["updated_params"], {
-        "learning_rate": np.array([lr], np.float32), "step": np.array([step], np.int64), "params": pick(params),
-        "gradients": pick(grads), "first_order_moments": pick(zeros), "second_order_moments": pick(zeros)})[0]
-    back = dict(zip(order, updated))
-    return np.concatenate([back[i].ravel() for i in range(len(params))])
+
+    def run(order):
+        pick = lambda arrays: [arrays[i].copy() for i in order]
+        updated = session.run(["updated_params"], {
+            "learning_rate": np.array([lr], np.float32), "step": np.array([step], np.int64), "params": pick(params),
+            "gradients": pick(grads), "first_order_moments": pick(zeros), "second_order_moments": pick(zeros)})[0]
+        back = dict(zip(order, updated))
+        return np.concatenate([back[i].ravel() for i in range(len(params))])
+    return run
 
 
 def test_the_clip_does_not_depend_on_the_order_onnx_runtime_passes_the_tensors_in(bundle):
@@ -254,9 +257,10 @@ def test_the_clip_does_not_depend_on_the_order_onnx_runtime_passes_the_tensors_i
     grads = [rng.normal(scale=0.02 * (i + 1), size=p.shape).astype(np.float32) for i, p in enumerate(params)]
     assert np.sqrt(sum(float((g.astype(np.float64) ** 2).sum()) for g in grads)) > 1.0     # the clip acts
     orders = list(itertools.permutations(range(len(params))))[::7]
-    reference = _optimizer_step(model, params, grads, orders[0])
+    ours = _optimizer_stepper(model, params, grads)
+    reference = ours(orders[0])
     for order in orders[1:]:
-        np.testing.assert_array_equal(_optimizer_step(model, params, grads, order), reference)
+        np.testing.assert_array_equal(ours(order), reference)
 
     ort_clip = copy.deepcopy(model)                  # the same model with ONNX Runtime's clip instead of ours
     adam = copy.deepcopy(next(n for n in ort_clip.graph.node if n.op_type == "AdamWOptimizer"))
@@ -264,5 +268,6 @@ def test_the_clip_does_not_depend_on_the_order_onnx_runtime_passes_the_tensors_i
     del ort_clip.graph.node[:]
     ort_clip.graph.node.extend([onnx.helper.make_node("InplaceClipGradNorm", ["gradients"], ["ort_clipped"],
                                                       domain="com.microsoft", max_norm=1.0), adam])
-    steps = {_optimizer_step(ort_clip, params, grads, order).tobytes() for order in orders}
+    theirs = _optimizer_stepper(ort_clip, params, grads)
+    steps = {theirs(order).tobytes() for order in orders}
     assert len(steps) > 1
