@@ -5,10 +5,12 @@ runs weighs on both alike (issue 17, session 5). Same untrained bundle as benchm
 With ``--heads A,B`` the two variants are instead untrained policies with A and B attention heads (both with
 the neighbour rows computed as read): what a smaller policy would change in `pategail generate` (session 6);
 ``--layers A,B`` the same for A and B transformer blocks (session 8), ``--width A,B`` for token widths (d_model,
-session 10). The other settings are TrainConfig's.
+session 10). The other settings are TrainConfig's. ``--stages A,B`` compares the decoder's cache stages (rows
+added per stage; 47 = one 47-row buffer, as before session 11) on one bundle: the untrained one, or a trained
+bundle given with ``--bundle``.
 
 Run: python benchmarks/generate_cli_abba.py --data runs/pategail-geolife [--cpu 0]
-     [--heads 4,1 | --layers 2,1 | --width 64,32] [--json OUT]
+     [--heads 4,1 | --layers 2,1 | --width 64,32 | --stages 47,12 [--bundle RUN/bundle]] [--json OUT]
 """
 import argparse
 import json
@@ -29,6 +31,8 @@ shape = p.add_mutually_exclusive_group()
 shape.add_argument("--heads", help="A,B: compare policies of A and B attention heads instead")
 shape.add_argument("--layers", help="A,B: compare policies of A and B transformer blocks instead")
 shape.add_argument("--width", help="A,B: compare policies of token width (d_model) A and B instead")
+shape.add_argument("--stages", help="A,B: compare the decoder's cache stages of A and B rows instead")
+p.add_argument("--bundle", type=Path, help="with --stages: this (trained) bundle instead of an untrained one")
 p.add_argument("--json", type=Path)
 args = p.parse_args()
 if args.cpu >= 0 and hasattr(os, "sched_setaffinity"):
@@ -37,7 +41,12 @@ out = []
 with tempfile.TemporaryDirectory() as tmp:
     tmp = Path(tmp)
     shaped = args.heads or args.layers or args.width
-    if shaped:
+    stages = dict(zip("AB", (int(n) for n in args.stages.split(",")))) if args.stages else {}
+    if stages:
+        bundle = args.bundle or g.untrained_bundles(args.data, tmp)[0]
+        bundles = {"A": bundle, "B": bundle}
+        names = {v: f"{v}: stages of {n} rows" for v, n in stages.items()}
+    elif shaped:
         what, spec = next((w, s) for w, s in (("heads", args.heads), ("layers", args.layers),
                                               ("width", args.width)) if s)
         sizes = dict(zip("AB", (int(h) for h in spec.split(","))))
@@ -52,7 +61,8 @@ with tempfile.TemporaryDirectory() as tmp:
             continue
         days, order = spec.split(":")
         for v in order:
-            r = g.cli(bundles[v], int(days), tmp / "days.csv", args.cpu, eager_geometry=v == "A" and not shaped)
+            r = g.cli(bundles[v], int(days), tmp / "days.csv", args.cpu,
+                      eager_geometry=v == "A" and not (shaped or stages), stage=stages.get(v))
             r["variant"] = names[v]
             out.append(r)
             print(f"{r['variant']:27s} {r['days']:>7,} days  CPU {r['cpu_s']:.2f} s  {r['days'] / r['cpu_s']:,.0f} "

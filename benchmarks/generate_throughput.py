@@ -59,6 +59,9 @@ _CHILD = textwrap.dedent("""
         import pategail.sdk.epr                                  # the whole neighbour table at start-up (session 4)
         build = pategail.sdk.epr.CellGeometry.build.__func__
         pategail.sdk.epr.CellGeometry.build = classmethod(lambda cls, c, k, lazy=False: build(cls, c, k))
+    if os.environ.get("PATEGAIL_BENCH_STAGE"):
+        import pategail.sdk.decoding                             # the cache buffers' stage (47: one stage)
+        pategail.sdk.decoding.BufferedDecoder.STAGE = int(os.environ["PATEGAIL_BENCH_STAGE"])
     from pategail.sdk.cli import main
     rc = main(sys.argv[1:])
     hwm = int(next(l for l in open('/proc/self/status') if l.startswith('VmHWM')).split()[1])
@@ -90,14 +93,15 @@ def timed(fn):
 
 
 def cli(bundle: Path, days: int, out: Path, cpu: int, session3_explore: bool = False,
-        eager_geometry: bool = False) -> dict:
+        eager_geometry: bool = False, stage: int | None = None) -> dict:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     l0, t0 = load(), time.perf_counter()
     pin = ["taskset", "-c", str(cpu)] if cpu >= 0 and shutil.which("taskset") else []
     cmd = [*pin, sys.executable, "-c", _CHILD, "-q", "generate", "--bundle", str(bundle), "--days", str(days),
            "--out", str(out), "--seed", "0"]
     env = {**os.environ, **_ONE_THREAD, **({"PATEGAIL_BENCH_SESSION3_EXPLORE": "1"} if session3_explore else {}),
-           **({"PATEGAIL_BENCH_EAGER_GEOMETRY": "1"} if eager_geometry else {})}
+           **({"PATEGAIL_BENCH_EAGER_GEOMETRY": "1"} if eager_geometry else {}),
+           **({"PATEGAIL_BENCH_STAGE": str(stage)} if stage else {})}
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -214,22 +218,20 @@ def breakdown(bundle_dir: Path, rows: np.ndarray, threads: int, reps: int) -> di
         env.reset(np.asarray(rows[:, 0], dtype=np.int32), rows[:, 1])
         decoder.reset(len(rows))
         while not env.done:
-            t = env.t
             c0 = clock(); f = env.state.features()
             c1 = clock(); m = env.state.mask()
             c2 = clock()
-            feeds = {"cells": np.asarray(env.state.current, dtype=np.int64)[:, None], "features": f[:, None],
-                     "mask": m[:, None], POLICY_INPUT_SLOT: np.array(t, dtype=np.int64), **decoder._feeds}
+            feeds = decoder.feeds(env.state.current, f, m)          # (moves to the next stage when one is full)
             log_probs, *new = session.run(decoder._outputs, feeds)
             c3 = clock()
-            for buffer, r in zip(decoder._buffers, new):
-                buffer[:, :, t] = r[:, :, 0]
+            decoder.write(new)
             c4 = clock(); a = sample_actions(log_probs[:, -1], rng)
             c5 = clock(); env.step(a)
             c6 = clock()
             for name, (x, y) in zip(parts, ((c0, c1), (c1, c2), (c2, c3), (c3, c4), (c4, c5), (c5, c6))):
                 spent[name] += y - x
-            recorded.append({k: feeds[k].copy() for k in ("cells", "features", "mask", POLICY_INPUT_SLOT)})
+            recorded.append((decoder._i, {k: feeds[k].copy()
+                                          for k in ("cells", "features", "mask", POLICY_INPUT_SLOT)}))
         return spent
 
     one_batch()
@@ -237,11 +239,16 @@ def breakdown(bundle_dir: Path, rows: np.ndarray, threads: int, reps: int) -> di
     best = min(runs, key=lambda r: sum(r.values()))
     per_k = 1e6 / len(rows)
     out = {name: best[name] * per_k for name in parts}
-    # the ONNX Runtime call alone, synthetic inputs of the same shapes (cache buffers fixed, as in the loop)
+    # the ONNX Runtime call alone, synthetic inputs of the same shapes over the cache buffers of the loop's
+    # stages (the memory as the last batch left it)
+    stages = {}
+    for i in sorted({i for i, _ in recorded}):
+        decoder._stage(i)
+        stages[i] = dict(decoder._feeds)
     n, g = len(rows), np.random.default_rng(2)
     feeds = [{"cells": g.integers(0, len(env_law.cells), (n, 1)),
               "features": g.random((n, 1, 11), dtype=np.float32), "mask": np.ones((n, 1, 4), dtype=bool),
-              POLICY_INPUT_SLOT: np.array(t, dtype=np.int64), **decoder._feeds} for t in range(decoder.capacity)]
+              POLICY_INPUT_SLOT: f[POLICY_INPUT_SLOT], **stages[i]} for i, f in recorded]
 
     def model_alone(calls: list[dict]) -> float:
         """CPU ms per 1,000 days of the step model on ``calls`` (47 feeds), best of ``reps`` after a warm-up."""
@@ -254,9 +261,9 @@ def breakdown(bundle_dir: Path, rows: np.ndarray, threads: int, reps: int) -> di
         return min(spent[1:]) * per_k
 
     out["ORT call alone (synthetic inputs)"] = model_alone(feeds)
-    # the loop's own inputs of its last batch, replayed over its cache buffers (rows < slot hold that batch's
-    # keys and values, as in the loop; later rows other numbers, which the model masks out)
-    out["ORT call alone (the loop's inputs)"] = model_alone([{**f, **decoder._feeds} for f in recorded])
+    # the loop's own inputs of its last batch, replayed over the stages' buffers (rows < slot hold keys and
+    # values of that batch, as in the loop, though moved between stages; later rows other numbers, masked out)
+    out["ORT call alone (the loop's inputs)"] = model_alone([{**f, **stages[i]} for i, f in recorded])
     return out
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from pategail.sdk.decoding import POLICY_INPUT_SLOT, CacheLayout, cache_names, new_names
+from pategail.sdk.decoding import ONE_STAGE, POLICY_INPUT_SLOT, CacheLayout, cache_names, new_names
 from pategail.sdk.epr import CellGeometry
 from pategail.sdk.features import action_mask, state_features
 from pategail.sdk.generate import (POLICY_INPUT_CELLS, POLICY_INPUT_FEATURES, POLICY_INPUT_MASK,
@@ -37,6 +37,11 @@ class TorchPolicyStepSession:
     buffers are the caller's numpy arrays, read in place."""
 
     cache_buffers = True
+    cache_stage = ONE_STAGE
+    """One buffer of 47 rows, as before the decoder's stages (issue 17, session 11): torch's products round
+    differently over other capacities, which would change seeded training runs made before; the stages pay in
+    ONNX Runtime's generation (``pategail generate``, ``Device.generate``), not in the coordinator's sampling of
+    a round's days."""
 
     def __init__(self, policy: Policy):
         self.policy = policy

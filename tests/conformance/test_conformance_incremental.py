@@ -76,6 +76,50 @@ def test_slot_by_slot_with_the_cache_buffers_equals_the_full_prefix_model_on_rea
     np.testing.assert_allclose(again, full[:, :47], atol=1e-5, rtol=0)
 
 
+class _Watched:
+    """The step model's session, checking at every call that the cache rows < slot hold exactly the keys and
+    values it returned at the earlier slots, and recording the buffers' capacity and address."""
+
+    def __init__(self, session):
+        self.session, self.capacities, self.addresses, self.kept = session, [], set(), None
+
+    def get_inputs(self):
+        return self.session.get_inputs()
+
+    def run(self, names, feeds):
+        t, buffers = int(feeds["slot"]), [feeds[name] for name in cache_names(2)]
+        if t == 0:
+            self.kept = [np.zeros((*b.shape[:2], 0, b.shape[3]), dtype=np.float32) for b in buffers]
+        for buffer, kept in zip(buffers, self.kept):
+            np.testing.assert_array_equal(buffer[:, :, :t], kept)
+        self.capacities.append(buffers[0].shape[2])
+        self.addresses.update(b.__array_interface__["data"][0] for b in buffers)
+        out = self.session.run(names, feeds)
+        self.kept = [np.concatenate([kept, new], axis=2) for kept, new in zip(self.kept, out[1:])]
+        return out
+
+
+def test_the_decoder_grows_the_buffers_in_stages_and_moves_the_filled_rows(step_session, real_sample):
+    """The buffered decoder serves the model buffers of 12, 24, 36 and 47 rows as the day grows, every filled
+    row moved across each stage's end, on the same memory from stage to stage and day to day; its
+    log-probabilities equal those of one 47-row buffer within float rounding on real days."""
+    cells, features, mask = real_sample["days"].astype(np.int64), real_sample["features"], real_sample["mask"]
+    watched = _Watched(step_session)
+    staged, whole = decoder_for(watched), BufferedDecoder(step_session, CacheLayout.of_session(step_session),
+                                                          stage=47)
+    assert staged.capacities == (12, 24, 36, 47) and whole.capacities == (47,)
+    for day in range(2):                        # the second day starts again from the first stage
+        staged.reset(len(cells))
+        whole.reset(len(cells))
+        for t in range(47):
+            np.testing.assert_allclose(staged(cells[:, t], features[:, t], mask[:, t]),
+                                       whole(cells[:, t], features[:, t], mask[:, t]), atol=1e-5, rtol=0)
+    assert watched.capacities == 2 * ([12] * 12 + [24] * 12 + [36] * 12 + [47] * 11)
+    assert len(watched.addresses) == 4          # one block of memory per buffer
+    with pytest.raises(ValueError, match="holds 47 slots"):
+        staged(cells[:, 0], features[:, 0], mask[:, 0])
+
+
 def test_the_first_incremental_model_still_equals_the_full_prefix_model(bundle, concat_session, real_sample):
     cells, features, mask = real_sample["days"].astype(np.int64), real_sample["features"], real_sample["mask"]
     (full,) = open_policy_session(bundle).run(["log_probs"], {"cells": cells, "features": features, "mask": mask})
@@ -198,6 +242,7 @@ def test_coordinator_sampling_uses_the_cache_and_matches_onnx(bundle, torch_mode
     homes = days[300:332, 0]
     session = TorchPolicyStepSession(torch_models[0])
     assert isinstance(decoder_for(session), BufferedDecoder)
+    assert decoder_for(session).capacities == (47,)     # one buffer: seeded training runs replay as before stages
     a = generate_days(session, geometry, homes, homes, np.random.default_rng(9))
     b = generate_days(open_generation_session(bundle), geometry, homes, homes, np.random.default_rng(9))
     np.testing.assert_array_equal(a.days, b.days)

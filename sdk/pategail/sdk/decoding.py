@@ -148,47 +148,95 @@ class CachedDecoder:
         return log_probs[:, -1]
 
 
+ONE_STAGE = 1 << 30
+"""A :class:`BufferedDecoder` stage longer than any day: one buffer of the whole capacity from the first slot."""
+
+
 class BufferedDecoder:
     """Next-action log-probabilities from the incremental model over cache buffers: one slot in, its keys and
     values written into row t of preallocated buffers (capacity ``slots - 1``: the last slot needs no action).
 
-    The buffers are kept from one :meth:`reset` to the next of the same batch size: the rows a new day has not
-    written yet still hold the last day's (finite) numbers, which the model masks out."""
+    The buffers grow in stages of ``stage`` rows (12, 24, 36 and 47 rows for 48-slot days). The model reads
+    every row of the buffers it is given, filled or not, and its one-row attention products are bound by the
+    bytes they read (BENCHMARKS.md, issue 17), so a day's early slots are served from short buffers; when a
+    stage is full its rows are moved once into the next, longer one. All stages of a buffer share one block of
+    memory the size of the longest, so the stages cost no memory. The outputs do not depend on the stage
+    (rows >= ``slot`` are masked out, whatever the capacity).
 
-    def __init__(self, session: Session, layout: CacheLayout, slots: int = 48):
+    The memory is kept from one :meth:`reset` to the next of the same batch size: the rows a new day has not
+    written yet hold numbers of earlier days or stages (finite), which the model masks out."""
+
+    STAGE = 12
+    """Rows added per stage: 12 was the fastest of 4, 8, 12 and 16 on a trained bundle (BENCHMARKS.md)."""
+
+    def __init__(self, session: Session, layout: CacheLayout, slots: int = 48, stage: int | None = None):
+        stage = self.STAGE if stage is None else stage
+        if int(stage) < 1:
+            raise ValueError(f"stage must be at least 1 row, got {stage}")
         self.session = session
         self.layout = layout
         self.capacity = int(slots) - 1
+        self.capacities = tuple(range(int(stage), self.capacity, int(stage))) + (self.capacity,)
         self._outputs = [POLICY_OUTPUT_LOG_PROBS] + new_names(layout.n_layers)
         self._names = cache_names(layout.n_layers)
-        self._buffers: list[np.ndarray] = []
+        self._memory: list[np.ndarray] = []
 
     def reset(self, batch: int) -> None:
-        if not self._buffers or len(self._buffers[0]) != int(batch):
-            self._buffers = self.layout.buffers(batch, self.capacity)
-        self._feeds = dict(zip(self._names, self._buffers))
+        if not self._memory or len(self._memory[0]) != int(batch):
+            self._memory = self.layout.buffers(batch, self.capacity)
+        self._stage(0)
         self.t = 0
 
-    def __call__(self, cells: np.ndarray, features: np.ndarray, mask: np.ndarray) -> np.ndarray:
-        """float32 (n, 4): log π(· | s_t) given slot t's cell (n,), features (n, 11) and mask (n, 4)."""
+    def _stage(self, i: int) -> None:
+        """Serve from the ``i``-th stage: views of capacity ``capacities[i]`` on the kept memory."""
+        self._i = i
+        self._buffers = [m.reshape(-1)[:m[:, :, :self.capacities[i]].size].reshape(
+            (*m.shape[:2], self.capacities[i], m.shape[3])) for m in self._memory]
+        self._feeds = dict(zip(self._names, self._buffers))
+
+    def feeds(self, cells: np.ndarray, features: np.ndarray, mask: np.ndarray) -> dict:
+        """The model's inputs for slot t (the decoder's count of calls so far) given slot t's cell (n,),
+        features (n, 11) and mask (n, 4), moving to the next stage first when this one is full."""
         t = self.t
         if t >= self.capacity:
             raise ValueError(f"the cache holds {self.capacity} slots; call reset() to start new days")
-        feeds = {POLICY_INPUT_CELLS: np.asarray(cells, dtype=np.int64)[:, None],
-                 POLICY_INPUT_FEATURES: np.asarray(features, dtype=np.float32)[:, None],
-                 POLICY_INPUT_MASK: np.asarray(mask, dtype=bool)[:, None],
-                 POLICY_INPUT_SLOT: np.array(t, dtype=np.int64), **self._feeds}
-        log_probs, *new = self.session.run(self._outputs, feeds)
+        if t >= self.capacities[self._i]:
+            short = self._buffers
+            self._stage(self._i + 1)
+            for long, rows in zip(self._buffers, short):
+                _move_rows(rows, long, t)
+        return {POLICY_INPUT_CELLS: np.asarray(cells, dtype=np.int64)[:, None],
+                POLICY_INPUT_FEATURES: np.asarray(features, dtype=np.float32)[:, None],
+                POLICY_INPUT_MASK: np.asarray(mask, dtype=bool)[:, None],
+                POLICY_INPUT_SLOT: np.array(t, dtype=np.int64), **self._feeds}
+
+    def write(self, new: list[np.ndarray]) -> None:
+        """Write slot t's keys and values (the model's ``new_*`` outputs) into row t; t advances."""
         for buffer, rows in zip(self._buffers, new):
-            buffer[:, :, t] = rows[:, :, 0]
-        self.t = t + 1
+            buffer[:, :, self.t] = rows[:, :, 0]
+        self.t += 1
+
+    def __call__(self, cells: np.ndarray, features: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        """float32 (n, 4): log π(· | s_t) given slot t's cell (n,), features (n, 11) and mask (n, 4)."""
+        log_probs, *new = self.session.run(self._outputs, self.feeds(cells, features, mask))
+        self.write(new)
         return log_probs[:, -1]
+
+
+def _move_rows(short: np.ndarray, long: np.ndarray, t: int, block: int = 32) -> None:
+    """long[:, :, :t] = short[:, :, :t] for two views of one block of memory, ``long`` of the larger capacity.
+    Every day's rows move to a higher address, so moving the days from the last backwards never overwrites
+    rows not yet read; numpy buffers the overlap within a group of ``block`` days (a small temporary instead of
+    one the size of the whole cache)."""
+    for start in range((len(short) - 1) // block * block, -1, -block):
+        long[start:start + block, :, :t] = short[start:start + block, :, :t]
 
 
 def decoder_for(session: Session, slots: int = 48):
     """The decoder a session supports, from its inputs (or, for a session that is not ONNX Runtime's, its
     ``cache_layout`` attribute and ``cache_buffers`` flag): :class:`BufferedDecoder` for the incremental model,
-    :class:`CachedDecoder` for the first incremental model, :class:`PrefixDecoder` for the full-prefix one."""
+    :class:`CachedDecoder` for the first incremental model, :class:`PrefixDecoder` for the full-prefix one.
+    A session's ``cache_stage`` attribute, when it has one, sets the buffered decoder's stage."""
     layout = getattr(session, "cache_layout", None)
     buffered = bool(getattr(session, "cache_buffers", False))
     if layout is None and hasattr(session, "get_inputs"):
@@ -196,4 +244,6 @@ def decoder_for(session: Session, slots: int = 48):
         buffered = any(i.name == POLICY_INPUT_SLOT for i in session.get_inputs())
     if layout is None:
         return PrefixDecoder(session, slots)
-    return BufferedDecoder(session, layout, slots) if buffered else CachedDecoder(session, layout)
+    if not buffered:
+        return CachedDecoder(session, layout)
+    return BufferedDecoder(session, layout, slots, stage=getattr(session, "cache_stage", None))
