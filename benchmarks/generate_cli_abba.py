@@ -35,6 +35,12 @@ shape.add_argument("--stages", help="A,B: compare the decoder's cache stages of 
 p.add_argument("--bundle", type=Path, help="with --stages: this (trained) bundle instead of an untrained one")
 p.add_argument("--json", type=Path)
 args = p.parse_args()
+if args.bundle and not args.stages:
+    p.error("--bundle goes with --stages (the other comparisons export untrained policies of two shapes)")
+for opt in ("heads", "layers", "width", "stages"):
+    spec = getattr(args, opt)
+    if spec and not (len(spec.split(",")) == 2 and all(v.strip().isdigit() and int(v) > 0 for v in spec.split(","))):
+        p.error(f"--{opt} takes two positive whole numbers A,B, got {spec!r}")
 if args.cpu >= 0 and hasattr(os, "sched_setaffinity"):
     os.sched_setaffinity(0, {args.cpu})
 out = []

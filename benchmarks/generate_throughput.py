@@ -99,7 +99,8 @@ def cli(bundle: Path, days: int, out: Path, cpu: int, session3_explore: bool = F
     pin = ["taskset", "-c", str(cpu)] if cpu >= 0 and shutil.which("taskset") else []
     cmd = [*pin, sys.executable, "-c", _CHILD, "-q", "generate", "--bundle", str(bundle), "--days", str(days),
            "--out", str(out), "--seed", "0"]
-    env = {**os.environ, **_ONE_THREAD, **({"PATEGAIL_BENCH_SESSION3_EXPLORE": "1"} if session3_explore else {}),
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PATEGAIL_BENCH_")}
+    env = {**env, **_ONE_THREAD, **({"PATEGAIL_BENCH_SESSION3_EXPLORE": "1"} if session3_explore else {}),
            **({"PATEGAIL_BENCH_EAGER_GEOMETRY": "1"} if eager_geometry else {}),
            **({"PATEGAIL_BENCH_STAGE": str(stage)} if stage else {})}
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
@@ -221,7 +222,7 @@ def breakdown(bundle_dir: Path, rows: np.ndarray, threads: int, reps: int) -> di
             c0 = clock(); f = env.state.features()
             c1 = clock(); m = env.state.mask()
             c2 = clock()
-            feeds = decoder.feeds(env.state.current, f, m)          # (moves to the next stage when one is full)
+            feeds = decoder.feeds(env.state.current, f, m)   # ("ORT call" includes the moves between stages)
             log_probs, *new = session.run(decoder._outputs, feeds)
             c3 = clock()
             decoder.write(new)
@@ -261,8 +262,9 @@ def breakdown(bundle_dir: Path, rows: np.ndarray, threads: int, reps: int) -> di
         return min(spent[1:]) * per_k
 
     out["ORT call alone (synthetic inputs)"] = model_alone(feeds)
-    # the loop's own inputs of its last batch, replayed over the stages' buffers (rows < slot hold keys and
-    # values of that batch, as in the loop, though moved between stages; later rows other numbers, masked out)
+    # the loop's own inputs of its last batch, replayed over the stages' views of the memory as the batch left it
+    # (laid out for 47 rows, so a shorter stage's rows < slot hold other slots' or days' numbers: finite, and the
+    # same work for the model)
     out["ORT call alone (the loop's inputs)"] = model_alone([{**f, **stages[i]} for i, f in recorded])
     return out
 

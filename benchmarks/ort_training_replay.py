@@ -7,7 +7,8 @@ round. Each child process opens the session as a device does (`pategail.sdk.bund
 the 20 AdamW steps and prints the loss and a digest of the parameters after every step.
 
 The cause (session 10): ONNX Runtime builds the optimizer model's parameter and gradient sequences in an order
-that changes from process to process (it follows the address layout: constant with ``--no-aslr``), and the
+that changes from process to process (constant with ``--no-aslr`` for this case, though not for every model:
+see benchmarks/ort_sequence_order.py), and the
 optimizer model bundles had until then, with ONNX Runtime's ``InplaceClipGradNorm`` (``--ort-clip``: the case's
 original file, ``discriminator_optimizer_model.ort-clip.onnx``), adds the per-tensor squares in that order. Step 10
 is the first whose gradient norm exceeds max_norm 1.0, so the clip acts, and its coefficient rounds three ways

@@ -118,6 +118,27 @@ def test_the_decoder_grows_the_buffers_in_stages_and_moves_the_filled_rows(step_
     assert len(watched.addresses) == 4          # one block of memory per buffer
     with pytest.raises(ValueError, match="holds 47 slots"):
         staged(cells[:, 0], features[:, 0], mask[:, 0])
+    # a batch that is not a whole number of the moves' groups of 32 days (as the CLI's last batch can be)
+    staged.reset(50)
+    for t in range(47):
+        staged(cells[:50, t], features[:50, t], mask[:50, t])
+
+
+@pytest.mark.parametrize("batch", [1, 31, 33, 65])
+@pytest.mark.parametrize("heads", [1, 4])
+def test_moving_the_rows_to_a_longer_stage_keeps_every_day(batch, heads):
+    """Rows moved between two views of one block of memory arrive intact for every day, whatever the batch's
+    remainder modulo the groups of 32 days the move works in."""
+    from pategail.sdk.decoding import _move_rows
+
+    memory = np.zeros(batch * heads * 47 * 3, dtype=np.float32)
+    for short, long in ((12, 24), (24, 36), (36, 47)):
+        view = memory[:batch * heads * short * 3].reshape(batch, heads, short, 3)
+        view[...] = np.random.default_rng(short).normal(size=view.shape)
+        rows = view.copy()
+        _move_rows(view, memory[:batch * heads * long * 3].reshape(batch, heads, long, 3), short)
+        np.testing.assert_array_equal(memory[:batch * heads * long * 3].reshape(batch, heads, long, 3)[:, :, :short],
+                                      rows)
 
 
 def test_the_first_incremental_model_still_equals_the_full_prefix_model(bundle, concat_session, real_sample):

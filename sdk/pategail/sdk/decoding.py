@@ -160,14 +160,17 @@ class BufferedDecoder:
     every row of the buffers it is given, filled or not, and its one-row attention products are bound by the
     bytes they read (BENCHMARKS.md, issue 17), so a day's early slots are served from short buffers; when a
     stage is full its rows are moved once into the next, longer one. All stages of a buffer share one block of
-    memory the size of the longest, so the stages cost no memory. The outputs do not depend on the stage
-    (rows >= ``slot`` are masked out, whatever the capacity).
+    memory the size of the longest, so the stages cost no memory. Rows >= ``slot`` are masked out whatever the
+    capacity, so the outputs equal those of one 47-row buffer up to float rounding (within 1e-6 measured; the
+    kernels sum over other lengths): days for a seed could differ only where a uniform draw falls that close to a
+    step of the action CDF.
 
     The memory is kept from one :meth:`reset` to the next of the same batch size: the rows a new day has not
     written yet hold numbers of earlier days or stages (finite), which the model masks out."""
 
     STAGE = 12
-    """Rows added per stage: 12 was the fastest of 4, 8, 12 and 16 on a trained bundle (BENCHMARKS.md)."""
+    """Rows added per stage: 8, 12 and 16 were alike within noise on a trained bundle and 4 slower; 12 kept
+    (BENCHMARKS.md, issue 17, session 11)."""
 
     def __init__(self, session: Session, layout: CacheLayout, slots: int = 48, stage: int | None = None):
         stage = self.STAGE if stage is None else stage
@@ -211,7 +214,10 @@ class BufferedDecoder:
                 POLICY_INPUT_SLOT: np.array(t, dtype=np.int64), **self._feeds}
 
     def write(self, new: list[np.ndarray]) -> None:
-        """Write slot t's keys and values (the model's ``new_*`` outputs) into row t; t advances."""
+        """Write slot t's keys and values (the model's ``new_*`` outputs) into row t; t advances. Call it after
+        :meth:`feeds` of the same slot (which moves to the next stage when one is full)."""
+        if self.t >= self._buffers[0].shape[2]:
+            raise ValueError(f"slot {self.t} has no row in this stage's buffers: call feeds() for it first")
         for buffer, rows in zip(self._buffers, new):
             buffer[:, :, self.t] = rows[:, :, 0]
         self.t += 1
