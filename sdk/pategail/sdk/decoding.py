@@ -193,8 +193,9 @@ class BufferedDecoder:
     def _stage(self, i: int) -> None:
         """Serve from the ``i``-th stage: views of capacity ``capacities[i]`` on the kept memory."""
         self._i = i
-        self._buffers = [m.reshape(-1)[:m[:, :, :self.capacities[i]].size].reshape(
-            (*m.shape[:2], self.capacities[i], m.shape[3])) for m in self._memory]
+        batch, heads, _, head_dim = self._memory[0].shape
+        shape = (batch, heads, self.capacities[i], head_dim)
+        self._buffers = [m.reshape(-1)[:np.prod(shape)].reshape(shape) for m in self._memory]
         self._feeds = dict(zip(self._names, self._buffers))
 
     def feeds(self, cells: np.ndarray, features: np.ndarray, mask: np.ndarray) -> dict:
