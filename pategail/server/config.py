@@ -12,6 +12,7 @@ from pathlib import Path
 from pategail.errors import PategailError
 from pategail.sdk.contribution import Granularity
 from pategail.sdk.epr import DEFAULT_ALPHA, DEFAULT_CANDIDATES
+from pategail.sdk.secagg.graph import secagg_plus_degree
 from pategail.server.ppo import PPOConfig
 
 
@@ -35,18 +36,28 @@ needs no argument about random graphs, and at 100 devices a device masks with 99
 give it 28 — small enough a difference not to give up the simpler guarantee."""
 
 
-def secagg_degree_for(n_devices: int, configured: int | None = None) -> int:
+DEGREE_FAILURE = 1e-3
+"""The largest chance that dropouts make a round fail through its neighbour graph, which the default SecAgg+
+degree is sized for (:func:`secagg_degree_for`)."""
+
+
+def secagg_degree_for(n_devices: int, configured: int | None = None, dropout: float = 0.2,
+                      colluders: int = 0) -> int:
     """The SecAgg+ degree of a round over ``n_devices`` (0 = all pairs): ``configured`` when set, else all
-    pairs up to :data:`ALL_PAIRS_MAX` devices and k = 2·⌈2·log2 n⌉ beyond. Why O(log n): Bell et al. (2020,
-    SecAgg+) show that a random k-regular neighbour graph with k = O(log n) keeps the sum secure and correct
-    except with probability 2^-40 against a third of the devices dropping out and a third colluding (k about
-    40 at n = 1,000, pategail.sdk.secagg.graph); the masking work per device is then O(k) instead of O(n), so a
-    round costs O(n log n) instead of O(n²)."""
+    pairs up to :data:`ALL_PAIRS_MAX` devices and beyond that the smallest even k at which a round with
+    each device dropping out with probability ``dropout`` (the coordinator passes 1 − min_survivors: the most
+    a round tolerates anyway) and ``colluders`` devices on the aggregator's side fails through its graph
+    with probability at most :data:`DEGREE_FAILURE`
+    (:func:`pategail.sdk.secagg.graph.secagg_plus_degree`, which says why the threshold it implies is
+    k/2 + 2 + c). As Bell et al. (2020) show for SecAgg+, k = O(log n) suffices: 54 at n = 1,000 and 74 at
+    100,000 for a dropout rate of 0.2; the masking work per device is then O(k) instead of O(n)."""
     if configured is not None:
         return configured
     if n_devices <= ALL_PAIRS_MAX:
         return 0
-    return 2 * math.ceil(2 * math.log2(n_devices))
+    # a round needs a majority of its participants to certify the survivor set (secagg.graph.certificate_size),
+    # so sizing the graph for more than 45% dropouts would buy nothing
+    return secagg_plus_degree(n_devices, min(dropout, 0.45), colluders, DEGREE_FAILURE)
 
 
 MECHANISMS = ("laplace", "gaussian")
@@ -157,10 +168,10 @@ class TrainConfig:
     secagg_degree: int | None = None
     """SecAgg+ neighbours per device (even); 0 = all pairs; None (the default) chooses from the number n of
     devices in the round (:func:`secagg_degree_for`): all pairs up to ``ALL_PAIRS_MAX`` devices, beyond that
-    the SecAgg+ Harary graph with k = 2·⌈2·log2 n⌉ neighbours (40 at n = 1,000, 68 at 100,000). The Shamir
-    threshold is the one the protocol's security argument needs for either graph: a strict majority of the
-    k + 1 holders of each device's secrets (pategail.sdk.secagg.graph.default_threshold), so two disjoint
-    groups can never both reconstruct and fewer than half of a neighbourhood may drop out."""
+    the SecAgg+ Harary graph with the smallest degree that survives the dropouts ``min_survivors`` allows
+    (54 at n = 1,000). The Shamir threshold is the one the protocol's security argument needs for the graph
+    and ``secagg_colluders`` (pategail.sdk.secagg.graph.secure_threshold: ⌊(n + c)/2⌋ + 1 for all pairs,
+    k/2 + 2 + c for SecAgg+)."""
     secagg_colluders: int = 0
     """t: devices that may collude with the coordinator (reveal their noise shares to it). Noise shares are
     sized for n_min − t, so the honest survivors alone add the full noise; 0 trusts every device with its

@@ -133,7 +133,8 @@ class SecureReleases:
             from pategail.errors import PategailError
             raise PategailError(f"secagg_colluders={self.config.secagg_colluders} must be below n_min={n_min} "
                                 f"(min_survivors of {n_devices} devices)")
-        degree = secagg_degree_for(len(participants), self.config.secagg_degree)   # None: from the cohort size
+        degree = secagg_degree_for(len(participants), self.config.secagg_degree,   # None: from the cohort size
+                                   1.0 - self.config.min_survivors, self.config.secagg_colluders)
         config = SecureRoundConfig(round_id=round_ << 16, n_min=n_min, sum_noise_scale=sum_scale,
                                    sq_sum_noise_scale=sq_scale, degree=degree,
                                    aggregator=self.config.aggregator, colluders=self.config.secagg_colluders,

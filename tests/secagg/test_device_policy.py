@@ -1,5 +1,5 @@
-"""Issue 14, point 5 (policy): devices check a signed configuration against their own floors before sending
-anything — a strict-majority Shamir threshold, a minimum n_min, noise no smaller than the declared plan."""
+"""Devices check a signed configuration against their own floors before sending anything — the secure Shamir
+threshold, a minimum n_min, noise no smaller than the declared plan."""
 from __future__ import annotations
 
 import pytest
@@ -27,14 +27,14 @@ def _start(federation, policy, tmp_path, **round_args):
 
 
 @pytest.mark.parametrize("threshold", [1, 2, 4])
-def test_a_threshold_below_a_strict_majority_is_refused(federation, tmp_path, threshold):
+def test_a_threshold_below_the_secure_threshold_is_refused(federation, tmp_path, threshold):
     client, log, coordinator, got = _start(federation, DevicePolicy(), tmp_path, threshold=threshold)
-    assert isinstance(got, RoundRefused) and got.code == "policy" and "strict majority" in str(got)
+    assert isinstance(got, RoundRefused) and got.code == "policy" and "floor 5" in str(got)
     assert client.phase.name == "IDLE" and log.last(coordinator.directory.coordinator) == -1
     assert not (tmp_path / "rounds.json").exists()          # nothing sent, nothing recorded
 
 
-def test_a_strict_majority_is_accepted(federation, tmp_path):
+def test_the_secure_threshold_is_accepted(federation, tmp_path):
     _, log, coordinator, got = _start(federation, DevicePolicy(), tmp_path, threshold=5)
     assert isinstance(got, bytes) and log.last(coordinator.directory.coordinator) == 4
 

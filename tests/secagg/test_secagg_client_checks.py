@@ -162,14 +162,14 @@ def test_unmask_reveals_b_for_survivors_and_s_for_dropouts(federation):
 
 
 def test_unmask_needs_t_confirmations_of_the_same_survivor_set(federation):
-    run = Manual(federation, n=4, n_min=3)                          # threshold 3
+    run = Manual(federation, n=4, n_min=3)                          # threshold 3, certificate 3
     run.advertise()
     run.share()
     run.mask()
     run.ack(who=run.ids[:2])
     d = run.ids[0]
     # itself and one neighbour: 2 < 3
-    with pytest.raises(SecAggAbort, match="3 needed"):
+    with pytest.raises(SecAggAbort, match="only 2 devices certified"):
         run.by_id[d].unmask(run.agg.ack_set(d))
     assert run.by_id[d].phase is Phase.ACKED
     # another device's acknowledgement of a different set does not count

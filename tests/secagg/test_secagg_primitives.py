@@ -8,7 +8,7 @@ from pategail.sdk.secagg import MessageRejected, RoundConfig
 from pategail.sdk.secagg import shamir
 from pategail.sdk.secagg.fixedpoint import (FRAC_BITS, MAX_DEVICES, MAX_NOISE_SCALE_QUANTA, SAFE_ABS_SUM, SCALE,
                                             decode, encode, from_ring, sum_bound, to_ring)
-from pategail.sdk.secagg.graph import NeighbourGraph, default_threshold
+from pategail.sdk.secagg.graph import NeighbourGraph, secure_threshold
 from pategail.sdk.secagg.noise import discrete_laplace_share
 from pategail.sdk.secagg.prg import P61, add_mask, expand_mask
 from pategail.sdk.secagg.wire import VERSION, Reader, Writer, frame, unframe
@@ -103,7 +103,8 @@ def test_secagg_plus_graph_is_regular_symmetric_and_agreed():
         assert all(d in g1.neighbours(v) for v in nb)
     assert g1.neighbours(10) != NeighbourGraph(ids, b"t" * 32, 40).neighbours(10)  # the seed matters
     assert NeighbourGraph(ids[:5], b"s" * 32, 0).neighbours(10) == frozenset(ids[1:5])
-    assert default_threshold(41) == 21
+    assert secure_threshold(1000, 40) == 22 and secure_threshold(1000, 40, colluders=3) == 25
+    assert secure_threshold(41, 0) == 21 and secure_threshold(41, 40) == 21  # degree >= n - 1: all pairs
 
 
 def test_wire_rejects_malformed_frames():

@@ -75,6 +75,8 @@ class Aggregator:
     def receive_advertise(self, data: bytes) -> None:
         msg = AdvertiseKeys.decode(data, self._dir)
         self._accept("advertise", msg, self.adverts, self._x)
+        crypto.check_x25519_public(msg.c_public)   # a low-order key would stop every neighbour's exchange
+        crypto.check_x25519_public(msg.s_public)
         self.adverts[msg.sender] = (msg, bytes(data))
 
     def close_advertise(self) -> None:
@@ -131,8 +133,15 @@ class Aggregator:
         self.phase = "unmask" if self.phase == "ack" else self.phase
 
     def ack_set(self, device: int) -> bytes:
+        """The acknowledgements ``device`` needs before it unmasks: its neighbours' first, then others'
+        until the certificate is complete (``RoundConfig.certificate_size`` signers, the device included)."""
+        chosen = [v for v in self._live_neighbours(device, self.acks)]
+        need = self.config.certificate_size - 1 - len(chosen)
+        if need > 0:
+            near = set(chosen) | {device}
+            chosen += [v for v in sorted(self.acks) if v not in near][:need]
         return RelayedFrames(KIND_ACK_SET, self.config.round_id, self.digest,
-                             tuple(self.acks[v] for v in self._live_neighbours(device, self.acks))).encode()
+                             tuple(self.acks[v] for v in chosen)).encode()
 
     # -- 4: Unmask -----------------------------------------------------------------------------------------
     def receive_unmask(self, data: bytes) -> None:

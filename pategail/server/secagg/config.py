@@ -22,7 +22,8 @@ class SecureRoundConfig:
     degree: int = 0
     """SecAgg+ neighbours per device (even); 0 = all pairs."""
     threshold: int | None = None
-    """Shamir threshold; None = a strict majority of a neighbourhood."""
+    """Shamir threshold; None = the one the security argument needs (pategail.sdk.secagg.graph.secure_threshold),
+    the lowest devices accept."""
     aggregator: str = "coordinator"
     """"coordinator" or "device" (a device drawn at random each round)."""
     colluders: int = 0

@@ -17,8 +17,9 @@ from pategail.sdk.secagg import crypto
 from pategail.sdk.secagg.config import COORDINATOR, DevicePublicKeys, KeyDirectory, RoundConfig
 from pategail.sdk.secagg.client import survivor_digest
 from pategail.sdk.secagg.errors import ImplausibleAggregate, MessageRejected, SecAggAbort, TamperDetected
+from pategail.sdk.secagg.checksum import key_commitment
 from pategail.sdk.secagg.fixedpoint import SCALE, decode, plausible_range
-from pategail.sdk.secagg.graph import default_threshold
+from pategail.sdk.secagg.graph import secure_threshold
 from pategail.sdk.secagg.messages import AggregateResult, SurvivorAck, from_bitmap
 from pategail.sdk.secagg.prg import P61
 
@@ -68,6 +69,10 @@ class SecAggCoordinator:
         """Register a device's long-term public keys (out of band, e.g. at app install)."""
         if not 0 <= device_id < COORDINATOR:
             raise ValueError("device ids are 32-bit and not 0xFFFFFFFF")
+        try:
+            crypto.check_x25519_public(keys.envelope)
+        except MessageRejected as err:
+            raise ValueError(f"device {device_id}: envelope key refused ({err})") from None
         self._devices[device_id] = keys
 
     def new_round(self, config: SecureRoundConfig, participants, num_queries: int,
@@ -81,17 +86,17 @@ class SecAggCoordinator:
         if missing := [d for d in participants if d not in self._devices]:
             raise ValueError(f"devices not enrolled: {missing[:5]}")
         ephemeral = X25519PrivateKey.generate()
+        key = os.urandom(32)
         n = len(participants)
         degree = config.degree
-        holders = n if degree == 0 or degree >= n - 1 else degree + 1
-        threshold = config.threshold if config.threshold is not None else default_threshold(holders)
+        threshold = config.threshold if config.threshold is not None else secure_threshold(n, degree,
+                                                                                            config.colluders)
         cfg = RoundConfig(round_id=round_id, participants=participants, num_queries=num_queries, n_min=config.n_min,
                           threshold=threshold, degree=degree, sum_noise_scale=float(config.sum_noise_scale),
                           sq_sum_noise_scale=float(config.sq_sum_noise_scale), round_seed=os.urandom(32),
                           envelope_public=crypto.public_bytes(ephemeral), colluders=config.colluders,
                           aggregator=aggregator, mechanism=config.mechanism, block=config.block,
-                          clip_norm=float(config.clip_norm))
-        key = os.urandom(32)
+                          clip_norm=float(config.clip_norm), checksum_commitment=key_commitment(key))
         offsets = {d: secrets.randbelow(P61) for d in participants}  # k_u: secret from the aggregator
         envelopes = {d: seal_envelope(ephemeral, self._devices[d].envelope, round_id, cfg.digest, d, key,
                                       offsets[d]) for d in participants}
@@ -103,7 +108,7 @@ class SecAggCoordinator:
         """Check the aggregate's round, survivor count, range and keyed checksum; decode the noisy sums.
 
         Raises TamperDetected on a checksum/range mismatch or a survivor set the devices did not sign
-        (fewer than ``threshold`` signatures), SecAggAbort below n_min, MessageRejected on
+        (fewer than ``certificate_size`` signatures), SecAggAbort below n_min, MessageRejected on
         malformed bytes or an unknown/finished round (a replayed aggregate).
         """
         msg = AggregateResult.decode(aggregate)
@@ -126,9 +131,10 @@ class SecAggCoordinator:
 
     def _check_survivors_signed(self, cfg: RoundConfig, msg: AggregateResult, survivors: frozenset[int]) -> None:
         """The claimed survivor set must be the one the devices signed in the consistency check: every ack
-        carried is a valid signature of a claimed survivor on this bitmap, and at least ``threshold`` distinct
-        survivors signed — the same quorum a device needs before it unmasks, so unless ``threshold`` devices
-        collude with the aggregator, an honest device saw this set. (The affine checksum binds it again.)"""
+        carried is a valid signature of a claimed survivor on this bitmap, and at least
+        ``cfg.certificate_size`` distinct survivors signed — the certificate a device needs before it unmasks,
+        so this is the one survivor set of the round honest devices revealed shares for. (The affine checksum
+        binds it again.)"""
         digest = survivor_digest(cfg.digest, msg.survivors_bitmap)
         directory = self.directory
         signers: set[int] = set()
@@ -142,9 +148,9 @@ class SecAggCoordinator:
                 raise TamperDetected(f"round {cfg.round_id}: the survivor set is not the one device {ack.sender} "
                                      "signed")
             signers.add(ack.sender)
-        if len(signers) < cfg.threshold:
+        if len(signers) < cfg.certificate_size:
             raise TamperDetected(f"round {cfg.round_id}: only {len(signers)} survivors signed the survivor set, "
-                                 f"{cfg.threshold} needed")
+                                 f"{cfg.certificate_size} needed")
 
 
 def _check_plausible(cfg: RoundConfig, sums: np.ndarray, n_survivors: int) -> None:

@@ -78,6 +78,7 @@ class Enrolment:
         r.done()
         if not crypto.verify(keys.signing, sig, signed):
             raise MessageRejected("enrolment not signed by the key it enrols")
+        crypto.check_x25519_public(keys.envelope)
         return cls(keys, requested)
 
 

@@ -32,6 +32,7 @@ What it does NOT protect:
 """
 from __future__ import annotations
 
+import hashlib
 import struct
 from operator import mul
 
@@ -52,6 +53,12 @@ def weights(key: bytes, n: int) -> list[int]:
 def checksum(values: np.ndarray, w: list[int], offset: int) -> int:
     """Σ_i w_i x_i + offset mod P61 for signed int64 ``values`` (exact, in Python integers)."""
     return (sum(map(mul, w, np.asarray(values, dtype=np.int64).tolist())) + offset) % P61
+
+
+def key_commitment(key: bytes) -> bytes:
+    """SHA-256 commitment to the round's checksum key K, signed in the round configuration: one key for all
+    devices of a round."""
+    return hashlib.sha256(b"pategail-secagg/checksum-key" + key).digest()
 
 
 def pack_secrets(key: bytes, offset: int) -> bytes:

@@ -6,9 +6,12 @@ bytes to send back; a call that raises leaves the client's state unchanged:
     start_round(signed_config, envelope[, environment]) -> AdvertiseKeys  (verify config, policy, budget; open
                                                                           envelope)
     share_keys(key_broadcast)            -> ShareKeys          (t-of-k shares of b_u and s_u, encrypted)
-    masked_input(share_delivery, scores) -> MaskedInput        (clip, noise share, checksum, mask; ledger)
+    masked_input(share_delivery, scores) -> MaskedInput        (at least t − 1 neighbours' shares, else abort;
+                                                                clip, noise share, checksum, mask; ledger)
     consistency_check(survivor_set)      -> SurvivorAck        (sign U3 once; abort below n_min)
-    unmask(ack_set)                      -> UnmaskShares       (b shares of survivors, s shares of dropouts)
+    unmask(ack_set)                      -> UnmaskShares       (only under U3 certified by a majority of the
+                                                                participants: b shares of survivors, s shares
+                                                                of dropouts)
 
 ``scores`` are the device's D_u(s, a) for the round's M queries, shape (M,), float; the client clips them
 to [0, 1] itself and uploads both D and D² (computed from the clipped D): data slots 0..M-1 carry D,
@@ -19,11 +22,17 @@ release is accounted as one Laplace vector query of its L1 sensitivity (``ledger
 Never both secrets: a device signs exactly one survivor set per round and derives what it reveals from it
 (b_v for v in U3, the mask key s_v for v not in U3), keeping a record that refuses any request for the
 other secret of a device it already revealed one of.
+
+What the checks add up to — an aggregator together with at most ``colluders`` devices opens no sum but the
+one over all honest survivors of one survivor set — is argued in
+:func:`pategail.sdk.secagg.graph.secure_threshold`; each check below names the step of that argument it
+carries.
 """
 from __future__ import annotations
 
 import enum
 import hashlib
+import hmac
 import os
 import struct
 from dataclasses import dataclass, field
@@ -35,7 +44,7 @@ from pategail.sdk.contribution import ENV_L1_BOUND, Granularity
 from pategail.sdk.features import SLOTS
 
 from . import crypto, shamir
-from .checksum import checksum, envelope_aad, envelope_key, unpack_secrets, weights
+from .checksum import checksum, envelope_aad, envelope_key, key_commitment, unpack_secrets, weights
 from .config import KeyDirectory, RoundConfig
 from .errors import MessageRejected, ProtocolError, RefusedUnmask, SecAggAbort
 from .fixedpoint import SCALE, clip_unit, encode, encode_signed, to_ring
@@ -186,6 +195,9 @@ class SecAggClient:
         shared = crypto.agree(self._identity.envelope_key, cfg.envelope_public)
         key, offset = unpack_secrets(crypto.open_sealed(envelope_key(shared, digest, self.device_id),
                                                         env.sealed, envelope_aad(digest, self.device_id)))
+        if not hmac.compare_digest(key_commitment(key), cfg.checksum_commitment):
+            raise MessageRejected("the checksum key in the envelope is not the one the round configuration "
+                                  "commits to")
         graph = NeighbourGraph(cfg.participants, cfg.round_seed, cfg.degree)
         r = _Round(cfg, digest, graph.neighbours(self.device_id), key, offset, X25519PrivateKey.generate(),
                    X25519PrivateKey.generate(), os.urandom(32), environment=bool(environment),
@@ -239,6 +251,8 @@ class SecAggClient:
         for v, blob in sd.shares:
             if v not in r.peers:
                 raise ProtocolError(f"shares from device {v}, which is not a neighbour that advertised keys")
+            if v in held:
+                raise MessageRejected(f"two shares from device {v}")
             head = _SHARE_HEAD.pack(cfg.round_id, v, self.device_id)
             key = crypto.share_key(r.c_secrets[v], r.digest, v, self.device_id)
             plain = crypto.open_sealed(key, blob, head)
@@ -246,6 +260,11 @@ class SecAggClient:
                 raise MessageRejected(f"malformed share from device {v}")
             held[v] = (plain[len(head):len(head) + shamir.SHARE_BYTES], plain[len(head) + shamir.SHARE_BYTES:])
         held[self.device_id] = r.own_share
+        if len(held) < cfg.threshold:
+            # masked with fewer than t − 1 neighbours, the input could be opened with the b-secret alone, which
+            # the other neighbours would reveal (secure_threshold, step b); Bonawitz et al. abort here too
+            raise SecAggAbort(f"shares from only {len(held) - 1} neighbours arrived; {cfg.threshold - 1} are "
+                              "needed before this device masks its input")
         scores = clip_unit(scores)
         m = cfg.num_queries
         if scores.shape != (input_length(cfg, len(scores)),):
@@ -299,7 +318,9 @@ class SecAggClient:
         return r.ack
 
     def unmask(self, ack_set: bytes) -> bytes:
-        """Check that at least t devices (self included) signed the same U3; reveal one secret per device."""
+        """Reveal one secret per held device, only under a certified survivor set: signatures on this device's
+        U3 from ``cfg.certificate_size`` distinct survivors (so no other survivor set of the round can be
+        certified: every honest device that reveals anything saw this one), t − 1 of them its neighbours."""
         if self.phase is Phase.DONE:
             return self._round.response
         r = self._expect(Phase.ACKED)
@@ -307,19 +328,26 @@ class SecAggClient:
         acks = RelayedFrames.decode(ack_set, KIND_ACK_SET)
         self._check_round(acks)
         digest = survivor_digest(r.digest, r.ack_bitmap)
-        confirmed = {self.device_id}
+        signers, neighbours = {self.device_id}, {self.device_id}
         for raw in acks.frames:
-            if len(confirmed) >= cfg.threshold:
-                break  # t valid signatures on our U3 is the condition; checking more only costs time
+            if len(signers) >= cfg.certificate_size and len(neighbours) >= cfg.threshold:
+                break  # enough valid signatures on our U3; checking more only costs time
             ack = SurvivorAck.decode(raw, self._directory)
             self._check_round(ack)
-            if ack.sender not in r.neighbours or ack.sender not in r.survivors:
-                raise ProtocolError(f"acknowledgement from device {ack.sender}, not a surviving neighbour")
+            if ack.sender not in r.survivors:
+                raise ProtocolError(f"acknowledgement from device {ack.sender}, which is not a survivor")
             if ack.digest != digest:
                 raise ProtocolError(f"device {ack.sender} saw a different survivor set")
-            confirmed.add(ack.sender)
-        if len(confirmed) < cfg.threshold:
-            raise SecAggAbort(f"only {len(confirmed)} neighbours confirmed the survivor set; "
+            if ack.sender in signers:
+                raise ProtocolError(f"two acknowledgements from device {ack.sender}")
+            signers.add(ack.sender)
+            if ack.sender in r.neighbours:
+                neighbours.add(ack.sender)
+        if len(signers) < cfg.certificate_size:
+            raise SecAggAbort(f"only {len(signers)} devices certified the survivor set; {cfg.certificate_size} "
+                              "of the round's participants are needed")
+        if len(neighbours) < cfg.threshold:
+            raise SecAggAbort(f"only {len(neighbours)} neighbours confirmed the survivor set; "
                               f"{cfg.threshold} needed")
         b_shares, s_shares = [], []
         for v, (b_y, s_y) in sorted(r.held.items()):

@@ -17,6 +17,7 @@ from typing import Mapping
 from . import crypto
 from .errors import MessageRejected
 from .fixedpoint import FRAC_BITS, MAX_DEVICES, MAX_NOISE_SCALE_QUANTA, SAFE_ABS_SUM, SCALE, mechanism_noise_bound
+from .graph import certificate_size
 from .wire import Reader, Writer, frame, unframe
 
 KIND_CONFIG = 1
@@ -98,6 +99,11 @@ class RoundConfig:
     decisions of a day (``pategail.sdk.contribution.Granularity``)."""
     clip_norm: float = 0.0
     """Gaussian mechanism: the L2 norm (value units) a device clips its vector to — the sensitivity."""
+    checksum_commitment: bytes = bytes(32)
+    """SHA-256 of the round's checksum key K (:func:`pategail.sdk.secagg.checksum.key_commitment`): every
+    device checks the key in its envelope against it, so a coordinator cannot hand one device its own key
+    (the aggregate's checksum would then carry ⟨r_u, x_u⟩ under weights only that device has — 61 bits of its
+    vector)."""
 
     def __post_init__(self):
         p, n = self.participants, len(self.participants)
@@ -117,8 +123,8 @@ class RoundConfig:
             raise ValueError("num_queries out of range")
         if self.frac_bits != FRAC_BITS:
             raise ValueError(f"frac_bits {self.frac_bits} != SDK's {FRAC_BITS}")
-        if len(self.round_seed) != 32 or len(self.envelope_public) != 32:
-            raise ValueError("round_seed and envelope_public are 32 bytes")
+        if len(self.round_seed) != 32 or len(self.envelope_public) != 32 or len(self.checksum_commitment) != 32:
+            raise ValueError("round_seed, envelope_public and checksum_commitment are 32 bytes")
         if self.mechanism not in ("laplace", "gaussian"):
             raise ValueError(f"unknown mechanism {self.mechanism!r}")
         if self.mechanism == "gaussian":
@@ -142,6 +148,12 @@ class RoundConfig:
         return n if self.degree == 0 or self.degree >= n - 1 else self.degree + 1
 
     @property
+    def certificate_size(self) -> int:
+        """Participants that must sign one survivor set before an honest device reveals any share
+        (:func:`pategail.sdk.secagg.graph.certificate_size`)."""
+        return certificate_size(len(self.participants), self.colluders)
+
+    @property
     def noise_divisor(self) -> int:
         """How many devices' noise shares add up to the target noise: n_min - colluders."""
         return self.n_min - self.colluders
@@ -155,8 +167,8 @@ class RoundConfig:
         w = Writer().u64(self.round_id).u32s(self.participants).u32(self.num_queries).u32(self.n_min)
         w.u32(self.threshold).u32(self.degree).f64(self.sum_noise_scale).f64(self.sq_sum_noise_scale)
         w.raw(self.round_seed).raw(self.envelope_public).u32(self.colluders).u32(self.aggregator)
-        w.u8(self.frac_bits)
-        if self.mechanism == "gaussian":    # a trailer: Laplace configurations keep wire v2's bytes exactly
+        w.u8(self.frac_bits).raw(self.checksum_commitment)
+        if self.mechanism == "gaussian":    # a trailer: Laplace configurations end here
             w.u8(MECHANISM_GAUSSIAN).u8(self.block).f64(self.clip_norm)
         return w.bytes()
 
@@ -179,7 +191,7 @@ class RoundConfig:
         fields = dict(round_id=r.u64(), participants=r.u32s(), num_queries=r.u32(), n_min=r.u32(),
                       threshold=r.u32(), degree=r.u32(), sum_noise_scale=r.f64(), sq_sum_noise_scale=r.f64(),
                       round_seed=r.raw(32), envelope_public=r.raw(32), colluders=r.u32(), aggregator=r.u32(),
-                      frac_bits=r.u8())
+                      frac_bits=r.u8(), checksum_commitment=r.raw(32))
         if r.remaining():
             if r.u8() != MECHANISM_GAUSSIAN:
                 raise MessageRejected("round configuration with an unknown mechanism")

@@ -9,6 +9,7 @@
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import struct
 from dataclasses import dataclass
@@ -45,6 +46,17 @@ def hkdf(secret: bytes, purpose: bytes, *context: int, salt: bytes | None = None
     the round configuration's digest where the key belongs to one round."""
     info = _LABEL + purpose + b"".join(struct.pack(">Q", c) for c in context)
     return HKDF(algorithm=hashes.SHA256(), length=KEY_BYTES, salt=salt, info=info).derive(secret)
+
+
+_PROBE = X25519PrivateKey.from_private_bytes(hashlib.sha256(b"pategail-secagg/x25519-probe").digest())
+
+
+def check_x25519_public(public: bytes) -> None:
+    """Refuse an X25519 public key every exchange with fails: the all-zero key and the other low-order
+    points give the all-zero shared secret for any private key. A device advertising one would make each
+    honest neighbour stop (its exchange fails), so the aggregator and the coordinator refuse it at the door.
+    Raises MessageRejected."""
+    agree(_PROBE, public)
 
 
 def agree(private: X25519PrivateKey, peer_public: bytes) -> bytes:

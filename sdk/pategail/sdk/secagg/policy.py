@@ -6,14 +6,16 @@ both of its secrets (with a threshold of h/2 a split view recovered one device's
 n_min = 1 or zero noise removes the differential-privacy guarantee altogether. A device therefore refuses,
 before its first message of the round:
 
-- a threshold below a strict majority of the share holders (its neighbours and itself), floor(h/2) + 1 —
-  then no two disjoint groups of holders can both reconstruct;
+- a Shamir threshold below :func:`~pategail.sdk.secagg.graph.secure_threshold` for the round's graph and
+  colluders (the bound that keeps every sum the aggregator can open the one over all honest survivors);
 - fewer than ``min_n_min`` survivors, or fewer than ``min_survivor_share`` of the participants;
 - noise scales below the ones the bundle's privacy plan declares (``min_sum_noise_scale``,
   ``min_sq_sum_noise_scale``), and no noise at all when the plan declares any;
 - fewer colluders than the plan sizes the noise shares for (``min_colluders``);
-- for the Laplace mechanism's environment round (one vector query, its own budget share), a noise multiplier
-  (scale over the release's L1 sensitivity) below the plan's ``min_env_noise_multiplier``.
+- each release kind below its own floor: a reward round's noise multiplier below the plan's reward
+  multiplier, an environment round's below the plan's environment multiplier (``min_env_noise_multiplier``:
+  σ / Δ₂ for the Gaussian mechanism, the scale over the release's L1 sensitivity for Laplace's one vector
+  query) — never the smaller of the two for both.
 """
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ from pategail.sdk.contribution import ENV_L1_BOUND
 
 from .config import RoundConfig
 from .errors import RoundRefused
-from .graph import default_threshold
+from .graph import secure_threshold
 
 POLICY = "policy"
 """``RoundRefused.code`` of a configuration below the device's floors."""
@@ -35,8 +37,8 @@ POLICY = "policy"
 
 @dataclass(frozen=True)
 class DevicePolicy:
-    """Floors a device applies to every signed round configuration (defaults: only the threshold floor,
-    a strict majority, which is not negotiable)."""
+    """Floors a device applies to every signed round configuration (defaults: only the threshold floor of
+    :func:`~pategail.sdk.secagg.graph.secure_threshold`, which a product never lowers)."""
 
     min_n_min: int = 1
     """Fewest survivors a round may release for, whatever the participants (the noise is sized for n_min, so
@@ -53,21 +55,24 @@ class DevicePolicy:
     """The mechanism the plan declares ("laplace" or "gaussian"): a round of another is refused (a Gaussian
     σ is no Laplace scale). None: any."""
     min_noise_multiplier: float = 0.0
-    """Gaussian rounds: the smallest σ / Δ₂ (noise std over the L2 sensitivity of the signed clip norm) the
-    plan declares — a coordinator that signs a larger clip norm at the same σ is refused."""
+    """Gaussian reward rounds: the smallest σ / Δ₂ (noise std over the L2 sensitivity of the signed clip
+    norm) the plan declares for a reward release — a coordinator that signs a larger clip norm at the same σ
+    is refused."""
     min_env_noise_multiplier: float = 0.0
-    """Laplace environment rounds: the smallest b / Δ₁ (the smaller of the two halves' scales over the release's
-    L1 sensitivity, ``laplace_vector_sensitivity(ENV_L1_BOUND, M)``) the plan declares; 0 (a plan that declares
+    """Environment rounds: the smallest noise multiplier the plan declares for the environment release —
+    σ / Δ₂ (Gaussian), or b / Δ₁ (Laplace: the smaller of the two halves' scales over the release's L1
+    sensitivity, ``laplace_vector_sensitivity(ENV_L1_BOUND, M)``); 0 for Laplace (a plan that declares
     none): the per-value floors above apply to the environment round too."""
-    min_threshold_share: float = 0.5
-    """The Shamir threshold must exceed this share of the h share holders: floor(share * h) + 1. 0.5 is a
-    strict majority (the protection against split views); lower it only to study the protocol."""
+    min_threshold_share: float | None = None
+    """None (every product setting): the threshold floor is
+    :func:`~pategail.sdk.secagg.graph.secure_threshold`. A share s instead makes it floor(s · h) + 1 of the h
+    share holders — weaker, for tests that study the protocol under heavy dropouts only."""
 
     def __post_init__(self):
         if self.min_n_min < 1 or not 0 <= self.min_survivor_share <= 1 or self.min_colluders < 0:
             raise ValueError("min_n_min >= 1, min_survivor_share in [0, 1], min_colluders >= 0")
-        if not 0 < self.min_threshold_share < 1:
-            raise ValueError("min_threshold_share must be in (0, 1)")
+        if self.min_threshold_share is not None and not 0 < self.min_threshold_share < 1:
+            raise ValueError("min_threshold_share must be None or in (0, 1)")
         if self.min_sum_noise_scale < 0 or self.min_sq_sum_noise_scale < 0 or self.min_env_noise_multiplier < 0:
             raise ValueError("noise-scale floors must be >= 0")
 
@@ -77,11 +82,13 @@ class DevicePolicy:
         def refuse(reason: str):
             raise RoundRefused(POLICY, f"round {cfg.round_id}: {reason}; refusing to take part")
 
-        floor = math.floor(self.min_threshold_share * cfg.holders) + 1  # 0.5: default_threshold, a majority
+        if self.min_threshold_share is None:
+            floor, why = secure_threshold(len(cfg.participants), cfg.degree, cfg.colluders), "the secure threshold"
+        else:
+            floor, why = math.floor(self.min_threshold_share * cfg.holders) + 1, "its policy"
         if cfg.threshold < floor:
-            why = "a strict majority" if floor == default_threshold(cfg.holders) else "its policy"
             refuse(f"Shamir threshold {cfg.threshold} is below this device's floor {floor} for {cfg.holders} "
-                   f"share holders ({why})")
+                   f"share holders and {cfg.colluders} colluders ({why})")
         n_floor = max(self.min_n_min, math.ceil(self.min_survivor_share * len(cfg.participants) - 1e-9))
         if cfg.n_min < n_floor:
             refuse(f"n_min={cfg.n_min} is below this device's floor {n_floor}")
@@ -90,10 +97,12 @@ class DevicePolicy:
         if self.mechanism is not None and cfg.mechanism != self.mechanism:
             refuse(f"a {cfg.mechanism} round, the declared privacy plan's mechanism is {self.mechanism}")
         if cfg.mechanism == "gaussian":
+            kind, floor = (("environment", self.min_env_noise_multiplier) if environment
+                           else ("reward", self.min_noise_multiplier))
             z = cfg.sum_noise_scale / gaussian_sensitivity(cfg.clip_norm, cfg.num_queries)
-            if z < self.min_noise_multiplier * (1 - 1e-12) or (self.mechanism and cfg.sum_noise_scale <= 0):
-                refuse(f"noise multiplier {z:.6g} (σ {cfg.sum_noise_scale:.6g}, clip norm {cfg.clip_norm:.6g}) is "
-                       f"below the declared privacy plan's {self.min_noise_multiplier:.6g}")
+            if z < floor * (1 - 1e-12) or (self.mechanism and cfg.sum_noise_scale <= 0):
+                refuse(f"{kind} noise multiplier {z:.6g} (σ {cfg.sum_noise_scale:.6g}, clip norm "
+                       f"{cfg.clip_norm:.6g}) is below the declared privacy plan's {floor:.6g}")
             return
         if environment and self.min_env_noise_multiplier > 0:  # else (a plan without it): the per-value floors
             b = min(cfg.sum_noise_scale, cfg.sq_sum_noise_scale)
@@ -147,9 +156,8 @@ class DeclaredPlan:
         """The floors this plan implies for every signed round configuration."""
         return DevicePolicy(min_survivor_share=self.min_survivors, min_sum_noise_scale=self.sum_noise_scale,
                             min_sq_sum_noise_scale=self.sq_sum_noise_scale, min_colluders=self.colluders,
-                            mechanism=self.mechanism,
-                            min_noise_multiplier=min(self.noise_multiplier, self.env_noise_multiplier),
-                            min_env_noise_multiplier=self.env_noise_multiplier if self.mechanism == "laplace" else 0.0)
+                            mechanism=self.mechanism, min_noise_multiplier=self.noise_multiplier,
+                            min_env_noise_multiplier=self.env_noise_multiplier)
 
     def request_release(self, values: int, environment: bool = False):
         """The release answering a request of ``values`` values costs at this plan's noise (a device's

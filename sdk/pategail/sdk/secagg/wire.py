@@ -14,8 +14,10 @@ import numpy as np
 from .errors import MessageRejected
 
 MAGIC = b"PGSA"
-VERSION = 2
-"""2: every message carries the round configuration's digest; the aggregate carries the survivors' acks."""
+VERSION = 3
+"""3: the round configuration commits to the checksum key; devices reveal shares only under a survivor set
+certified by a majority of the participants (2: every message carries the round configuration's digest; the
+aggregate carries the survivors' acks)."""
 _HEAD = struct.Struct(">4sBBI")
 
 
