@@ -260,11 +260,14 @@ def run_coordinator(args, config, dataset, run: Path, fleet, downstream_config, 
     from tqdm.contrib.logging import logging_redirect_tqdm
 
     from pategail.errors import IntegrityError
-    from pategail.sdk.secagg.errors import SecAggAbort, TamperDetected
+    from pategail.sdk.secagg.errors import AbortAfterUnmask, SecAggAbort, TamperDetected
     try:
         with logging_redirect_tqdm():
             _set_console_level(console_level)     # tqdm's handler replaces the console one, without its level
             coordinator.train(on_round)
+    except AbortAfterUnmask as err:
+        raise PategailError(f"round {coordinator.round + 1} stopped after its unmasking ({err}); its release counts "
+                            "against the budget; the run is checkpointed: add --resume to retry") from None
     except SecAggAbort as err:
         raise PategailError(f"round {coordinator.round + 1} released nothing ({err}); the run is checkpointed: "
                             "bring the devices back and add --resume") from None

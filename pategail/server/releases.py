@@ -17,6 +17,7 @@ import numpy as np
 
 from pategail.sdk.contribution import ENV_L1_BOUND
 from pategail.sdk.messages import Ack, ErrorReply, MessageError, from_bytes
+from pategail.sdk.secagg.errors import AbortAfterUnmask
 from pategail.server.checkpoint import (Release, abort_intent, journal_intent, journal_release, read_intents,
                                        read_journal)
 from pategail.server.config import TrainConfig, secagg_degree_for
@@ -117,7 +118,8 @@ class SecureReleases:
         """The release of round ``round_``: the journalled one if there is one (nothing spent again), else a
         secure aggregation of ``length`` values over ``participants`` with ``noise`` (the mechanism, its total
         scales on each Σ and Σ², and the Gaussian mechanism's block and clip norm). Returns it and the bytes
-        down / up of the secure round. Raises SecAggAbort (nothing released, nothing counted) below n_min."""
+        down / up of the secure round. Raises SecAggAbort (nothing released, nothing counted) below n_min;
+        AbortAfterUnmask and TamperDetected leave the attempt counted (an aggregate may exist)."""
         journal = self.journal()
         if round_ in journal:                      # released before a crash: re-use it, spend nothing again
             log.info("round %d: re-using the release journalled before the interruption", round_)
@@ -150,6 +152,8 @@ class SecureReleases:
         rng = np.random.default_rng([self.seed, round_, attempt])
         try:
             result = self.fleet.secure_sum(participants, config, self.secagg, rng, length)
+        except AbortAfterUnmask:                   # a device aggregator had the shares: the attempt stays counted
+            raise
         except SecAggAbort:                        # below n_min: the protocol released nothing
             abort_intent(intent)                   # not counted; its attempt number is never used again
             self.rebuild_accountant()

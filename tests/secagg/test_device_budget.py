@@ -94,3 +94,57 @@ def test_the_bundle_declares_the_plan_and_the_device_keeps_its_budget(tmp_path, 
     reply = from_bytes(restarted.handle(request.to_bytes()))
     assert isinstance(reply, ErrorReply) and reply.code == "budget" and "past its budget" in reply.message
     assert (ckpt.read_bytes(), os.stat(ckpt).st_mtime_ns) == before[:2] and restarted.pending is None
+
+
+@pytest.fixture(scope="module")
+def plain_bundle_dir(tmp_path_factory, dataset):
+    """The same model without a privacy section: what a coordinator could serve to lift the device's floors."""
+    import torch
+
+    from pategail.export.bundle import export_bundle
+    from pategail.export.discriminator import Discriminator
+    from pategail.sdk.bundle import Environment
+    from pategail.server.policy import Policy, PolicyConfig
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        policy, discriminator = Policy(PolicyConfig(n_cells=dataset.n_cells, d_model=16, n_layers=1)), Discriminator()
+    states = np.array([[0, 0]], dtype=np.int64)
+    return export_bundle(policy, discriminator, tmp_path_factory.mktemp("plain") / "bundle",
+                         environment=Environment(dataset.cells, 1.0, 50, states, np.ones(1)))
+
+
+def test_a_bundle_without_a_plan_does_not_lift_the_floors_or_the_budget(tmp_path, dataset, bundle_dir,
+                                                                          plain_bundle_dir):
+    from pategail.sdk.messages import Ack, ErrorReply, from_bytes
+
+    request = _request(bundle_dir, dataset)
+    device = _device(tmp_path / "dev", dataset, bundle_dir)
+    assert isinstance(from_bytes(device.handle(request.to_bytes())), Ack)
+    cfg = RoundConfig(round_id=1, participants=(7, 8), num_queries=request.n_queries, n_min=1, threshold=2,
+                      degree=0, sum_noise_scale=B, sq_sum_noise_scale=B, round_seed=bytes(32),
+                      envelope_public=bytes(32))
+    PrivacyLedger(tmp_path / "dev" / "privacy-ledger.json").record(cfg)        # it took part in a private release
+    device.install_bundle(plain_bundle_dir)
+    assert device.bundle.privacy is None
+    reply = from_bytes(device.handle(request.to_bytes()))                      # the budget still binds
+    assert isinstance(reply, ErrorReply) and reply.code == "budget"
+    assert device.forget_privacy_plan()                                        # the owner's explicit reset
+    assert isinstance(from_bytes(device.handle(request.to_bytes())), Ack)
+    assert not device.forget_privacy_plan()
+
+
+def test_the_remembered_plan_keeps_the_noise_floors(tmp_path, dataset, bundle_dir, plain_bundle_dir):
+    from pategail.sdk.secagg.config import KeyDirectory
+    from pategail.sdk.secagg.errors import RoundRefused
+
+    device = _device(tmp_path / "dev", dataset, bundle_dir)
+    declared = device.bundle.privacy
+    device.install_bundle(plain_bundle_dir)
+    client = device._secagg_client(KeyDirectory(bytes(32)))         # the client a secure round would use
+    assert client.policy.min_sum_noise_scale == B and client.ledger.target_epsilon == pytest.approx(1.5 * _one_round())
+    low = RoundConfig(round_id=1, participants=(7, 8), num_queries=8, n_min=2, threshold=2, degree=0,
+                      sum_noise_scale=B / 2, sq_sum_noise_scale=B, round_seed=bytes(32), envelope_public=bytes(32))
+    with pytest.raises(RoundRefused, match="below the declared privacy plan"):
+        client.policy.check(low)
+    assert client.policy == declared.policy()

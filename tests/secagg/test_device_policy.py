@@ -58,3 +58,27 @@ def test_a_round_signed_with_half_the_holders_as_threshold_releases_nothing(fede
                                threshold=N // 2)
     with pytest.raises(SecAggAbort, match="advertised keys"):
         run_secure_round(clients, rng.random((N, M)), config, rng, coordinator=coordinator)
+
+
+def test_each_release_kind_is_held_to_its_own_gaussian_floor():
+    """A plan whose environment release is noisier per unit of sensitivity than its rewards (or the reverse):
+    a reward round signed at the environment's multiplier is refused, and the environment round at it passes."""
+    from pategail.sdk.accounting import gaussian_sensitivity
+    from pategail.sdk.secagg.config import RoundConfig
+    from pategail.sdk.secagg.errors import RoundRefused
+    from pategail.sdk.secagg.policy import DeclaredPlan
+
+    plan = DeclaredPlan(8.0, 1e-6, 0.0, 0.0, 0.5, mechanism="gaussian", noise_multiplier=3.0, env_noise_multiplier=1.2)
+    policy = plan.policy()
+    m, clip = 16, 1.0
+
+    def cfg(z):
+        return RoundConfig(1, (1, 2, 3, 4), m, 2, 3, 0, z * gaussian_sensitivity(clip, m), 0.0, bytes(32), bytes(32),
+                           mechanism="gaussian", block=8, clip_norm=clip)
+
+    policy.check(cfg(3.0))
+    policy.check(cfg(1.2), environment=True)
+    with pytest.raises(RoundRefused, match="reward noise multiplier 1.2 .* below the declared privacy plan's 3"):
+        policy.check(cfg(1.2))
+    with pytest.raises(RoundRefused, match="environment noise multiplier 1.1"):
+        policy.check(cfg(1.1), environment=True)

@@ -16,7 +16,7 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 from pategail.sdk.secagg import crypto
 from pategail.sdk.secagg.config import COORDINATOR, DevicePublicKeys, KeyDirectory, RoundConfig
 from pategail.sdk.secagg.client import survivor_digest
-from pategail.sdk.secagg.errors import ImplausibleAggregate, MessageRejected, SecAggAbort, TamperDetected
+from pategail.sdk.secagg.errors import ImplausibleAggregate, MessageRejected, TamperDetected
 from pategail.sdk.secagg.checksum import key_commitment
 from pategail.sdk.secagg.fixedpoint import SCALE, decode, plausible_range
 from pategail.sdk.secagg.graph import secure_threshold
@@ -107,8 +107,9 @@ class SecAggCoordinator:
     def verify(self, aggregate: bytes) -> VerifiedAggregate:
         """Check the aggregate's round, survivor count, range and keyed checksum; decode the noisy sums.
 
-        Raises TamperDetected on a checksum/range mismatch or a survivor set the devices did not sign
-        (fewer than ``certificate_size`` signatures), SecAggAbort below n_min, MessageRejected on
+        Raises TamperDetected on a checksum/range mismatch, a survivor set the devices did not sign (fewer
+        than ``certificate_size`` signatures) or below n_min (an aggregate exists, so the attempt counts,
+        whatever it claims), MessageRejected on
         malformed bytes or an unknown/finished round (a replayed aggregate).
         """
         msg = AggregateResult.decode(aggregate)
@@ -118,8 +119,9 @@ class SecAggCoordinator:
         if msg.config_digest != cfg.digest:
             raise TamperDetected(f"round {cfg.round_id}: aggregate for another configuration of this round")
         survivors = from_bitmap(msg.survivors_bitmap, cfg.participants)
-        if len(survivors) < cfg.n_min:
-            raise SecAggAbort(f"aggregate over {len(survivors)} devices, below n_min={cfg.n_min}")
+        if len(survivors) < cfg.n_min:   # an unmasked aggregate the round must not have produced: it counts
+            raise TamperDetected(f"round {cfg.round_id}: aggregate over {len(survivors)} devices, below "
+                                 f"n_min={cfg.n_min}")
         self._check_survivors_signed(cfg, msg, frozenset(survivors))
         if msg.sums.shape != (2 * cfg.num_queries,):
             raise MessageRejected("aggregate of the wrong length")

@@ -21,7 +21,7 @@ import numpy as np
 
 from pategail.sdk.secagg.client import SecAggClient
 from pategail.sdk.secagg.config import COORDINATOR
-from pategail.sdk.secagg.errors import SecAggAbort, SecAggError
+from pategail.sdk.secagg.errors import AbortAfterUnmask, SecAggAbort, SecAggError
 from pategail.sdk.secagg_endpoint import SECAGG_STEPS
 
 from .aggregator import Aggregator
@@ -146,8 +146,9 @@ def drive_secure_round(exchange: Exchange, devices: Sequence[int], config: Secur
     device id -> bytes it sent) and may inject messages into the aggregator; with phase "aggregate" it gets
     {COORDINATOR: result bytes} and may return altered bytes to deliver to the coordinator instead.
 
-    Raises SecAggAbort when fewer than ``config.n_min`` devices survive (nothing is released) and
-    TamperDetected when the coordinator's checksum fails.
+    Raises SecAggAbort when fewer than ``config.n_min`` devices survive (nothing is released),
+    AbortAfterUnmask when a device aggregator stops after devices revealed their shares to it, and
+    TamperDetected when the coordinator's checks of the aggregate fail (both count as a release).
     """
     agg_id = COORDINATOR if config.aggregator == "coordinator" else int(rng.choice(sorted(devices)))
     participants = sorted(set(devices) - {agg_id})
@@ -204,14 +205,19 @@ def drive_secure_round(exchange: Exchange, devices: Sequence[int], config: Secur
     step(lambda d: (survivors_msg,), agg.receive_ack, STAGES[3], "ack")
     on_aggregator(agg.close_acks)
     step(lambda d: (agg.ack_set(d),), agg.receive_unmask, None, "unmask")
-    result = on_aggregator(agg.finish)
+    try:
+        result = on_aggregator(agg.finish)
+    except SecAggAbort as err:
+        if agg.unmasks and agg_id != COORDINATOR:
+            # shares went to an aggregator the coordinator cannot check: it may have opened the sum
+            raise AbortAfterUnmask(f"{err} (after {len(agg.unmasks)} devices revealed their shares to device "
+                                   f"{agg_id}: the attempt counts)") from err
+        raise
     if adversary is not None:
         result = adversary("aggregate", agg, {COORDINATOR: result}) or result
     t0 = time.thread_time()
-    verified = coordinator.verify(result)
+    verified = coordinator.verify(result)     # after unmasking, every failure is TamperDetected: it counts
     coord_cpu += time.thread_time() - t0
-    if verified.n_survivors < config.n_min:  # verify() already enforces it; kept as the last word
-        raise SecAggAbort("below n_min")
     cpu = {d: exchange.device_cpu_s.get(d, 0.0) for d in participants}
     stats = RoundStats(up, down, cpu, agg_cpu[0], coord_cpu, tuple(rejected))
     return AggregateResult(verified.sum, verified.sq_sum, verified.n_survivors, verified.survivors, agg_id, stats)

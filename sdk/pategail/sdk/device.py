@@ -13,7 +13,9 @@ device — and everything in it:
 - ``secagg-rounds.json``     the last secure-aggregation round accepted per coordinator key (replay guard,
   :mod:`pategail.sdk.secagg.replay`);
 - ``privacy-ledger.json``    the releases the device took part in, against the bundle's declared budget
-  (:mod:`pategail.sdk.budget`).
+  (:mod:`pategail.sdk.budget`);
+- ``privacy-plan.json``      the last privacy plan a bundle declared: floors and budget stay in force under a
+  later bundle that declares none, until the owner calls :meth:`Device.forget_privacy_plan`.
 
 The coordinator reaches the device only through :meth:`Device.handle` (bytes in, bytes out; see
 :mod:`pategail.sdk.messages`) and, for the secure aggregation that follows, through
@@ -29,13 +31,14 @@ Torch-free: numpy, onnxruntime (training build) and cryptography only.
 from __future__ import annotations
 
 import logging
+import struct
 import os
 from pathlib import Path
 
 import numpy as np
 
 from pategail.sdk import checkpoint, policy_update
-from pategail.sdk.budget import check_request_budget, device_ledger
+from pategail.sdk.budget import check_request_budget, device_ledger, forget_plan, plan_in_force
 from pategail.sdk.bundle import MANIFEST, Bundle, TrainingSession, ensure_training_api, open_generation_session
 from pategail.sdk.checkpoint import CHECKPOINT
 from pategail.sdk.contribution import env_l1_bound, reward_vector
@@ -55,8 +58,8 @@ from pategail.sdk.secagg.client import SecAggClient
 from pategail.sdk.secagg.config import DevicePublicKeys, KeyDirectory
 from pategail.sdk.secagg.policy import DeclaredPlan
 from pategail.sdk.secagg.replay import RoundLog
-from pategail.sdk.secagg.errors import ProtocolError
-from pategail.sdk.secagg_endpoint import PendingVector, SecAggEndpoint
+from pategail.sdk.secagg.errors import MessageRejected, ProtocolError, RoundRefused, SecAggError
+from pategail.sdk.secagg_endpoint import SECAGG_FRAMES, PendingVector, SecAggEndpoint
 from pategail.sdk.store import TrajectoryStore
 
 log = logging.getLogger(__name__)
@@ -216,6 +219,8 @@ class Device:
         changed = sha != self._bundle_sha256
         self.bundle, self._bundle_sha256 = bundle, sha
         self.store.n_cells = len(bundle.environment.cells)
+        if bundle.privacy is not None:
+            plan_in_force(self.root, bundle.privacy)   # remembered: a later bundle without one keeps it in force
         self._session = checkpoint.open_checkpoint(self.root, bundle, self.device_id)
         self._replay = checkpoint.open_replay(self.root, bundle.replay, self.device_id)
         self._step_session = self._policy = None    # belong to the bundle being replaced
@@ -263,8 +268,15 @@ class Device:
         return Ack(msg.round, KIND_NAMES[KIND_POLICY_UPDATE], 0)
 
     def _plan(self) -> DeclaredPlan | None:
-        """The privacy plan the installed bundle declares (None: no bundle, or a run without noise)."""
-        return None if self.bundle is None else self.bundle.privacy
+        """The privacy plan in force: the installed bundle's, or the one remembered from an earlier bundle when
+        this one declares none (None: no bundle, and never a private run)."""
+        return plan_in_force(self.root, None if self.bundle is None else self.bundle.privacy)
+
+    def forget_privacy_plan(self) -> bool:
+        """The owner's explicit choice to leave an earlier run's privacy plan behind (its floors and budget no
+        longer apply to bundles that declare none; the ledger is kept). Returns whether one was in force."""
+        self._secagg = None
+        return forget_plan(self.root)
 
     def _on_round_request(self, msg: RoundRequest) -> Ack:
         self._require_session()
@@ -310,25 +322,32 @@ class Device:
         the caller never supplies or sees, and clears it once made. Raises SecAggError when the device stops
         (a dropout, from the aggregator's view): ProtocolError for a missing pending vector or one of the
         wrong length, the client's own refusals otherwise."""
+        if step not in SECAGG_FRAMES:
+            raise ProtocolError(f"unknown secure-aggregation step {step!r}")
+        if len(frames) != SECAGG_FRAMES[step] or not all(isinstance(f, (bytes, bytearray)) for f in frames):
+            raise MessageRejected(f"a {step} order carries {SECAGG_FRAMES[step]} frame(s) of bytes, got "
+                                  f"{len(frames)}")
         client = self._secagg_client(directory)
-        if step == "input":
-            (share_delivery,) = frames
-            scores = self._pending.take()
-            try:
-                reply = client.masked_input(share_delivery, scores)
-            except ValueError as err:                # wrong length: the client's state is unchanged
-                raise ProtocolError(str(err)) from None
-            self._pending.set(None)                  # uploaded once: a second noisy copy would weaken the DP
-            return reply
-        if step == "advertise":
-            return client.start_round(*frames, environment=self._pending.environment,
-                                      env_l1_bound=self._pending.env_l1_bound)
         try:
-            method = {"share": client.share_keys,
-                      "ack": client.consistency_check, "unmask": client.unmask}[step]
-        except KeyError:
-            raise ProtocolError(f"unknown secure-aggregation step {step!r}") from None
-        return method(*frames)
+            if step == "input":
+                (share_delivery,) = frames
+                scores = self._pending.take()
+                try:
+                    reply = client.masked_input(share_delivery, scores)
+                except ValueError as err:                # wrong length: the client's state is unchanged
+                    raise ProtocolError(str(err)) from None
+                self._pending.set(None)                  # uploaded once: a second noisy copy would weaken the DP
+                return reply
+            if step == "advertise":
+                return client.start_round(*frames, environment=self._pending.environment,
+                                          env_l1_bound=self._pending.env_l1_bound)
+            method = {"share": client.share_keys, "ack": client.consistency_check, "unmask": client.unmask}[step]
+            return method(*frames)
+        except SecAggError:
+            raise
+        except (ValueError, TypeError, KeyError, IndexError, struct.error) as err:
+            # bytes no honest aggregator sends: a typed refusal, never a crash of the caller's loop
+            raise MessageRejected(f"malformed {step} frame ({type(err).__name__}: {err})") from None
 
     def secagg_endpoint(self, directory: KeyDirectory) -> SecAggEndpoint:
         """The device's side of a secure-aggregation round as an object with the client's five step methods
@@ -338,7 +357,10 @@ class Device:
     def _secagg_client(self, directory: KeyDirectory) -> SecAggClient:
         # one client per directory and plan: a client keeps its round state across calls; replayed rounds are
         # refused across restarts too (the round log on disk)
-        plan = self._plan()
+        try:
+            plan = self._plan()
+        except MessageError as err:                     # an unreadable remembered plan: take part in nothing
+            raise RoundRefused(err.code, str(err)) from None
         if self._secagg is None or (self._secagg_directory, self._secagg_plan) != (directory, plan):
             self._secagg = SecAggClient(self.device_id, self.identity, directory,
                                         round_log=RoundLog(self.root / ROUND_LOG_FILE),

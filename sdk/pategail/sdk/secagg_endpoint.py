@@ -42,6 +42,8 @@ class PendingVector:
 
 SECAGG_STEPS = ("advertise", "share", "input", "ack", "unmask")
 """The five steps of a secure-aggregation round, as :meth:`Device.secagg_step` names them."""
+SECAGG_FRAMES = dict(zip(SECAGG_STEPS, (2, 1, 1, 1, 1)))
+"""Frames each step's order carries: the signed configuration and the checksum envelope, then one frame."""
 
 
 class SecAggEndpoint:

@@ -27,7 +27,7 @@ from pategail.sdk.device import Device
 from pategail.sdk.errors import SdkError
 from pategail.sdk.files import write_atomic
 from pategail.sdk.identity import IDENTITY_FILE, load_or_create_identity
-from pategail.sdk.messages import peek_round
+from pategail.sdk.messages import MALFORMED, NO_ROUND, ErrorReply, peek_round
 from pategail.sdk.net import auth
 from pategail.sdk.net.frames import ANY_ID, WORK_REQUEST, Enrolled, Enrolment, Order, directory_from_bytes
 from pategail.sdk.secagg.config import DevicePublicKeys
@@ -268,9 +268,13 @@ class DeviceClient:
         self.state["last_seq"] = order.seq
         self._save_state()
         if order.work == WORK_REQUEST:
-            (message,) = order.parts
-            self.device.rng = np.random.default_rng([self.seed, self.device_id, max(peek_round(message), 0)])
-            reply = self.device.handle(message)
+            if len(order.parts) != 1:
+                log.warning("device %d: a request order with %d parts refused", self.device_id, len(order.parts))
+                reply = ErrorReply(NO_ROUND, MALFORMED, "a request order carries one message").to_bytes()
+            else:
+                (message,) = order.parts
+                self.device.rng = np.random.default_rng([self.seed, self.device_id, max(peek_round(message), 0)])
+                reply = self.device.handle(message)
         else:
             try:
                 reply = self.device.secagg_step(self._key_directory(), order.work, *order.parts)

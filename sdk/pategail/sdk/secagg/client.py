@@ -251,8 +251,6 @@ class SecAggClient:
         for v, blob in sd.shares:
             if v not in r.peers:
                 raise ProtocolError(f"shares from device {v}, which is not a neighbour that advertised keys")
-            if v in held:
-                raise MessageRejected(f"two shares from device {v}")
             head = _SHARE_HEAD.pack(cfg.round_id, v, self.device_id)
             key = crypto.share_key(r.c_secrets[v], r.digest, v, self.device_id)
             plain = crypto.open_sealed(key, blob, head)

@@ -13,6 +13,12 @@ class SecAggAbort(SecAggError):
     """The round stops and releases nothing: too few survivors (below ``n_min``) or too few shares to unmask."""
 
 
+class AbortAfterUnmask(SecAggAbort):
+    """The round stopped after devices had revealed unmasking shares to an aggregator that is not the
+    coordinator: that aggregator may have opened the sum, so the attempt counts as a release (its noise was
+    spent) even though nothing reached the coordinator."""
+
+
 class MessageRejected(SecAggError):
     """One message was refused (malformed, wrong round, replayed, unsigned, wrongly signed, wrong length).
 
