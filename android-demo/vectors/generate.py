@@ -89,7 +89,8 @@ def crypto_vectors() -> dict:
 
     from pategail.sdk.secagg import checksum, crypto, fixedpoint, prg, shamir
     from pategail.sdk.secagg.client import survivor_digest
-    from pategail.sdk.secagg.graph import NeighbourGraph, default_threshold
+    from pategail.sdk.secagg.errors import MessageRejected
+    from pategail.sdk.secagg.graph import NeighbourGraph, certificate_size, secure_threshold
 
     key = lambda i: bytes((i * 37 + j * 11) % 256 for j in range(32))  # noqa: E731 — fixed test keys
     x_a, x_b = X25519PrivateKey.from_private_bytes(key(1)), X25519PrivateKey.from_private_bytes(key(2))
@@ -104,6 +105,21 @@ def crypto_vectors() -> dict:
                               "shared": hx(crypto.agree(a, crypto.public_bytes(b))),
                               "mask_seed_u5_v3": hx(crypto.mask_seed(a, crypto.public_bytes(b), digest, 5, 3))})
     out["x25519_low_order"] = hx(bytes(32))        # the all-zero point: agreement must be refused
+    # every low-order point (and their non-canonical encodings): the shared secret is all zero whatever the
+    # private key, so agreement is refused (crypto.check_x25519_public); the list keeps those Python refuses
+    p = 2**255 - 19
+    low_order = [0, 1, p - 1, p, p + 1,
+                 0x00b8495f16056286fdb1329ceb8d09da6ac49ff1fae35616aeb8413b7c7aebe0,
+                 0x57119fd0dd4e22d8868e1c58c45c44045bef839c55b1d0b1248c50a3bc959c5f]
+    low_order += [v + p for v in low_order[5:]] + [2**256 - 1 - 18, 2**256 - 1 - 17]
+    refused = []
+    for u in low_order:
+        public = (u % 2**256).to_bytes(32, "little")
+        try:
+            crypto.check_x25519_public(public)
+        except MessageRejected:
+            refused.append(hx(public))
+    out["x25519_low_order_points"] = refused
     for purpose, ctx in [(b"mask", (7, 1, 2)), (b"share", (7, 2, 1)), (b"envelope", (3, 100)),
                          (b"checksum-weights", ()), (b"graph", ()), (b"mask", (2**64 - 1, 0, 2**32 - 2))]:
         for salt in (None, digest):
@@ -158,7 +174,13 @@ def crypto_vectors() -> dict:
         g = NeighbourGraph(participants, seed, degree)
         out["graph"].append({"participants": list(participants), "round_seed": hx(seed), "degree": degree,
                              "neighbours": {str(d): sorted(g.neighbours(d)) for d in participants},
-                             "default_threshold": default_threshold(len(participants) if degree in (0,) else degree + 1)})
+                             "secure_threshold": secure_threshold(len(participants), degree)})
+    out["thresholds"] = [{"n": n, "degree": degree, "colluders": c, "secure_threshold": secure_threshold(n, degree, c),
+                          "certificate_size": certificate_size(n, c)}
+                         for n in (1, 2, 3, 4, 5, 7, 10, 41, 1000) for degree in sorted({0, 2, 4, 40, n - 1, n})
+                         for c in (0, 1, 3) if degree % 2 == 0 and c < n]
+    out["key_commitment"] = [{"key": hx(k), "commitment": hx(checksum.key_commitment(k))}
+                             for k in (bytes(32), key(45), b"\xff" * 32)]
     for cfg_digest, bitmap in [(digest, b"\xe0"), (key(98), b"\xff\x80")]:
         out["survivor_digest"].append({"config_digest": hx(cfg_digest), "bitmap": hx(bitmap),
                                        "digest": hx(survivor_digest(cfg_digest, bitmap))})
@@ -175,6 +197,7 @@ def message_vectors(request: bytes) -> dict:
     from pategail.sdk import messages as dm
     from pategail.sdk.secagg import crypto
     from pategail.sdk.secagg import messages as sm
+    from pategail.sdk.secagg.checksum import key_commitment
     from pategail.sdk.secagg.config import DevicePublicKeys, KeyDirectory, RoundConfig
 
     key = lambda i: bytes((i * 53 + j * 7) % 256 for j in range(32))  # noqa: E731
@@ -191,17 +214,18 @@ def message_vectors(request: bytes) -> dict:
                              for d, k in directory.devices.items()}}
     cfg = RoundConfig(round_id=12, participants=(3, 5, 8), num_queries=94, n_min=2, threshold=2, degree=0,
                       sum_noise_scale=0.25, sq_sum_noise_scale=0.5, round_seed=key(90), envelope_public=key(91),
-                      colluders=1, aggregator=0xFFFFFFFF)
+                      colluders=1, aggregator=0xFFFFFFFF, checksum_commitment=key_commitment(key(89)))
     d = cfg.digest
     out["round_config"] = {"frame": hx(cfg.to_signed_bytes(coordinator.sign)), "round_id": 12,
                            "participants": [3, 5, 8], "num_queries": 94, "n_min": 2, "threshold": 2, "degree": 0,
                            "sum_noise_scale": 0.25, "sq_sum_noise_scale": 0.5, "round_seed": hx(key(90)),
                            "envelope_public": hx(key(91)), "colluders": 1, "aggregator": 0xFFFFFFFF,
-                           "digest": hx(d)}
+                           "checksum_commitment": hx(key_commitment(key(89))), "digest": hx(d)}
     out["round_config_refused"] = {
         "wrong_signer": hx(cfg.to_signed_bytes(devices[3][0].sign)),
         "unsigned": hx(cfg.to_signed_bytes(None)),
     }
+    out["start_round"] = start_round_vectors(key, coordinator, directory, devices)
     vec = np.array([0, 1, 2**64 - 1, 2**63, 12345678901234567890, 2**61 - 2], dtype=np.uint64)
     adv = sm.AdvertiseKeys(12, d, 3, key(92), key(93))
     ack8 = sm.SurvivorAck(12, d, 8, key(98)).encode(sign[8])
@@ -280,6 +304,51 @@ def message_vectors(request: bytes) -> dict:
     out["round_request_fields"] = {"round": rr.round, "k_steps": rr.k_steps, "batch_size": rr.batch_size,
                                    "n_days": len(rr.days), "days_row0": rr.days[0].tolist(), "homes": rr.homes.tolist(),
                                    "actions_row0": rr.actions[0].tolist()}
+    return out
+
+
+def start_round_vectors(key, coordinator, directory, devices) -> dict:
+    """Signed configurations and checksum envelopes for device 5 that the Python client accepts or refuses at
+    start_round, each for one reason: the key in the envelope is not the committed one; the threshold is
+    below the secure threshold (all pairs, n = 3, one colluder: 3, and a strict majority would be 2)."""
+    from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
+
+    from pategail.sdk.secagg import crypto
+    from pategail.sdk.secagg.checksum import key_commitment
+    from pategail.sdk.secagg.client import SecAggClient
+    from pategail.sdk.secagg.config import RoundConfig
+    from pategail.sdk.secagg.errors import MessageRejected, RoundRefused
+    from pategail.server.secagg.checksum import seal_envelope
+
+    ephemeral = X25519PrivateKey.from_private_bytes(key(87))
+    checksum_key, offset = key(88), 2**61 - 7
+
+    def signed(round_id, colluders, threshold, sealed_key):
+        cfg = RoundConfig(round_id=round_id, participants=(3, 5, 8), num_queries=4, n_min=2, threshold=threshold,
+                          degree=0, sum_noise_scale=0.0, sq_sum_noise_scale=0.0, round_seed=key(86),
+                          envelope_public=crypto.public_bytes(ephemeral), colluders=colluders,
+                          aggregator=0xFFFFFFFF, checksum_commitment=key_commitment(checksum_key))
+        envelope = seal_envelope(ephemeral, directory.devices[5].envelope, round_id, cfg.digest, 5, sealed_key,
+                                 offset)
+        return {"config": hx(cfg.to_signed_bytes(coordinator.sign)), "envelope": hx(envelope)}
+
+    with seeded_os_randomness(3):
+        out = {"checksum_key": hx(checksum_key), "offset": str(offset), "device": 5,
+               "accepted": signed(20, 0, 2, checksum_key),
+               "uncommitted_key": signed(21, 0, 2, key(85)),
+               "threshold_below_floor": signed(22, 1, 2, checksum_key)}
+    identity = crypto.DeviceIdentity(*devices[5])
+    for name, want in (("accepted", None), ("uncommitted_key", MessageRejected),
+                       ("threshold_below_floor", RoundRefused)):
+        client = SecAggClient(5, identity, directory)
+        try:
+            client.start_round(bytes.fromhex(out[name]["config"]), bytes.fromhex(out[name]["envelope"]))
+        except (MessageRejected, RoundRefused) as err:
+            if want is None or not isinstance(err, want):
+                raise SystemExit(f"start_round vector {name}: the SDK refuses it ({err})")
+        else:
+            if want is not None:
+                raise SystemExit(f"start_round vector {name}: the SDK accepts it")
     return out
 
 

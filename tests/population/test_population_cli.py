@@ -84,7 +84,9 @@ def test_asking_for_ray_without_it_is_a_one_line_error(monkeypatch):
 def test_secure_aggregation_defaults_follow_the_cohort():
     assert secagg_degree_for(ALL_PAIRS_MAX) == 0                     # all pairs for small cohorts
     assert secagg_degree_for(ALL_PAIRS_MAX + 1) > 0
-    assert secagg_degree_for(1_000) == 40                            # as fast as the measured secagg_degree 40
+    assert secagg_degree_for(1_000) == 54          # sized for 20% dropouts (min_survivors 0.8) at failure 1e-3
+    assert secagg_degree_for(1_000, dropout=0.1) < 54 < secagg_degree_for(1_000, dropout=0.3)
+    assert secagg_degree_for(1_000, colluders=3) > 54                # the threshold k/2 + 2 + c must still fit
     degrees = [secagg_degree_for(n) for n in (1_000, 10_000, 100_000, 1_000_000)]
     assert degrees == sorted(degrees) and all(k % 2 == 0 for k in degrees) and degrees[-1] < 100   # O(log n)
     assert secagg_degree_for(100_000, configured=0) == 0             # overridable

@@ -514,6 +514,58 @@ public final class Device {
         return secagg;
     }
 
+    /** The five steps of a secure-aggregation round, as {@link #secaggStep} names them. */
+    public static final String[] SECAGG_STEPS = {"advertise", "share", "input", "ack", "unmask"};
+    /** Frames each step's order carries: the signed configuration and the checksum envelope, then one frame. */
+    private static final int[] SECAGG_FRAMES = {2, 1, 1, 1, 1};
+
+    /**
+     * One step of a secure-aggregation round on the aggregator's frames (the Python SDK's
+     * {@code Device.secagg_step}): "advertise" (signed configuration, checksum envelope), "share" (key
+     * broadcast), "input" (share delivery: the masked upload of the pending vector), "ack" (survivor set),
+     * "unmask" (acknowledgement set). Returns the reply's bytes. Whatever the frames hold, it throws only
+     * {@link SecAggException}: a wrong number of frames, or bytes no honest aggregator sends, are a rejected
+     * message, never a runtime exception in the caller's loop.
+     */
+    public byte[] secaggStep(KeyDirectory directory, String step, byte[]... frames) throws SecAggException {
+        int index = java.util.Arrays.asList(SECAGG_STEPS).indexOf(step);
+        if (index < 0) {
+            throw SecAggException.protocol("unknown secure-aggregation step " + step);
+        }
+        int count = frames == null ? 0 : frames.length;
+        boolean complete = frames != null;
+        for (int i = 0; complete && i < frames.length; i++) {
+            complete = frames[i] != null;
+        }
+        if (count != SECAGG_FRAMES[index] || !complete) {
+            throw SecAggException.rejected("a " + step + " order carries " + SECAGG_FRAMES[index]
+                    + " frame(s) of bytes, got " + count + (complete ? "" : " (some missing)"));
+        }
+        if (directory == null) {
+            throw SecAggException.protocol("no key directory yet");
+        }
+        try {
+            SecAggClient client = secagg(directory);
+            switch (step) {
+                case "advertise":
+                    return client.startRound(frames[0], frames[1]);
+                case "share":
+                    return client.shareKeys(frames[0]);
+                case "input":
+                    return maskedInput(frames[0]);
+                case "ack":
+                    return client.consistencyCheck(frames[0]);
+                default:
+                    return client.unmask(frames[0]);
+            }
+        } catch (IllegalArgumentException | IndexOutOfBoundsException | NullPointerException | ArithmeticException
+                | ClassCastException | NegativeArraySizeException err) {
+            // bytes no honest aggregator sends: a typed refusal, never a crash of the caller's loop
+            throw SecAggException.rejected("malformed " + step + " frame (" + err.getClass().getSimpleName() + ": "
+                    + err.getMessage() + ")");
+        }
+    }
+
     /** The masked upload of the pending vector (cleared once uploaded: a second noisy copy would weaken DP). */
     public byte[] maskedInput(byte[] shareDelivery) throws SecAggException {
         if (pending == null) {

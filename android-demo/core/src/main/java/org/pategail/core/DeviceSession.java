@@ -71,6 +71,12 @@ public class DeviceSession {
         return device.secagg(directory);
     }
 
+    /** A secure-aggregation step through {@link Device#secaggStep}: only typed refusals come out of it. */
+    private byte[] step(String name, byte[]... frames) throws SecAggException {
+        client();
+        return device.secaggStep(directory, name, frames);
+    }
+
     /** The device's reply to {@code op}; subclasses add local operations. */
     protected byte[] dispatch(int op, byte[] payload) throws Exception {
         Wire.Reader r = new Wire.Reader(payload);
@@ -97,17 +103,16 @@ public class DeviceSession {
             case OP_START_ROUND: {
                 byte[] config = r.blob(1 << 26), envelope = r.blob(1 << 16);
                 r.done();
-                return client().startRound(config, envelope);
+                return step("advertise", config, envelope);
             }
             case OP_SHARE_KEYS:
-                return client().shareKeys(payload);
+                return step("share", payload);
             case OP_MASKED_INPUT:
-                client();
-                return device.maskedInput(payload);
+                return step("input", payload);
             case OP_CONSISTENCY:
-                return client().consistencyCheck(payload);
+                return step("ack", payload);
             case OP_UNMASK:
-                return client().unmask(payload);
+                return step("unmask", payload);
             default:
                 throw new IllegalArgumentException("unknown operation " + op);
         }

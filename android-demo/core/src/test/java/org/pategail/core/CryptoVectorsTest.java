@@ -56,6 +56,52 @@ class CryptoVectorsTest {
     }
 
     @Test
+    void everyLowOrderX25519KeyIsRefused() throws Exception {
+        // the points (and their non-canonical encodings) whose shared secret is all zero whatever the private
+        // key: the Python SDK refuses each; so must agree(), for every private key
+        JSONArray points = v.getJSONArray("x25519_low_order_points");
+        assertTrue(points.length() >= 7, "the vectors list the low-order points");
+        JSONArray cases = v.getJSONArray("x25519");
+        for (int k = 0; k < cases.length(); k++) {
+            byte[] priv = Vectors.hex(cases.getJSONObject(k), "private");
+            for (int i = 0; i < points.length(); i++) {
+                byte[] point = Bytes.unhex(points.getString(i));
+                SecAggException e = assertThrows(SecAggException.class, () -> Crypto.agree(priv, point),
+                        points.getString(i));
+                assertEquals(SecAggException.Kind.MESSAGE_REJECTED, e.kind());
+            }
+        }
+    }
+
+    @Test
+    void secureThresholdsAndCertificateSizes() throws Exception {
+        JSONArray rows = v.getJSONArray("thresholds");
+        assertTrue(rows.length() > 50);
+        for (int i = 0; i < rows.length(); i++) {
+            JSONObject c = rows.getJSONObject(i);
+            int n = c.getInt("n"), degree = c.getInt("degree"), colluders = c.getInt("colluders");
+            String where = "n=" + n + " degree=" + degree + " c=" + colluders;
+            assertEquals(c.getInt("secure_threshold"), NeighbourGraph.secureThreshold(n, degree, colluders), where);
+            assertEquals(c.getInt("certificate_size"), NeighbourGraph.certificateSize(n, colluders), where);
+        }
+        JSONArray graphs = v.getJSONArray("graph");
+        for (int i = 0; i < graphs.length(); i++) {
+            JSONObject c = graphs.getJSONObject(i);
+            assertEquals(c.getInt("secure_threshold"), NeighbourGraph.secureThreshold(
+                    c.getJSONArray("participants").length(), c.getInt("degree"), 0));
+        }
+    }
+
+    @Test
+    void checksumKeyCommitments() throws Exception {
+        JSONArray cases = v.getJSONArray("key_commitment");
+        for (int i = 0; i < cases.length(); i++) {
+            JSONObject c = cases.getJSONObject(i);
+            assertArrayEquals(Vectors.hex(c, "commitment"), Checksum.keyCommitment(Vectors.hex(c, "key")));
+        }
+    }
+
+    @Test
     void hkdfWithTheProjectsInfoStrings() throws Exception {
         JSONArray cases = v.getJSONArray("hkdf");
         for (int i = 0; i < cases.length(); i++) {

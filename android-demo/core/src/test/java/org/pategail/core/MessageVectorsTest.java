@@ -13,9 +13,11 @@ import org.json.JSONObject;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.pategail.core.secagg.Crypto;
+import org.pategail.core.secagg.DeviceIdentity;
 import org.pategail.core.secagg.KeyDirectory;
 import org.pategail.core.secagg.Messages;
 import org.pategail.core.secagg.RoundConfig;
+import org.pategail.core.secagg.SecAggClient;
 import org.pategail.core.secagg.SecAggException;
 import org.pategail.core.secagg.Wire;
 
@@ -64,6 +66,8 @@ class MessageVectorsTest {
         assertArrayEquals(Vectors.hex(c, "round_seed"), cfg.roundSeed);
         assertEquals(c.getLong("aggregator"), cfg.aggregator);
         assertEquals(c.getInt("colluders"), cfg.colluders);
+        assertArrayEquals(Vectors.hex(c, "checksum_commitment"), cfg.checksumCommitment);
+        assertEquals(3, cfg.certificateSize());           // floor((3 participants + 1 colluder) / 2) + 1
         assertArrayEquals(Vectors.hex(c, "digest"), cfg.digest());
         byte[] coordinatorKey = Vectors.hex(v, "coordinator_private");
         assertArrayEquals(frame, cfg.toSignedBytes(data -> Crypto.sign(coordinatorKey, data)));
@@ -76,6 +80,40 @@ class MessageVectorsTest {
         byte[] flipped = frame.clone();
         flipped[20] ^= 1;
         assertThrows(SecAggException.class, () -> RoundConfig.fromSignedBytes(flipped, directory.coordinator()));
+    }
+
+    /** Device 5's client on the Python SDK's signed configuration and envelope of one start_round case. */
+    static SecAggClient.Phase startRound(String name) throws Exception {
+        JSONObject k = v.getJSONObject("devices").getJSONObject("5");
+        SecAggClient client = new SecAggClient(5, new DeviceIdentity(Vectors.hex(k, "signing_private"),
+                Vectors.hex(k, "envelope_private")), directory, new java.security.SecureRandom());
+        JSONObject c = v.getJSONObject("start_round").getJSONObject(name);
+        try {
+            byte[] advert = client.startRound(Vectors.hex(c, "config"), Vectors.hex(c, "envelope"));
+            assertEquals(5, Messages.AdvertiseKeys.decode(advert, directory).sender);
+            return client.phase();
+        } catch (SecAggException err) {
+            assertEquals(SecAggClient.Phase.IDLE, client.phase());   // nothing changed
+            throw err;
+        }
+    }
+
+    @Test
+    void startRoundOpensOnlyTheCommittedChecksumKey() throws Exception {
+        assertEquals(SecAggClient.Phase.ADVERTISED, startRound("accepted"));
+        // the envelope holds another key than the one the signed configuration commits to
+        SecAggException e = assertThrows(SecAggException.class, () -> startRound("uncommitted_key"));
+        assertEquals(SecAggException.Kind.MESSAGE_REJECTED, e.kind());
+        assertTrue(e.getMessage().contains("not the one the round configuration commits to"), e.getMessage());
+    }
+
+    @Test
+    void startRoundRefusesAThresholdBelowTheSecureThreshold() throws Exception {
+        // all pairs, 3 participants, 1 colluder: the floor is 3; the signed threshold 2 is a strict majority
+        SecAggException e = assertThrows(SecAggException.class, () -> startRound("threshold_below_floor"));
+        assertEquals(SecAggException.Kind.PROTOCOL, e.kind());
+        assertTrue(e.getMessage().contains("Shamir threshold 2 is below this device's floor 3 for 3 share holders "
+                + "and 1 colluders"), e.getMessage());
     }
 
     @Test

@@ -52,6 +52,24 @@ public final class Checksum {
         return x1 * y1 + (t >>> 32) + (w1 >>> 32);
     }
 
+    private static final byte[] COMMITMENT_LABEL = "pategail-secagg/checksum-key".getBytes(
+            java.nio.charset.StandardCharsets.US_ASCII);
+
+    /**
+     * SHA-256 commitment to the round's checksum key K, signed in the round configuration
+     * ({@link RoundConfig#checksumCommitment}): one key for all devices of a round.
+     */
+    public static byte[] keyCommitment(byte[] key) {
+        try {
+            java.security.MessageDigest md = java.security.MessageDigest.getInstance("SHA-256");
+            md.update(COMMITMENT_LABEL);
+            md.update(key);
+            return md.digest();
+        } catch (java.security.NoSuchAlgorithmException err) {
+            throw new IllegalStateException(err);
+        }
+    }
+
     /** The associated data of the envelope that carries the checksum secrets to {@code device}. */
     public static byte[] envelopeAad(byte[] configDigest, long device) {
         return new Wire.Writer().raw("checksum-envelope".getBytes(java.nio.charset.StandardCharsets.US_ASCII))

@@ -69,4 +69,36 @@ public final class NeighbourGraph {
         }
         return out;
     }
+
+    /** Whether a round of {@code n} participants at {@code degree} masks all pairs (degree 0 or at least n - 1). */
+    public static boolean isComplete(int n, int degree) {
+        return degree == 0 || degree >= n - 1;
+    }
+
+    /**
+     * The lowest Shamir threshold a device accepts for a round of {@code n} participants at {@code degree}
+     * (0: all pairs) with up to {@code colluders} devices on the aggregator's side (the Python SDK's
+     * {@code graph.secure_threshold}, where the argument is written out): floor((n + c) / 2) + 1 for all
+     * pairs; k/2 + 2 + c for a SecAgg+ graph of degree k. Below it, a group of devices could be opened apart
+     * from the other survivors: with all pairs, a survivor that did not acknowledge could be opened through
+     * the holders outside the neighbours it masked with; in a SecAgg+ ring, a window of k/2 + 1 consecutive
+     * devices is a clique whose sum a strict majority of holders would open on its own.
+     */
+    public static int secureThreshold(int n, int degree, int colluders) {
+        if (isComplete(n, degree)) {
+            return (n + colluders) / 2 + 1;
+        }
+        return degree / 2 + 2 + colluders;
+    }
+
+    /**
+     * How many participants must have signed one survivor set before an honest device reveals any share:
+     * floor((n + c) / 2) + 1 (the Python SDK's {@code graph.certificate_size}). An honest device signs one
+     * survivor set a round and c colluders may sign any number, so two different sets would need at most
+     * n + c signatures between them: with twice this size above n + c, at most one survivor set per round is
+     * certified, whatever views the aggregator shows.
+     */
+    public static int certificateSize(int n, int colluders) {
+        return (n + colluders) / 2 + 1;
+    }
 }

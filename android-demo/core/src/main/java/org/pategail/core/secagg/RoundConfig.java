@@ -23,10 +23,16 @@ public final class RoundConfig {
     public final int colluders;
     public final long aggregator;
     public final int fracBits;
+    /**
+     * SHA-256 of the round's checksum key K ({@link Checksum#keyCommitment}): every device checks the key in its
+     * envelope against it, so a coordinator cannot hand one device a key of its own (the aggregate's checksum
+     * would then carry a weighted sum of that device's vector under weights only that device has).
+     */
+    public final byte[] checksumCommitment;
 
     public RoundConfig(long roundId, long[] participants, int numQueries, int nMin, int threshold, int degree,
                        double sumNoiseScale, double sqSumNoiseScale, byte[] roundSeed, byte[] envelopePublic,
-                       int colluders, long aggregator, int fracBits) {
+                       int colluders, long aggregator, int fracBits, byte[] checksumCommitment) {
         this.roundId = roundId;
         this.participants = participants.clone();
         this.numQueries = numQueries;
@@ -40,6 +46,7 @@ public final class RoundConfig {
         this.colluders = colluders;
         this.aggregator = aggregator;
         this.fracBits = fracBits;
+        this.checksumCommitment = checksumCommitment.clone();
         validate();
     }
 
@@ -74,8 +81,8 @@ public final class RoundConfig {
         if (fracBits != FixedPoint.FRAC_BITS) {
             throw new IllegalArgumentException("frac_bits " + fracBits + " != SDK's " + FixedPoint.FRAC_BITS);
         }
-        if (roundSeed.length != 32 || envelopePublic.length != 32) {
-            throw new IllegalArgumentException("round_seed and envelope_public are 32 bytes");
+        if (roundSeed.length != 32 || envelopePublic.length != 32 || checksumCommitment.length != 32) {
+            throw new IllegalArgumentException("round_seed, envelope_public and checksum_commitment are 32 bytes");
         }
         for (double scale : new double[]{sumNoiseScale, sqSumNoiseScale}) {
             double q = scale * FixedPoint.SCALE;
@@ -111,6 +118,12 @@ public final class RoundConfig {
         return degree == 0 || degree >= n - 1 ? n : degree + 1;
     }
 
+    /** Participants that must sign one survivor set before an honest device reveals any share
+     *  ({@link NeighbourGraph#certificateSize}). */
+    public int certificateSize() {
+        return NeighbourGraph.certificateSize(participants.length, colluders);
+    }
+
     /** Position of {@code device} in the participant list, plus one: its Shamir x-coordinate. */
     public int shareX(long device) {
         for (int i = 0; i < participants.length; i++) {
@@ -136,7 +149,8 @@ public final class RoundConfig {
             w.u32(p);
         }
         w.u32(numQueries).u32(nMin).u32(threshold).u32(degree).f64(sumNoiseScale).f64(sqSumNoiseScale);
-        return w.raw(roundSeed).raw(envelopePublic).u32(colluders).u32(aggregator).u8(fracBits).bytes();
+        return w.raw(roundSeed).raw(envelopePublic).u32(colluders).u32(aggregator).u8(fracBits)
+                .raw(checksumCommitment).bytes();
     }
 
     public byte[] toSignedBytes(Wire.Signer signer) {
@@ -162,14 +176,18 @@ public final class RoundConfig {
         long colluders = r.u32();
         long aggregator = r.u32();
         int frac = r.u8();
-        r.done();
+        byte[] commitment = r.raw(32);
+        if (r.remaining() > 0) {        // the Python SDK's Gaussian trailer: a mechanism this core does not run
+            throw SecAggException.rejected("round configuration of a mechanism this device does not run "
+                    + "(only the Laplace mechanism)");
+        }
         if (numQueries > Integer.MAX_VALUE || nMin > Integer.MAX_VALUE || threshold > Integer.MAX_VALUE
                 || degree > Integer.MAX_VALUE || colluders > Integer.MAX_VALUE) {
             throw SecAggException.rejected("invalid round configuration: field out of range");
         }
         try {
             return new RoundConfig(roundId, participants, (int) numQueries, (int) nMin, (int) threshold, (int) degree,
-                    s1, s2, seed, env, (int) colluders, aggregator, frac);
+                    s1, s2, seed, env, (int) colluders, aggregator, frac, commitment);
         } catch (IllegalArgumentException err) {
             throw SecAggException.rejected("invalid round configuration: " + err.getMessage());
         }

@@ -22,8 +22,14 @@ import java.util.TreeSet;
  * shareKeys(keyBroadcast)            -> ShareKeys
  * maskedInput(shareDelivery, scores) -> MaskedInput   (slots: D, then D², then the checksum)
  * consistencyCheck(survivorSet)      -> SurvivorAck   (one survivor set per round)
- * unmask(ackSet)                     -> UnmaskShares  (never both secrets of one device)
+ * unmask(ackSet)                     -> UnmaskShares  (only under a survivor set certified by a majority of
+ *                                                      the participants; never both secrets of one device)
  * </pre>
+ *
+ * <p>What the checks add up to: an aggregator together with at most {@code colluders} devices opens no sum but
+ * the one over all honest survivors of one survivor set. The argument is written out in the Python SDK's
+ * {@code graph.secure_threshold}; {@link NeighbourGraph#secureThreshold} and
+ * {@link NeighbourGraph#certificateSize} are the two bounds it needs.
  */
 public final class SecAggClient {
     /** Where the client is in the round. */
@@ -127,12 +133,13 @@ public final class SecAggClient {
         if (!cfg.isParticipant(deviceId)) {
             throw SecAggException.protocol("device " + deviceId + " is not a participant of round " + cfg.roundId);
         }
-        // a signature says who chose the configuration, not that it is safe: a strict-majority threshold at least
-        int majority = cfg.holders() / 2 + 1;
-        if (cfg.threshold < majority) {
+        // a signature says who chose the configuration, not that it is safe: the threshold the security
+        // argument needs for this graph and these colluders, at least
+        int floor = NeighbourGraph.secureThreshold(cfg.participants.length, cfg.degree, cfg.colluders);
+        if (cfg.threshold < floor) {
             throw SecAggException.protocol("round " + cfg.roundId + ": Shamir threshold " + cfg.threshold
-                    + " is below a strict majority (" + majority + ") of " + cfg.holders() + " share holders; "
-                    + "refusing to take part");
+                    + " is below this device's floor " + floor + " for " + cfg.holders() + " share holders and "
+                    + cfg.colluders + " colluders (the secure threshold); refusing to take part");
         }
         Messages.ChecksumEnvelope env = Messages.ChecksumEnvelope.decode(envelope);
         if (env.roundId != cfg.roundId || env.device != deviceId) {
@@ -142,6 +149,12 @@ public final class SecAggClient {
         byte[] shared = Crypto.agree(identity.envelopePrivate(), cfg.envelopePublic);
         Object[] secrets = Checksum.unpackSecrets(Crypto.openSealed(Checksum.envelopeKey(shared, digest, deviceId),
                 env.sealed, Checksum.envelopeAad(digest, deviceId)));
+        // one checksum key for every device of the round: the one the signed configuration commits to
+        // (MessageDigest.isEqual compares in constant time)
+        if (!MessageDigest.isEqual(Checksum.keyCommitment((byte[]) secrets[0]), cfg.checksumCommitment)) {
+            throw SecAggException.rejected("the checksum key in the envelope is not the one the round "
+                    + "configuration commits to");
+        }
         Round r = new Round();
         r.config = cfg;
         r.digest = digest;
@@ -236,6 +249,12 @@ public final class SecAggClient {
                     java.util.Arrays.copyOfRange(plain, head.length + Shamir.SHARE_BYTES, plain.length)});
         }
         held.put(deviceId, r.ownShare);
+        if (held.size() < cfg.threshold) {
+            // masked with fewer than t - 1 neighbours, the input could be opened with the self-mask secret
+            // alone, which the other neighbours would reveal; Bonawitz et al. abort here too
+            throw SecAggException.abort("shares from only " + (held.size() - 1) + " neighbours arrived; "
+                    + (cfg.threshold - 1) + " are needed before this device masks its input");
+        }
         int m = cfg.numQueries;
         if (scores.length != m) {
             throw new IllegalArgumentException("scores must have shape (" + m + ",), got (" + scores.length + ",)");
@@ -306,7 +325,12 @@ public final class SecAggClient {
         return r.ack;
     }
 
-    /** Check that at least t devices (self included) signed the same U3; reveal one secret per device. */
+    /**
+     * Reveal one secret per held device, only under a certified survivor set: signatures on this device's U3
+     * from {@link RoundConfig#certificateSize} distinct survivors, this device included (so no other survivor
+     * set of the round can be certified: every honest device that reveals anything saw this one), t of them
+     * this device and its neighbours.
+     */
     public byte[] unmask(byte[] ackSet) throws SecAggException {
         if (phase == Phase.DONE) {
             return round.response;
@@ -316,25 +340,36 @@ public final class SecAggClient {
         Messages.AckSet acks = Messages.AckSet.decode(ackSet);
         checkRound(acks.roundId, acks.configDigest);
         byte[] digest = survivorDigest(r.digest, r.ackBitmap);
-        Set<Long> confirmed = new TreeSet<>();
-        confirmed.add(deviceId);
+        int certificate = cfg.certificateSize();
+        Set<Long> signers = new TreeSet<>(), neighbours = new TreeSet<>();
+        signers.add(deviceId);
+        neighbours.add(deviceId);
         for (byte[] raw : acks.acks) {
-            if (confirmed.size() >= cfg.threshold) {
-                break;         // t valid signatures on our U3 is the condition; checking more only costs time
+            if (signers.size() >= certificate && neighbours.size() >= cfg.threshold) {
+                break;         // enough valid signatures on our U3; checking more only costs time
             }
             Messages.SurvivorAck ack = Messages.SurvivorAck.decode(raw, directory);
             checkRound(ack.roundId, ack.configDigest);
-            if (!r.neighbours.contains(ack.sender) || !r.survivors.contains(ack.sender)) {
+            if (!r.survivors.contains(ack.sender)) {
                 throw SecAggException.protocol("acknowledgement from device " + ack.sender
-                        + ", not a surviving neighbour");
+                        + ", which is not a survivor");
             }
             if (!java.util.Arrays.equals(ack.digest, digest)) {
                 throw SecAggException.protocol("device " + ack.sender + " saw a different survivor set");
             }
-            confirmed.add(ack.sender);
+            if (!signers.add(ack.sender)) {
+                throw SecAggException.protocol("two acknowledgements from device " + ack.sender);
+            }
+            if (r.neighbours.contains(ack.sender)) {
+                neighbours.add(ack.sender);
+            }
         }
-        if (confirmed.size() < cfg.threshold) {
-            throw SecAggException.abort("only " + confirmed.size() + " neighbours confirmed the survivor set; "
+        if (signers.size() < certificate) {
+            throw SecAggException.abort("only " + signers.size() + " devices certified the survivor set; "
+                    + certificate + " of the round's participants are needed");
+        }
+        if (neighbours.size() < cfg.threshold) {
+            throw SecAggException.abort("only " + neighbours.size() + " neighbours confirmed the survivor set; "
                     + cfg.threshold + " needed");
         }
         List<Messages.Entry> bShares = new ArrayList<>(), sShares = new ArrayList<>();

@@ -11,7 +11,9 @@ import java.util.Arrays;
  */
 public final class Wire {
     public static final byte[] MAGIC = {'P', 'G', 'S', 'A'};
-    public static final int VERSION = 2;
+    /** 3: the round configuration commits to the checksum key, and devices reveal shares only under a survivor
+     *  set certified by a majority of the participants (2: every message carries the configuration's digest). */
+    public static final int VERSION = 3;
     private static final int HEAD = 10;
 
     private Wire() {
