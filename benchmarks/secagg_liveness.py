@@ -4,7 +4,7 @@ Usage: .venv/bin/python benchmarks/secagg_liveness.py [--devices 1000] [--rounds
 
 Each round draws a fresh neighbour graph (a random public seed) and a dropout schedule
 (``Dropouts.random``: the given share of devices, spread evenly over the four steps after which a device can
-stop), and applies the protocol's own rules (``pategail.server.secagg.liveness.round_completes``, which a test
+stop; or, "after each step", that share of the devices still there after every step), and applies the protocol's own rules (``pategail.server.secagg.liveness.round_completes``, which a test
 checks against real rounds). Thresholds are the secure ones (``secure_threshold``: k/2 + 2 for SecAgg+),
 certificates a majority of the participants. n_min is the default 0.8 n, and 0.5 n to show what the graph alone
 allows. Writes a markdown table (and prints it).
@@ -22,14 +22,25 @@ from pategail.server.secagg.liveness import round_completes
 from pategail.server.secagg.round import Dropouts
 
 
-def completion(n: int, degree: int, fraction: float, n_min: int, rounds: int, rng: np.random.Generator):
+def each_step(ids, fraction: float, rng: np.random.Generator) -> Dropouts:
+    """``fraction`` of the devices still there stop after each of the four steps (1 − (1 − f)^4 in all)."""
+    left, stages = list(ids), []
+    for _ in range(4):
+        gone = frozenset(d for d in left if rng.random() < fraction)
+        stages.append(gone)
+        left = [d for d in left if d not in gone]
+    return Dropouts(*stages)
+
+
+def completion(n: int, degree: int, fraction: float, n_min: int, rounds: int, rng: np.random.Generator,
+               per_step: bool = False):
     ids = tuple(range(n))
     t = secure_threshold(n, degree)
     reasons: dict[str, int] = {}
     done = 0
     for _ in range(rounds):
-        outcome = round_completes(NeighbourGraph(ids, rng.bytes(32), degree), t, n_min,
-                                  Dropouts.random(ids, fraction, rng))
+        dropouts = each_step(ids, fraction, rng) if per_step else Dropouts.random(ids, fraction, rng)
+        outcome = round_completes(NeighbourGraph(ids, rng.bytes(32), degree), t, n_min, dropouts)
         done += outcome.complete
         if not outcome.complete:
             reasons[outcome.reason] = reasons.get(outcome.reason, 0) + 1
@@ -52,12 +63,15 @@ def main() -> None:
     while k30 < n - 1 and round_failure_bound(n, k30, 0.3) > 0.01:
         k30 += 2
     cases += [(0.3, 0.5, k30), (0.3, 0.5, k30 - 10)]
-    for fraction, share, k in cases:
-        rate, reasons = completion(n, k, fraction, int(share * n), args.rounds, rng)
+    cases = [(f, s, k, False) for f, s, k in cases] + [(0.1, 0.8, default, True), (0.1, 0.5, default, True)]
+    for fraction, share, k, per_step in cases:
+        rate, reasons = completion(n, k, fraction, int(share * n), args.rounds, rng, per_step)
         why = ", ".join(f"{r} {c}" for r, c in sorted(reasons.items())) or "—"
-        rows.append(f"| {fraction:.0%} | {share} n | {k}{' (default)' if k == default else ''} | "
+        total = 1 - (1 - fraction) ** 4 if per_step else fraction
+        label = f"{fraction:.0%} after each step ({total:.0%})" if per_step else f"{fraction:.0%}"
+        rows.append(f"| {label} | {share} n | {k}{' (default)' if k == default else ''} | "
                     f"{secure_threshold(n, k)} | {rate:.1%} of {args.rounds} | {why} | "
-                    f"{round_failure_bound(n, k, fraction):.2g} |")
+                    f"{round_failure_bound(n, k, total):.2g} |")
     text = (f"n = {n}; {args.rounds} rounds a row; default degree {default} (secagg_degree_for, sized for a "
             f"20% dropout rate); degree for ≥ 99% at 30% by the union bound: {k30}.\n\n" + "\n".join(rows) + "\n")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

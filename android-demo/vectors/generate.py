@@ -6,12 +6,14 @@
 
 Everything comes from the SDK's public functions with fixed keys, seeds and data (the embedded data set's
 first user): the bytes of every message type, the crypto primitives (HKDF with the project's info strings,
-X25519, Ed25519, AES-GCM, AES-CTR masks with the checksum word), Shamir shares, fixed-point encoding, the
-neighbour graph, state and pair features of real days, the environment contributions, and one RoundRequest
-as the Python device answers it (the losses and scores its ONNX Runtime training session produced). Where
-the SDK draws from the operating system's CSPRNG (AES-GCM nonces, Shamir coefficients) the draws are
-replaced by a seeded stream while generating, so the files are reproducible; the bundle (its manifest has a
-creation time) is made only with ``--bundle``.
+X25519, Ed25519, AES-GCM, AES-CTR masks with the checksum word, the low-order X25519 keys agreement refuses),
+Shamir shares, fixed-point encoding, the neighbour graph, the secure thresholds and certificate sizes,
+checksum-key commitments, signed configurations with envelopes the client must open or refuse, state and pair
+features of real days, the environment contributions, and one RoundRequest as the Python device answers it
+(the losses and scores its ONNX Runtime training session produced). Where the SDK draws from the operating
+system's CSPRNG (AES-GCM nonces, Shamir coefficients) the draws are replaced by a seeded stream while
+generating, so the files are reproducible; the bundle (its manifest has a creation time) is made only with
+``--bundle``.
 """
 from __future__ import annotations
 

@@ -82,6 +82,20 @@ def test_java_device_in_a_python_round_gives_the_exact_sum(fleet):
         java.start_round(start.config, start.envelopes[java.device_id])
 
 
+def test_java_device_refuses_a_threshold_below_the_secure_one(fleet):
+    """A coordinator-signed threshold below graph.secure_threshold (all pairs among 4: 3) is refused by the
+    Java device before it sends anything, as a Python device refuses it; at the secure threshold it takes part."""
+    from pategail.sdk.secagg.errors import ProtocolError
+    from pategail.server.secagg.round import SecureRoundConfig
+
+    coordinator, _, java, pending, m, _ = fleet
+    start = coordinator.new_round(SecureRoundConfig(1, n_min=3, threshold=2), sorted(pending), m)
+    with pytest.raises(ProtocolError, match="Shamir threshold 2 is below this device's floor 3"):
+        java.start_round(start.config, start.envelopes[java.device_id])
+    start = coordinator.new_round(SecureRoundConfig(2, n_min=3), sorted(pending), m)
+    assert java.start_round(start.config, start.envelopes[java.device_id])
+
+
 @pytest.mark.parametrize("killed_after, in_sum", [("share", False), ("input", True)])
 def test_java_device_killed_mid_round(fleet, killed_after, in_sum):
     """Killed after its ShareKeys (its mask key s is rebuilt from its shares) or after its masked input (its
@@ -157,3 +171,35 @@ def test_environment_contributions_in_a_round(fleet):
     # on the owner's ledger the upload is the environment: one vector query, as the SDK's ledger records it
     (entry,) = [json.loads(line) for line in (java.root / "privacy-ledger.jsonl").read_text().splitlines()]
     assert entry["environment"] is True and entry["queries"] == ack.n
+
+
+def test_java_device_counts_other_participants_acks_toward_the_certificate(java_classpath, tmp_path):
+    """SecAgg+ at degree 4 among 12 devices: t = k/2 + 2 = 4, and a survivor set is certified by
+    ⌊12/2⌋ + 1 = 7 signers, more than the Java device and its 4 neighbours. The Python aggregator relays other
+    participants' acknowledgements too; the Java device counts them, unmasks, and the sum is exact."""
+    from pategail.jvm_device import JavaDevice
+    from pategail.sdk.secagg.fixedpoint import SCALE, encode
+    from pategail.server.secagg.coordinator import SecAggCoordinator
+    from pategail.server.secagg.round import SecureRoundConfig, enroll_clients, run_secure_round
+
+    replay = tmp_path / "replay.json"
+    replay.write_text('{"runtime": "1.19.2", "rounds": []}')
+    coordinator = SecAggCoordinator()
+    with JavaDevice(java_classpath, tmp_path / "java", 1, replay) as java:
+        coordinator.enroll(1, java.public_keys)
+        clients = [java, *enroll_clients(coordinator, list(range(2, 13)))]
+        java.set_directory(coordinator.directory)
+        rng = np.random.default_rng(3)
+        values = rng.random((12, 8))
+        unmasked = set()
+
+        def watch(phase, aggregator, replies):
+            if phase == "unmask":
+                unmasked.update(replies)
+
+        result = run_secure_round(clients, values, SecureRoundConfig(round_id=1, n_min=8, degree=4), rng,
+                                  coordinator=coordinator, adversary=watch)
+    assert 1 in unmasked                   # the Java device revealed its shares (it is no dropout at unmask)
+    assert result.n_survivors == 12 and 1 in result.survivors
+    np.testing.assert_array_equal(result.sum, sum(encode(v) for v in values) / SCALE)
+    assert not result.stats.rejected

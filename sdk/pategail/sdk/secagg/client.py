@@ -304,7 +304,7 @@ class SecAggClient:
         survivors = frozenset(from_bitmap(ss.bitmap, cfg.participants))
         if self.device_id not in survivors:
             raise ProtocolError("the survivor set omits this device, which sent its masked input")
-        if (survivors & r.neighbours) - set(r.held):
+        if (survivors & r.neighbours) - set(r.held):     # secure_threshold, step b: it masked with all of them
             raise ProtocolError("the survivor set contains neighbours that never shared keys with this device")
         if len(survivors) < cfg.n_min:
             raise SecAggAbort(f"only {len(survivors)} devices survived, below n_min={cfg.n_min}: "
@@ -341,7 +341,7 @@ class SecAggClient:
             signers.add(ack.sender)
             if ack.sender in r.neighbours:
                 neighbours.add(ack.sender)
-        if len(signers) < cfg.certificate_size:
+        if len(signers) < cfg.certificate_size:      # secure_threshold, step a: one survivor set per round
             raise SecAggAbort(f"only {len(signers)} devices certified the survivor set; {cfg.certificate_size} "
                               "of the round's participants are needed")
         if len(neighbours) < cfg.threshold:

@@ -515,7 +515,8 @@ public final class Device {
     }
 
     /** The five steps of a secure-aggregation round, as {@link #secaggStep} names them. */
-    public static final String[] SECAGG_STEPS = {"advertise", "share", "input", "ack", "unmask"};
+    public static final java.util.List<String> SECAGG_STEPS = java.util.Collections.unmodifiableList(
+            java.util.Arrays.asList("advertise", "share", "input", "ack", "unmask"));
     /** Frames each step's order carries: the signed configuration and the checksum envelope, then one frame. */
     private static final int[] SECAGG_FRAMES = {2, 1, 1, 1, 1};
 
@@ -528,7 +529,7 @@ public final class Device {
      * message, never a runtime exception in the caller's loop.
      */
     public byte[] secaggStep(KeyDirectory directory, String step, byte[]... frames) throws SecAggException {
-        int index = java.util.Arrays.asList(SECAGG_STEPS).indexOf(step);
+        int index = SECAGG_STEPS.indexOf(step);
         if (index < 0) {
             throw SecAggException.protocol("unknown secure-aggregation step " + step);
         }

@@ -78,7 +78,8 @@ class DeviceSecAggTest {
         }
         variants.add(Arrays.copyOf(valid, valid.length + 1));
         variants.add(Arrays.copyOf(valid, valid.length + 300));
-        for (int i = 0; i < valid.length; i++) {
+        int stride = 1 + valid.length / 300;      // every byte of a small frame; 300 spread over a large one
+        for (int i = 0; i < valid.length; i += stride) {
             byte[] flipped = valid.clone();
             flipped[i] ^= (byte) (1 << (i % 8));
             variants.add(flipped);
@@ -134,7 +135,9 @@ class DeviceSecAggTest {
         KeyDirectory dir = r.directory;
         SecAggClient client = d.secagg(dir);
         byte[] cfg = r.signedConfig(), env = r.envelope(ME);
+        fuzz("signed configuration", cfg, f -> client.startRound(f, env));
         fuzz("signed configuration", cfg, f -> d.secaggStep(dir, "advertise", f, env));
+        fuzz("checksum envelope", env, f -> client.startRound(cfg, f));
         fuzz("checksum envelope", env, f -> d.secaggStep(dir, "advertise", cfg, f));
         r.adverts.put(ME, d.secaggStep(dir, "advertise", cfg, env));
         r.advertise();
@@ -154,7 +157,7 @@ class DeviceSecAggTest {
         byte[] survivors = r.survivorSet();
         Step ack = f -> d.secaggStep(dir, "ack", f);
         for (byte[] bad : new byte[][]{new byte[0], Arrays.copyOf(survivors, 20), Arrays.copyOf(survivors, 200),
-                Arrays.copyOf(survivors, survivors.length - 1), r.ackSet(10, 13)}) {
+                Arrays.copyOf(survivors, survivors.length - 1), r.keyBroadcast(ME)}) {
             refusal(SecAggException.Kind.MESSAGE_REJECTED, () -> ack.call(bad));
         }
         r.acks.put(ME, d.secaggStep(dir, "ack", survivors));

@@ -94,9 +94,9 @@ public final class NeighbourGraph {
     /**
      * How many participants must have signed one survivor set before an honest device reveals any share:
      * floor((n + c) / 2) + 1 (the Python SDK's {@code graph.certificate_size}). An honest device signs one
-     * survivor set a round and c colluders may sign any number, so two different sets would need at most
-     * n + c signatures between them: with twice this size above n + c, at most one survivor set per round is
-     * certified, whatever views the aggregator shows.
+     * survivor set a round and the c colluders may sign any number, so two different sets can gather at most
+     * (n - c) + 2c = n + c signatures between them, fewer than twice this size: at most one survivor set per
+     * round is certified, whatever views the aggregator shows.
      */
     public static int certificateSize(int n, int colluders) {
         return (n + colluders) / 2 + 1;
