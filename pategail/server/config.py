@@ -164,7 +164,9 @@ class TrainConfig:
     past the target is never started (the run stops with a message instead)."""
     min_survivors: float = 0.8
     """n_min as a share of the devices asked: fewer survivors and the round releases nothing (noise shares
-    are sized for n_min, so the released sums carry at least the intended noise)."""
+    are sized for n_min, so the released sums carry at least the intended noise). A round also needs a
+    majority of its participants to certify the survivor set (docs/secure-aggregation.md), so a share at or
+    below one half acts as a majority. 1 − this is the dropout rate the SecAgg+ degree is sized for."""
     secagg_degree: int | None = None
     """SecAgg+ neighbours per device (even); 0 = all pairs; None (the default) chooses from the number n of
     devices in the round (:func:`secagg_degree_for`): all pairs up to ``ALL_PAIRS_MAX`` devices, beyond that

@@ -345,7 +345,7 @@ class Device:
             return method(*frames)
         except SecAggError:
             raise
-        except (ValueError, TypeError, KeyError, IndexError, struct.error) as err:
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError, struct.error) as err:
             # bytes no honest aggregator sends: a typed refusal, never a crash of the caller's loop
             raise MessageRejected(f"malformed {step} frame ({type(err).__name__}: {err})") from None
 
