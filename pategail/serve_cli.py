@@ -1,14 +1,17 @@
 """`pategail serve`: the coordinator as an HTTP service — federated PateGail over devices that reach it
 through the network (`pategail device`, `pategail emulate`, a phone app).
 
-Devices enrol with their public keys and poll for signed orders (a phone accepts no inbound connection);
-training starts once ``--min-devices`` have enrolled, and the run's devices are then fixed. Every round is the
+Devices enrol with their public keys — admitted by a single-use enrolment token the operator hands out
+(issued into ``RUN/enrol-tokens.txt``, or ``--enrol-tokens FILE``), or by an allow-list of device keys — and
+poll for signed orders (a phone accepts no inbound connection); once ``--min-devices`` have enrolled and
+answered a liveness check, training starts and the run's devices are fixed. Every round is the
 same Algorithm 1 as `pategail train`, in the same run directory (checkpoint, journal, report, bundle), so a
 service stopped at any point continues with ``--resume``, spending no release twice.
 """
 from __future__ import annotations
 
 import logging
+import os
 import ssl
 import time
 from pathlib import Path
@@ -40,6 +43,18 @@ def register(sub) -> None:
     p.add_argument("--max-body", type=int, default=16 << 20, metavar="BYTES",
                    help="largest request body accepted (default 16 MiB)")
     p.add_argument("--rate", type=float, default=20.0, metavar="R", help="requests a second per device (default 20)")
+    admission = p.add_mutually_exclusive_group()
+    admission.add_argument("--enrol-tokens", type=Path, default=None, metavar="FILE",
+                           help="single-use enrolment tokens, one a line (re-read when it changes); default: "
+                                "--min-devices tokens issued into RUN/enrol-tokens.txt")
+    admission.add_argument("--allow-keys", type=Path, default=None, metavar="FILE",
+                           help="admit only these device signing keys, 64 hex digits a line "
+                                "(pategail device --show-key)")
+    admission.add_argument("--open-enrolment", action="store_true",
+                           help="admit any device (only for a service no stranger can reach)")
+    p.add_argument("--liveness-deadline", type=float, default=30.0, metavar="S",
+                   help="seconds an enrolled device has to answer the check before enrolment closes; one that "
+                        "does not holds no seat (default 30)")
     p.set_defaults(func=run_serve)
 
 
@@ -75,55 +90,105 @@ def _ssl_context(args) -> ssl.SSLContext | None:
     return context
 
 
+def check_arguments(args) -> None:
+    """Everything that can be checked before any work (export, run directory): one-line errors."""
+    if args.min_devices < 1:
+        raise PategailError(f"--min-devices must be at least 1, got {args.min_devices}")
+    if args.round_deadline <= 0 or args.liveness_deadline <= 0:
+        raise PategailError("--round-deadline and --liveness-deadline must be positive")
+    if args.max_body < 1024 or args.rate <= 0:
+        raise PategailError("--max-body must be at least 1024 and --rate positive")
+    if not 0 <= args.port <= 65535:
+        raise PategailError(f"--port {args.port}: a port is 0 to 65535 (0: any free port)")
+    if args.threads < 1:
+        raise PategailError(f"--threads {args.threads}: must be at least 1")
+    for parent in [args.out, *args.out.parents]:
+        if parent.exists():
+            if not parent.is_dir():
+                raise PategailError(f"--out {args.out}: {parent} is a file, not a directory")
+            if not os.access(parent, os.W_OK | os.X_OK):
+                raise PategailError(f"--out {args.out}: {parent} is not writable")
+            break
+    for option, path in (("--enrol-tokens", args.enrol_tokens), ("--allow-keys", args.allow_keys)):
+        if path is not None and not path.is_file():
+            raise PategailError(f"{option} {path}: no such file")
+
+
+def _admission(args, run: Path):
+    from pategail.server.net.admission import TOKENS_FILE, Admission, issue_tokens, read_allowed_keys
+
+    if args.open_enrolment:
+        return Admission.open_to_all(), None
+    if args.allow_keys is not None:
+        return Admission(allowed_keys=read_allowed_keys(args.allow_keys)), None
+    if args.enrol_tokens is not None:
+        return Admission(tokens_file=args.enrol_tokens), None
+    path = run / TOKENS_FILE
+    issued = None
+    if not path.is_file():
+        issue_tokens(path, args.min_devices)
+        issued = path
+    return Admission(tokens_file=path), issued
+
+
 def run_serve(args) -> int:
+    check_arguments(args)
+    from pategail.server.net.service import listening_socket
+    context = _ssl_context(args)
+    sock = listening_socket(args.host, args.port)             # before any work: a busy port fails at once
+
     import torch
 
     from pategail.data.dataset import load_dataset
     from pategail.sdk.secagg.config import KeyDirectory
     from pategail.server.net.fleet import NetworkFleet
     from pategail.server.net.hub import Hub
+    from pategail.server.net.liveness import close_enrolment
     from pategail.server.net.roster import Roster
-    from pategail.server.net.service import RunStatus, Service, ServiceLimits
+    from pategail.server.net.service import RunStatus, Service, ServiceLimits, service_url
     from pategail.train_cli import (_config, _run_log, check_run_marker, ensure_initial_bundle, run_coordinator)
 
     config = _config(args)
     if config.aggregator != "coordinator":
         raise PategailError("a served run aggregates at the coordinator: set aggregator to \"coordinator\"")
-    if args.min_devices < 1:
-        raise PategailError(f"--min-devices must be at least 1, got {args.min_devices}")
-    if args.round_deadline <= 0:
-        raise PategailError(f"--round-deadline must be positive, got {args.round_deadline}")
-    if args.max_body < 1024 or args.rate <= 0:
-        raise PategailError("--max-body must be at least 1024 and --rate positive")
-    context = _ssl_context(args)
     downstream_config = None
     if not args.no_downstream:
         from pategail.evaluation.options import config_from_args
         downstream_config = config_from_args(args, args.seed)
-    if args.threads < 1:
-        raise PategailError(f"--threads {args.threads}: must be at least 1")
     torch.set_num_threads(args.threads)
     dataset = load_dataset(args.data)
     run = args.out
     check_run_marker(run, {"config": config.to_dict(), "seed": args.seed, "data": str(args.data.resolve()),
                            "fleet": "network"}, args.resume)
     with _run_log(run / "train.log", quiet_terminal=not (args.verbose or args.no_progress)) as console_level:
+        def say(line: str) -> None:
+            """A line for the operator: in train.log, and on the terminal whatever its level."""
+            log.info(line)
+            if console_level > logging.INFO:
+                print(f"pategail serve: {line}", flush=True)
+
+        admission, issued = _admission(args, run)
         initial_bundle = ensure_initial_bundle(config, dataset, args.seed, run)
         key = load_or_create_key(run / KEY_FILE)
-        roster, hub, status = Roster(run), Hub(key.sign), RunStatus()
+        roster, hub, status = Roster(run, admission), Hub(key.sign), RunStatus()
         status.update(rounds=config.rounds, target_epsilon=config.target_epsilon if config.private else None)
         service = Service(roster, hub, key, initial_bundle, status,
                           ServiceLimits(max_body=args.max_body, rate=args.rate, burst=max(2, int(2 * args.rate))))
-        try:
-            port = service.start(args.host, args.port, context)
-        except OSError as err:
-            raise PategailError(f"cannot listen on {args.host}:{args.port} ({err.strerror or err})") from None
-        url = f"{'https' if context else 'http'}://{args.host}:{port}"
+        port = service.start(args.host, args.port, context, sock=sock)
+        url = service_url(args.host, port, args.tls_cert if context else None)
         (run / "service.url").write_text(url + "\n")
         print(f"pategail serve: listening on {url} (run {run}); coordinator key {service.coordinator_public.hex()}",
               flush=True)
+        if not roster.frozen:
+            say(f"admission: {admission.describe()}"
+                + (f" (issued now: hand one to each device, pategail device --token)" if issued else ""))
         try:
-            devices = _wait_for_devices(roster, args.min_devices, status)
+            if roster.frozen:
+                devices = roster.freeze()
+                say(f"the run's {len(devices)} devices are fixed (resumed)")
+            else:
+                devices = close_enrolment(roster, hub, args.min_devices, args.liveness_deadline, say,
+                                          on_count=lambda n: status.update(devices_enrolled=n))
             fleet = NetworkFleet(devices, hub, args.round_deadline)
             status.update(phase="training", devices=len(devices))
 
@@ -143,21 +208,3 @@ def run_serve(args) -> int:
             # stopped by an error: the devices are not told the run is over — they keep retrying, for a --resume
             service.stop()
     return code
-
-
-def _wait_for_devices(roster, min_devices: int, status) -> dict:
-    """The run's devices: those already fixed (a resumed service), or the first ``min_devices`` or more that
-    enrol (enrolment then closes)."""
-    if roster.frozen:
-        log.info("the run's %d devices are fixed (resumed)", len(roster))
-        return roster.freeze()
-    last = -1
-    while len(roster) < min_devices:
-        if len(roster) != last:
-            last = len(roster)
-            log.info("waiting for devices: %d of %d enrolled", last, min_devices)
-        status.update(devices_enrolled=last)
-        time.sleep(0.2)
-    devices = roster.freeze()
-    log.info("training starts with %d devices; enrolment is closed", len(devices))
-    return devices

@@ -31,10 +31,13 @@ def test_device_and_service_killed_mid_round(data_dir, dataset, tmp_path, proces
     url = wait_for(lambda: service_url(run), 120, "the service to listen", [serve])
     port = url.rsplit(":", 1)[1]
     users = choose_users(dataset.users, N_DEVICES, 0)
+    tokens = (run / "enrol-tokens.txt").read_text().split()            # issued by serve, one per device
+    assert len(tokens) == N_DEVICES
 
     def device(i):
         return processes.start(f"device-{i}", "device", "--server", url, "--store", str(tmp_path / f"device-{i}"),
-                               "--data", str(data_dir), "--user", str(int(users[i])), "--device-id", str(i))
+                               "--data", str(data_dir), "--user", str(int(users[i])), "--device-id", str(i),
+                               "--token", tokens[i])
     devices = [device(i) for i in range(N_DEVICES)]
     wait_for(lambda: (status(url) or {}).get("phase") == "training", 240, "training to start", [serve, *devices])
 

@@ -3,12 +3,15 @@
 Routes (bodies are the binary frames of :mod:`pategail.sdk.net.frames`, :mod:`pategail.sdk.messages` and
 :mod:`pategail.sdk.secagg.messages`):
 
-- ``POST /v1/enrol``        an Enrolment → the coordinator-signed Enrolled (403 once the run's devices are
-                            fixed, for keys it does not know);
+- ``POST /v1/enrol``        an Enrolment (its token, if any, in ``X-Pategail-Enrol-Token``) → the
+                            coordinator-signed Enrolled (403 for a device the admission rule refuses, and once
+                            the run's devices are fixed, for keys it does not know);
+- ``GET  /v1/coordinator``  the coordinator's Ed25519 public key (32 bytes; what a device checks its pin against);
 - ``GET  /v1/bundle/NAME``  the run's initial bundle, file by file (public; the device checks the hashes);
 - ``GET  /v1/directory``    the signed public-key directory (503 until training starts);
 - ``GET  /v1/poll``         the device's next signed order (200), nothing for now (204) or the run is over (410);
-- ``POST /v1/reply``        the device's reply to order ``X-Pategail-Seq`` (204; 409 for an order not awaiting one);
+- ``POST /v1/reply``        the device's reply to order ``X-Pategail-Seq`` (204; 409 for an order not awaiting one;
+                            a liveness order's reply is a Pong signed by the device);
 - ``GET  /status``          the run's round, devices, last release's participants and ε spent (JSON).
 
 Every ``/v1`` request but enrolment and the bundle is signed by the device (:mod:`pategail.sdk.net.auth`):
@@ -19,8 +22,10 @@ refused request changes nothing.
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import logging
+import socket
 import ssl
 import threading
 import time
@@ -31,11 +36,12 @@ from aiohttp import web
 
 from pategail.sdk.messages import MAGIC as DEVICE_MAGIC, Ack, ErrorReply, MessageError, from_bytes
 from pategail.sdk.net import auth
-from pategail.sdk.net.frames import Enrolled, Enrolment, directory_to_bytes
+from pategail.sdk.net.frames import MAGIC as NET_MAGIC, Enrolled, Enrolment, Pong, directory_to_bytes
 from pategail.sdk.secagg import crypto
 from pategail.sdk.secagg.errors import MessageRejected
 from pategail.sdk.secagg.wire import MAGIC as SECAGG_MAGIC
 
+from .admission import HEADER_TOKEN
 from .hub import Hub
 from .roster import EnrolmentRefused, Roster
 
@@ -148,6 +154,7 @@ class Service:
     def app(self) -> web.Application:
         app = web.Application(client_max_size=self.limits.max_body, middlewares=[self._measure, self._count_refusals])
         app.add_routes([web.post("/v1/enrol", self.enrol), web.get("/v1/bundle/{name}", self.bundle_file),
+                        web.get("/v1/coordinator", self.coordinator),
                         web.get("/v1/directory", self.directory), web.get("/v1/poll", self.poll),
                         web.post("/v1/reply", self.reply), web.get("/status", self.get_status)])
         return app
@@ -205,6 +212,7 @@ class Service:
         if not crypto.verify(keys.signing, signature, signed):
             raise web.HTTPUnauthorized(text="bad signature")
         self._nonces[device_id] = nonce
+        self.roster.heard_from(device_id)
         bucket = self._buckets.setdefault(device_id, _Bucket(self.limits.rate, self.limits.burst))
         if not bucket.take():
             raise web.HTTPTooManyRequests(text="too many requests")
@@ -216,12 +224,15 @@ class Service:
         except MessageRejected as err:
             raise web.HTTPBadRequest(text=f"not an enrolment: {err}") from None
         try:
-            device_id = self.roster.enrol(enrolment)
+            device_id = self.roster.enrol(enrolment, request.headers.get(HEADER_TOKEN))
         except EnrolmentRefused as err:
             raise web.HTTPForbidden(text=str(err)) from None
         self.status.update(devices_enrolled=len(self.roster))
         reply = Enrolled(device_id, self.coordinator_public, self.bundle_sha256).to_bytes(self._sign)
         return web.Response(body=reply, content_type="application/octet-stream")
+
+    async def coordinator(self, request: web.Request) -> web.Response:
+        return web.Response(body=self.coordinator_public, content_type="application/octet-stream")
 
     async def bundle_file(self, request: web.Request) -> web.StreamResponse:
         name = request.match_info["name"]
@@ -263,7 +274,7 @@ class Service:
             seq = int(request.headers[HEADER_SEQ])
         except (KeyError, ValueError):
             raise web.HTTPBadRequest(text=f"no {HEADER_SEQ} header") from None
-        _check_reply(body)
+        _check_reply(body, self.roster.keys(device_id).signing, device_id, seq)
         if not self.hub.reply(device_id, seq, body):
             raise web.HTTPConflict(text="no order awaits this reply (answered already, or past its deadline)")
         return web.Response(status=204)
@@ -275,8 +286,10 @@ class Service:
         return web.Response(text=json.dumps(status), content_type="application/json")
 
     # -- running it ----------------------------------------------------------------------------------------
-    def start(self, host: str, port: int, ssl_context: ssl.SSLContext | None = None) -> int:
-        """Serve on (host, port) from a thread of its own; returns the bound port (``port`` 0: the OS picks)."""
+    def start(self, host: str, port: int, ssl_context: ssl.SSLContext | None = None,
+              sock: socket.socket | None = None) -> int:
+        """Serve on (host, port) — or on ``sock``, bound already (:func:`listening_socket`) — from a thread of
+        its own; returns the bound port (``port`` 0: the OS picks)."""
         ready = threading.Event()
         bound: list = []
 
@@ -286,7 +299,10 @@ class Service:
             self._runner = web.AppRunner(self.app(), access_log=None)
             try:
                 loop.run_until_complete(self._runner.setup())
-                site = web.TCPSite(self._runner, host, port, ssl_context=ssl_context, backlog=1024)
+                if sock is not None:
+                    site = web.SockSite(self._runner, sock, ssl_context=ssl_context, backlog=1024)
+                else:
+                    site = web.TCPSite(self._runner, host, port, ssl_context=ssl_context, backlog=1024)
                 loop.run_until_complete(site.start())
                 bound.append(site._server.sockets[0].getsockname()[1])
             except BaseException as err:                       # noqa: BLE001 — reported to the caller
@@ -311,10 +327,70 @@ class Service:
             self._thread.join(timeout=10)
 
 
-def _check_reply(body: bytes) -> None:
-    """400 unless ``body`` is empty (the device gave up), a device-protocol reply or a secure-aggregation
-    frame (the aggregator checks the rest)."""
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to (host, port), not yet listening: taken before a service does any work, so a busy
+    port or an unknown host fails at once. PategailError for either."""
+    from pategail.errors import PategailError
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                             flags=socket.AI_PASSIVE)[0]
+    except (socket.gaierror, UnicodeError) as err:
+        raise PategailError(f"--host {host}: not an address of this machine ({err})") from None
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)    # as aiohttp: a restart reuses the port at once
+    try:
+        sock.bind(address)
+    except OSError as err:
+        sock.close()
+        why = "in use by another process" if err.errno == errno.EADDRINUSE else (err.strerror or str(err))
+        raise PategailError(f"cannot listen on {host}:{port} ({why})") from None
+    return sock
+
+
+def certificate_host(cert_pem: Path) -> str | None:
+    """The host name devices must use for the service's certificate: its first DNS (else IP) subject
+    alternative name, else its common name; None when it names none."""
+    from cryptography import x509
+    from cryptography.x509.oid import NameOID
+    try:
+        cert = x509.load_pem_x509_certificate(Path(cert_pem).read_bytes())
+    except (OSError, ValueError):
+        return None
+    try:
+        names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        for kind in (x509.DNSName, x509.IPAddress):
+            found = names.get_values_for_type(kind)
+            if found:
+                return str(found[0])
+    except x509.ExtensionNotFound:
+        pass
+    common = cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
+    return str(common[0].value) if common else None
+
+
+def service_url(host: str, port: int, cert_pem: Path | None = None) -> str:
+    """The URL devices reach the service at: with TLS, the certificate's host name (the bind address fails
+    host name verification); without, the bind address, or this machine's name for a wildcard one."""
+    name = certificate_host(cert_pem) if cert_pem is not None else None
+    if name is None:
+        name = socket.gethostname() if host in ("", "0.0.0.0", "::") else host
+    if ":" in name:                                                # an IPv6 literal
+        name = f"[{name}]"
+    return f"{'https' if cert_pem is not None else 'http'}://{name}:{port}"
+
+
+def _check_reply(body: bytes, device_signing: bytes, device_id: int, seq: int) -> None:
+    """400 unless ``body`` is empty (the device gave up), a device-protocol reply, a secure-aggregation
+    frame (the aggregator checks the rest) or the device's Pong to order ``seq``."""
     if not body:
+        return
+    if body[:4] == NET_MAGIC:
+        try:
+            pong = Pong.from_bytes(body, device_signing)
+        except MessageRejected as err:
+            raise web.HTTPBadRequest(text=f"not a pong: {err}") from None
+        if (pong.device_id, pong.seq) != (device_id, seq):
+            raise web.HTTPBadRequest(text="a pong to another order")
         return
     if body[:4] == DEVICE_MAGIC:
         try:
