@@ -23,6 +23,8 @@ KEY_FILE = "coordinator.key"
 """The coordinator's Ed25519 key in the run directory (mode 0600): devices pin it, so a resumed service
 must sign with the same one."""
 LINGER_S = 3.0
+LOG_MAX_BYTES = 64 << 20
+"""train.log of a served run rotates at this size (4 older logs kept): a service under attack logs refusals."""
 
 
 def register(sub) -> None:
@@ -160,7 +162,8 @@ def run_serve(args) -> int:
     run = args.out
     check_run_marker(run, {"config": config.to_dict(), "seed": args.seed, "data": str(args.data.resolve()),
                            "fleet": "network"}, args.resume)
-    with _run_log(run / "train.log", quiet_terminal=not (args.verbose or args.no_progress)) as console_level:
+    with _run_log(run / "train.log", quiet_terminal=not (args.verbose or args.no_progress),
+                  max_bytes=LOG_MAX_BYTES) as console_level:
         def say(line: str) -> None:
             """A line for the operator: in train.log, and on the terminal whatever its level."""
             log.info(line)

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 
 from pategail.sdk.net.frames import Order
 
+from .limits import BoundedSamples
+
 log = logging.getLogger(__name__)
 
 
@@ -31,11 +33,11 @@ class _Ticket:
 @dataclass
 class HubStats:
     """Traffic through the hub: bytes of orders sent and replies received, and each order's time from its
-    delivery to the device until the reply (seconds)."""
+    delivery to the device until the reply (seconds; the newest samples)."""
 
     bytes_down: int = 0
     bytes_up: int = 0
-    turnaround_s: list[float] = field(default_factory=list)
+    turnaround_s: BoundedSamples = field(default_factory=lambda: BoundedSamples(100_000))
 
 
 class Hub:

@@ -18,6 +18,12 @@ Every ``/v1`` request but enrolment and the bundle is signed by the device (:mod
 unknown device, bad signature, stale or replayed nonce → 401. Bodies over ``max_body`` → 413; more than
 ``rate`` requests a second from one device (bursts of ``burst``) → 429; a body that is not a frame → 400. A
 refused request changes nothing.
+
+Before any of that, per remote address (:mod:`~pategail.server.net.limits`): a connection must send a
+request's headers within ``idle_timeout_s`` of opening or of its previous response, and a body within
+``body_timeout_s`` (408), so a connection that stalls — slowloris — is cut; an address holds at most
+``max_connections_per_address`` connections, and one whose requests were refused more than its budget is
+answered 429 at once. Refusals are logged at most 20 lines a minute; the statistics keep bounded samples.
 """
 from __future__ import annotations
 
@@ -43,6 +49,7 @@ from pategail.sdk.secagg.wire import MAGIC as SECAGG_MAGIC
 
 from .admission import HEADER_TOKEN
 from .hub import Hub
+from .limits import AddressGuard, BoundedSamples, LogLimiter, TokenBucket
 from .roster import EnrolmentRefused, Roster
 
 log = logging.getLogger(__name__)
@@ -61,6 +68,17 @@ class ServiceLimits:
     """Requests one device may make at once."""
     poll_wait_s: float = 20.0
     """How long a poll waits for an order before answering 204."""
+    idle_timeout_s: float = 60.0
+    """Seconds a connection may go without sending a request's headers (after opening, or after its last
+    response) before it is closed: an idle or stalled connection costs a descriptor."""
+    body_timeout_s: float = 30.0
+    """Seconds a request's body may take to arrive (408 then): a masked upload is ~64 KB at M = 4096."""
+    max_connections_per_address: int = 256
+    """Connections one remote address may hold open (a device holds one; many phones may share a NAT)."""
+    refusal_rate: float = 2.0
+    """Refused requests an address may make a second, sustained, before it is answered 429 at once."""
+    refusal_burst: int = 100
+    """Refused requests an address may make at once."""
 
 
 class RunStatus:
@@ -88,42 +106,31 @@ class Traffic:
     how long each request took to handle — a poll's wait for an order excluded (it is the device's idle
     time, not latency)."""
 
+    KEEP = 10_000
+    """Latency samples kept per route (the newest): percentiles are over these, counts over all."""
+
     def __init__(self):
         self.bytes_in = self.bytes_out = self.requests = 0
-        self.latency_s: dict[str, list[float]] = {}
+        self.latency_s: dict[str, BoundedSamples] = {}
 
     def record(self, route: str, bytes_in: int, bytes_out: int, seconds: float) -> None:
         self.requests += 1
         self.bytes_in += bytes_in
         self.bytes_out += bytes_out
-        self.latency_s.setdefault(route, []).append(seconds)
+        self.latency_s.setdefault(route, BoundedSamples(self.KEEP)).append(seconds)
 
     def summary(self) -> dict:
         import numpy as np
         out = {"requests": self.requests, "bytes_in": self.bytes_in, "bytes_out": self.bytes_out, "latency_ms": {}}
-        for route, values in sorted(self.latency_s.items()):
-            v = 1e3 * np.asarray(values)
-            out["latency_ms"][route] = {"n": len(v), "p50": float(np.percentile(v, 50)),
+        for route, samples in sorted(self.latency_s.items()):
+            v = 1e3 * np.fromiter(samples, float, len(samples))
+            out["latency_ms"][route] = {"n": samples.count, "p50": float(np.percentile(v, 50)),
                                         "p99": float(np.percentile(v, 99))}
         return out
 
 
 def _header_bytes(headers) -> int:
     return sum(len(k) + len(v) + 4 for k, v in headers.items())
-
-
-class _Bucket:
-    def __init__(self, rate: float, burst: int):
-        self.rate, self.burst, self.tokens, self.at = rate, burst, float(burst), time.monotonic()
-
-    def take(self) -> bool:
-        now = time.monotonic()
-        self.tokens = min(self.burst, self.tokens + (now - self.at) * self.rate)
-        self.at = now
-        if self.tokens < 1:
-            return False
-        self.tokens -= 1
-        return True
 
 
 class Service:
@@ -142,9 +149,11 @@ class Service:
         self.bundle_sha256 = bundle.sha256
         self._bundle_files = {"manifest.json"} | set(bundle.manifest["files"])
         self._nonces: dict[int, int] = {}
-        self._buckets: dict[int, _Bucket] = {}
+        self._buckets: dict[int, TokenBucket] = {}
         self._directory: bytes | None = None
         self.rejected = 0
+        self.guard = AddressGuard(limits.max_connections_per_address, limits.refusal_rate, limits.refusal_burst)
+        self._refusal_log = LogLimiter(log)
         self.traffic = Traffic()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._runner: web.AppRunner | None = None
@@ -152,7 +161,8 @@ class Service:
 
     # -- the application -----------------------------------------------------------------------------------
     def app(self) -> web.Application:
-        app = web.Application(client_max_size=self.limits.max_body, middlewares=[self._measure, self._count_refusals])
+        app = web.Application(client_max_size=self.limits.max_body,
+                              middlewares=[self._measure, self._count_refusals, self._address_budget])
         app.add_routes([web.post("/v1/enrol", self.enrol), web.get("/v1/bundle/{name}", self.bundle_file),
                         web.get("/v1/coordinator", self.coordinator),
                         web.get("/v1/directory", self.directory), web.get("/v1/poll", self.poll),
@@ -187,9 +197,48 @@ class Service:
         except web.HTTPException as err:
             if 400 <= err.status < 500 and err.status != 410:       # 410: the run is over, not a refusal
                 self.rejected += 1
-                log.info("%s %s refused: %d %s", request.method, request.path, err.status, err.text)
+                self.guard.refused(request.remote or "")
+                self._refusal_log.info("%s %s from %s refused: %d %s", request.method, request.path[:80],
+                                       request.remote, err.status, (err.text or "")[:120])
             raise
         return response
+
+    @web.middleware
+    async def _address_budget(self, request, handler):
+        if self.guard.blocked(request.remote or ""):
+            raise web.HTTPTooManyRequests(text="too many refused requests from this address",
+                                          headers={"Retry-After": "5"})
+        return await handler(request)
+
+    async def _read_body(self, request: web.Request) -> bytes:
+        """The request's body, or 408 when it does not arrive within ``body_timeout_s`` (413 over max_body)."""
+        try:
+            return await asyncio.wait_for(request.read(), self.limits.body_timeout_s)
+        except asyncio.TimeoutError:
+            raise web.HTTPRequestTimeout(text=f"the body did not arrive within {self.limits.body_timeout_s:g} s",
+                                         headers={"Connection": "close"}) from None
+
+    def _guard_connections(self, server) -> None:
+        """Count every connection of aiohttp's ``server`` by remote address; close one over the limit at once."""
+        made, lost, peers = server.connection_made, server.connection_lost, {}
+
+        def connection_made(handler, transport):
+            made(handler, transport)
+            peer = transport.get_extra_info("peername")
+            address = str(peer[0]) if peer else ""
+            peers[handler] = address
+            if not self.guard.open(address):
+                self._refusal_log.info("connection from %s refused: %d open already", address,
+                                       self.limits.max_connections_per_address)
+                transport.close()
+
+        def connection_lost(handler, exc=None):
+            address = peers.pop(handler, None)
+            if address is not None:
+                self.guard.close(address)
+            lost(handler, exc)
+
+        server.connection_made, server.connection_lost = connection_made, connection_lost
 
     async def _authenticated(self, request: web.Request) -> tuple[int, bytes]:
         """(device id, body) of a signed request; 401 / 413 / 429 otherwise. Nothing is changed before the
@@ -203,7 +252,7 @@ class Service:
         keys = self.roster.keys(device_id)
         if keys is None:
             raise web.HTTPUnauthorized(text="unknown device")
-        body = await request.read()                        # over max_body: 413 from aiohttp
+        body = await self._read_body(request)              # over max_body: 413 from aiohttp
         if abs(nonce / 1e9 - time.time()) > auth.FRESHNESS_S:
             raise web.HTTPUnauthorized(text="stale nonce (is the device's clock right?)")
         if nonce <= self._nonces.get(device_id, 0):
@@ -213,14 +262,14 @@ class Service:
             raise web.HTTPUnauthorized(text="bad signature")
         self._nonces[device_id] = nonce
         self.roster.heard_from(device_id)
-        bucket = self._buckets.setdefault(device_id, _Bucket(self.limits.rate, self.limits.burst))
+        bucket = self._buckets.setdefault(device_id, TokenBucket(self.limits.rate, self.limits.burst))
         if not bucket.take():
             raise web.HTTPTooManyRequests(text="too many requests")
         return device_id, body
 
     async def enrol(self, request: web.Request) -> web.Response:
         try:
-            enrolment = Enrolment.from_bytes(await request.read())
+            enrolment = Enrolment.from_bytes(await self._read_body(request))
         except MessageRejected as err:
             raise web.HTTPBadRequest(text=f"not an enrolment: {err}") from None
         try:
@@ -296,9 +345,13 @@ class Service:
         def serve():
             loop = self._loop = asyncio.new_event_loop()
             asyncio.set_event_loop(loop)
-            self._runner = web.AppRunner(self.app(), access_log=None)
+            # lingering: how long an unread body is drained after the response (aiohttp's default, 10 s, would
+            # hold a slow body's connection that long past its 408)
+            self._runner = web.AppRunner(self.app(), access_log=None, keepalive_timeout=self.limits.idle_timeout_s,
+                                         lingering_time=min(2.0, self.limits.body_timeout_s))
             try:
                 loop.run_until_complete(self._runner.setup())
+                self._guard_connections(self._runner.server)
                 if sock is not None:
                     site = web.SockSite(self._runner, sock, ssl_context=ssl_context, backlog=1024)
                 else:
