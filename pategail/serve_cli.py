@@ -22,6 +22,8 @@ log = logging.getLogger(__name__)
 KEY_FILE = "coordinator.key"
 """The coordinator's Ed25519 key in the run directory (mode 0600): devices pin it, so a resumed service
 must sign with the same one."""
+OPERATOR_TOKEN_FILE = "operator.token"
+"""The bearer token of the operator's routes (/devices, /metrics) in the run directory (mode 0600)."""
 LINGER_S = 3.0
 LOG_MAX_BYTES = 64 << 20
 """train.log of a served run rotates at this size (4 older logs kept): a service under attack logs refusals."""
@@ -58,6 +60,14 @@ def register(sub) -> None:
                    help="seconds an enrolled device has to answer the check before enrolment closes; one that "
                         "does not holds no seat (default 30)")
     p.set_defaults(func=run_serve)
+
+    d = sub.add_parser("devices", help="list a served run's devices (id, key, last seen, orders answered, dropouts)",
+                       description="List the devices of a served run: from its running service (GET /devices, "
+                                   "with the operator's token), or from its roster when the service is not running.")
+    d.add_argument("--run", required=True, type=Path, metavar="RUN", help="the served run's directory")
+    d.add_argument("--cafile", type=Path, default=None, metavar="PEM", help="CA certificates for an https service")
+    d.add_argument("--json", action="store_true", help="print the service's JSON answer")
+    d.set_defaults(func=run_devices)
 
 
 def load_or_create_key(path: Path):
@@ -165,23 +175,34 @@ def run_serve(args) -> int:
     with _run_log(run / "train.log", quiet_terminal=not (args.verbose or args.no_progress),
                   max_bytes=LOG_MAX_BYTES) as console_level:
         def say(line: str) -> None:
-            """A line for the operator: in train.log, and on the terminal whatever its level."""
+            """A line for the operator: in train.log, and on the terminal whatever its level (above the
+            progress bar, if any)."""
             log.info(line)
             if console_level > logging.INFO:
-                print(f"pategail serve: {line}", flush=True)
+                from tqdm import tqdm
+                tqdm.write(f"pategail serve: {line}")
 
         admission, issued = _admission(args, run)
         initial_bundle = ensure_initial_bundle(config, dataset, args.seed, run)
         key = load_or_create_key(run / KEY_FILE)
-        roster, hub, status = Roster(run, admission), Hub(key.sign), RunStatus()
+        operator_token = _operator_token(run / OPERATOR_TOKEN_FILE)
+
+        def missed(work, device_ids, deadline_s):
+            say(f"{work}: device(s) {', '.join(map(str, device_ids[:20]))}{' …' if len(device_ids) > 20 else ''} "
+                f"did not answer within {deadline_s:g} s (dropouts of this step)")
+
+        roster, hub, status = Roster(run, admission), Hub(key.sign, on_missed=missed), RunStatus()
         status.update(rounds=config.rounds, target_epsilon=config.target_epsilon if config.private else None)
+        if args.resume:
+            status.update(phase="resuming", round=None)        # until the checkpoint is read
         service = Service(roster, hub, key, initial_bundle, status,
-                          ServiceLimits(max_body=args.max_body, rate=args.rate, burst=max(2, int(2 * args.rate))))
+                          ServiceLimits(max_body=args.max_body, rate=args.rate, burst=max(2, int(2 * args.rate))),
+                          operator_token=operator_token)
         port = service.start(args.host, args.port, context, sock=sock)
         url = service_url(args.host, port, args.tls_cert if context else None)
         (run / "service.url").write_text(url + "\n")
-        print(f"pategail serve: listening on {url} (run {run}); coordinator key {service.coordinator_public.hex()}",
-              flush=True)
+        print(f"pategail serve: listening on {url} (run {run}); coordinator key {service.coordinator_public.hex()}; "
+              f"operator's token in {run / OPERATOR_TOKEN_FILE}", flush=True)
         if not roster.frozen:
             say(f"admission: {admission.describe()}"
                 + (f" (issued now: hand one to each device, pategail device --token)" if issued else ""))
@@ -192,13 +213,26 @@ def run_serve(args) -> int:
             else:
                 devices = close_enrolment(roster, hub, args.min_devices, args.liveness_deadline, say,
                                           on_count=lambda n: status.update(devices_enrolled=n))
-            fleet = NetworkFleet(devices, hub, args.round_deadline)
-            status.update(phase="training", devices=len(devices))
+            releases_seen = []
+
+            def on_release(n_survivors):
+                status.update(participants=n_survivors)
+                if not releases_seen or n_survivors < len(devices):
+                    say(f"secure aggregation: {n_survivors} of {len(devices)} devices took part"
+                        + ("" if releases_seen else " (the first release)"))
+                releases_seen.append(n_survivors)
+
+            fleet = NetworkFleet(devices, hub, args.round_deadline, on_release=on_release)
+            status.update(phase="starting", devices=len(devices))
 
             def on_progress(coordinator):
+                if status.snapshot()["phase"] != "training":
+                    # resumed: the journal's releases count from the start, as training will count them
+                    coordinator.releases.rebuild_accountant()
                 releases = coordinator.releases.journal()
                 last = releases[max(releases)] if releases else None
-                status.update(round=coordinator.round, participants=None if last is None else last.n_survivors,
+                status.update(phase="training", round=coordinator.round,
+                              participants=None if last is None else last.n_survivors,
                               epsilon=coordinator.accountant.epsilon() if config.private else 0.0)
 
             service.fix_directory(KeyDirectory(service.coordinator_public, devices))
@@ -211,3 +245,62 @@ def run_serve(args) -> int:
             # stopped by an error: the devices are not told the run is over — they keep retrying, for a --resume
             service.stop()
     return code
+
+
+def _operator_token(path: Path) -> str:
+    """The operator's bearer token, made once (mode 0600) in ``path``."""
+    import secrets
+
+    from pategail.sdk.files import write_atomic
+    if path.is_file():
+        return path.read_text(encoding="ascii").strip()
+    token = secrets.token_urlsafe(24)
+    write_atomic(path, (token + "\n").encode("ascii"), 0o600)
+    return token
+
+
+def run_devices(args) -> int:
+    """`pategail devices`: the service's list, or the roster's when the service does not answer."""
+    import datetime
+    import hashlib
+    import json
+    import urllib.error
+    import urllib.request
+
+    url_file, token_file = args.run / "service.url", args.run / OPERATOR_TOKEN_FILE
+    if not url_file.is_file():
+        raise PategailError(f"{args.run}: not a served run (no service.url)")
+    url = url_file.read_text().strip()
+    rows, source = None, url
+    if token_file.is_file():
+        context = ssl.create_default_context(cafile=str(args.cafile)) if url.startswith("https") else None
+        request = urllib.request.Request(url + "/devices", headers={
+            "Authorization": f"Bearer {token_file.read_text().strip()}"})
+        try:
+            with urllib.request.urlopen(request, timeout=10, context=context) as r:
+                answer = json.loads(r.read())
+            rows, now = answer["devices"], answer["now"]
+        except urllib.error.HTTPError as err:
+            raise PategailError(f"{url}/devices: {err.code} {err.read()[:200].decode('utf-8', 'replace')}") \
+                from None
+        except (OSError, ValueError):
+            rows = None
+    if rows is None:
+        from pategail.server.net.roster import Roster
+        roster = Roster(args.run)
+        source = f"{args.run / 'roster.json'} (the service does not answer: no activity figures)"
+        rows = [{"id": d, "key_fingerprint": hashlib.sha256(k.signing).hexdigest()[:16], "last_seen": None,
+                 "orders_answered": None, "dropouts": None} for d, k in sorted(roster.devices.items())]
+        now = None
+    if args.json:
+        print(json.dumps({"devices": rows}, indent=1))
+        return 0
+    print(f"{len(rows)} devices, from {source}")
+    print(f"{'id':>6}  {'key':16}  {'last seen':>19}  {'answered':>8}  {'dropouts':>8}")
+    for row in rows:
+        seen = "-" if row["last_seen"] is None else (
+            datetime.datetime.fromtimestamp(row["last_seen"], datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S"))
+        answered = "-" if row["orders_answered"] is None else row["orders_answered"]
+        dropouts = "-" if row["dropouts"] is None else row["dropouts"]
+        print(f"{row['id']:>6}  {row['key_fingerprint']:16}  {seen:>19}  {answered:>8}  {dropouts:>8}")
+    return 0

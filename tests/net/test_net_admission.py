@@ -170,3 +170,26 @@ def test_a_pong_must_be_the_devices_own_answer_to_that_order(tmp_path, dataset):
         assert reply(Pong(device_id, 5).to_bytes(phone.sign), 5) == 409                         # well-formed
     finally:
         service.stop()
+
+
+def test_a_store_from_another_run_is_told_so_before_enrolling(tmp_path, dataset):
+    from pategail.sdk.net.client import DeviceClient, ServiceError
+    from pategail.server.net.admission import Admission
+
+    first, port1 = _service(tmp_path / "run1", dataset, Admission.open_to_all())
+    try:
+        DeviceClient(f"http://127.0.0.1:{port1}", tmp_path / "device", requested_id=0).enrol()
+    finally:
+        first.stop()
+    second, port2 = _service(tmp_path / "run2", dataset, Admission.open_to_all())
+    try:
+        _enrol(port2, requested=0)                       # someone else is device 0 there
+        client = DeviceClient(f"http://127.0.0.1:{port2}", tmp_path / "device")
+        with pytest.raises(ServiceError, match=r"belongs to another run \(coordinator key "
+                                               rf"{first.coordinator_public.hex()[:16]}…, this service's is "
+                                               rf"{second.coordinator_public.hex()[:16]}…\): give the device a new "
+                                               "--store"):
+            client.enrol()
+        assert len(second.roster) == 1
+    finally:
+        second.stop()

@@ -12,7 +12,10 @@ Routes (bodies are the binary frames of :mod:`pategail.sdk.net.frames`, :mod:`pa
 - ``GET  /v1/poll``         the device's next signed order (200), nothing for now (204) or the run is over (410);
 - ``POST /v1/reply``        the device's reply to order ``X-Pategail-Seq`` (204; 409 for an order not awaiting one;
                             a liveness order's reply is a Pong signed by the device);
-- ``GET  /status``          the run's round, devices, last release's participants and ε spent (JSON).
+- ``GET  /status``          the run's phase, round, devices, last release's participants and ε spent (JSON);
+- ``GET  /devices``         the enrolled devices: id, key fingerprint, last seen, orders answered and missed
+                            (JSON; the operator's token as ``Authorization: Bearer``);
+- ``GET  /metrics``         the service's figures in the Prometheus text format (the operator's token too).
 
 Every ``/v1`` request but enrolment and the bundle is signed by the device (:mod:`pategail.sdk.net.auth`):
 unknown device, bad signature, stale or replayed nonce → 401. Bodies over ``max_body`` → 413; more than
@@ -138,8 +141,9 @@ class Service:
     ``signing_key``, the initial ``bundle_dir`` and the ``status`` board."""
 
     def __init__(self, roster: Roster, hub: Hub, signing_key, bundle_dir: Path, status: RunStatus,
-                 limits: ServiceLimits = ServiceLimits()):
+                 limits: ServiceLimits = ServiceLimits(), operator_token: str | None = None):
         self.roster, self.hub, self.status, self.limits = roster, hub, status, limits
+        self._operator_token = operator_token
         self._signing_key = signing_key
         self._sign = signing_key.sign
         self.coordinator_public = crypto.public_bytes(signing_key)
@@ -166,7 +170,8 @@ class Service:
         app.add_routes([web.post("/v1/enrol", self.enrol), web.get("/v1/bundle/{name}", self.bundle_file),
                         web.get("/v1/coordinator", self.coordinator),
                         web.get("/v1/directory", self.directory), web.get("/v1/poll", self.poll),
-                        web.post("/v1/reply", self.reply), web.get("/status", self.get_status)])
+                        web.post("/v1/reply", self.reply), web.get("/status", self.get_status),
+                        web.get("/devices", self.get_devices), web.get("/metrics", self.get_metrics)])
         return app
 
     @web.middleware
@@ -333,6 +338,46 @@ class Service:
         status.update(devices_enrolled=len(self.roster), orders_waiting=self.hub.waiting(),
                       requests_refused=self.rejected, traffic=self.traffic.summary())
         return web.Response(text=json.dumps(status), content_type="application/json")
+
+    def _operator(self, request: web.Request) -> None:
+        """401 unless the request carries the operator's token (no token set: the operator's routes are open)."""
+        import hmac
+        if self._operator_token is None:
+            return
+        given = request.headers.get("Authorization", "")
+        if not hmac.compare_digest(given.encode(), f"Bearer {self._operator_token}".encode()):
+            raise web.HTTPUnauthorized(text="the operator's routes need Authorization: Bearer <RUN/operator.token>",
+                                       headers={"WWW-Authenticate": "Bearer"})
+
+    def devices(self) -> list[dict]:
+        """The enrolled devices as the operator sees them."""
+        import hashlib
+        rows = []
+        for device_id in sorted(self.roster.devices):
+            keys = self.roster.keys(device_id)
+            if keys is None:
+                continue
+            activity = self.hub.activity_of(device_id)
+            seen = self.roster.last_seen.get(device_id)
+            rows.append({"id": device_id, "key_fingerprint": hashlib.sha256(keys.signing).hexdigest()[:16],
+                         "last_seen": None if seen is None else round(seen, 3),
+                         "orders_answered": activity.answered, "dropouts": activity.missed})
+        return rows
+
+    async def get_devices(self, request: web.Request) -> web.Response:
+        self._operator(request)
+        return web.Response(text=json.dumps({"devices": self.devices(), "now": round(time.time(), 3)}),
+                            content_type="application/json")
+
+    async def get_metrics(self, request: web.Request) -> web.Response:
+        from .metrics import CONTENT_TYPE, exposition, service_metrics
+        self._operator(request)
+        status = self.status.snapshot()
+        status.setdefault("devices_enrolled", len(self.roster))
+        text = exposition(service_metrics(status, self.traffic, dict(self.hub.activity),
+                                          sum(self.guard.connections.values()), self.guard.connections_refused,
+                                          self.rejected))
+        return web.Response(body=text.encode("utf-8"), headers={"Content-Type": CONTENT_TYPE})
 
     # -- running it ----------------------------------------------------------------------------------------
     def start(self, host: str, port: int, ssl_context: ssl.SSLContext | None = None,
