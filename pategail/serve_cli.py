@@ -56,6 +56,8 @@ def register(sub) -> None:
                                 "(pategail device --show-key)")
     admission.add_argument("--open-enrolment", action="store_true",
                            help="admit any device (only for a service no stranger can reach)")
+    p.add_argument("--resume-if-any", action="store_true",
+                   help="resume the run in RUN if there is one, else start it (a service manager's restarts)")
     p.add_argument("--liveness-deadline", type=float, default=30.0, metavar="S",
                    help="seconds an enrolled device has to answer the check before enrolment closes; one that "
                         "does not holds no seat (default 30)")
@@ -145,6 +147,8 @@ def _admission(args, run: Path):
 
 def run_serve(args) -> int:
     check_arguments(args)
+    if args.resume_if_any and (args.out / "run.json").is_file():
+        args.resume = True
     from pategail.server.net.service import listening_socket
     context = _ssl_context(args)
     sock = listening_socket(args.host, args.port)             # before any work: a busy port fails at once
