@@ -219,6 +219,8 @@ class Service:
         """The request's body, or 408 when it does not arrive within ``body_timeout_s`` (413 over max_body)."""
         try:
             return await asyncio.wait_for(request.read(), self.limits.body_timeout_s)
+        except ConnectionResetError:      # the client left mid-body: a refusal, not a server error (no traceback)
+            raise web.HTTPBadRequest(text="the connection closed before the body arrived") from None
         except asyncio.TimeoutError:
             raise web.HTTPRequestTimeout(text=f"the body did not arrive within {self.limits.body_timeout_s:g} s",
                                          headers={"Connection": "close"}) from None
