@@ -47,6 +47,9 @@ def register(sub) -> None:
     p.add_argument("--max-body", type=int, default=16 << 20, metavar="BYTES",
                    help="largest request body accepted (default 16 MiB)")
     p.add_argument("--rate", type=float, default=20.0, metavar="R", help="requests a second per device (default 20)")
+    p.add_argument("--max-connections-per-address", type=int, default=256, metavar="N",
+                   help="connections one remote address may hold (default 256; behind a reverse proxy, every "
+                        "connection comes from the proxy)")
     admission = p.add_mutually_exclusive_group()
     admission.add_argument("--enrol-tokens", type=Path, default=None, metavar="FILE",
                            help="single-use enrolment tokens, one a line (re-read when it changes); default: "
@@ -112,6 +115,8 @@ def check_arguments(args) -> None:
         raise PategailError("--round-deadline and --liveness-deadline must be positive")
     if args.max_body < 1024 or args.rate <= 0:
         raise PategailError("--max-body must be at least 1024 and --rate positive")
+    if args.max_connections_per_address < 1:
+        raise PategailError("--max-connections-per-address must be at least 1")
     if not 0 <= args.port <= 65535:
         raise PategailError(f"--port {args.port}: a port is 0 to 65535 (0: any free port)")
     if args.threads < 1:
@@ -200,7 +205,8 @@ def run_serve(args) -> int:
         if args.resume:
             status.update(phase="resuming", round=None)        # until the checkpoint is read
         service = Service(roster, hub, key, initial_bundle, status,
-                          ServiceLimits(max_body=args.max_body, rate=args.rate, burst=max(2, int(2 * args.rate))),
+                          ServiceLimits(max_body=args.max_body, rate=args.rate, burst=max(2, int(2 * args.rate)),
+                                        max_connections_per_address=args.max_connections_per_address),
                           operator_token=operator_token)
         port = service.start(args.host, args.port, context, sock=sock)
         url = service_url(args.host, port, args.tls_cert if context else None)

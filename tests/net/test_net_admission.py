@@ -193,3 +193,33 @@ def test_a_store_from_another_run_is_told_so_before_enrolling(tmp_path, dataset)
         assert len(second.roster) == 1
     finally:
         second.stop()
+
+
+def test_a_malformed_order_gets_an_empty_reply_and_the_device_keeps_polling(tmp_path, dataset):
+    """Orders signed by the coordinator but malformed — a request with two messages, secure-aggregation steps
+    with no frames, garbage ones or too many: the device answers each with an empty reply (it takes no part in
+    that step) and still answers the next order."""
+    from pategail.sdk.net.frames import WORK_PING
+    from pategail.sdk.secagg.config import KeyDirectory
+    from pategail.server.net.admission import Admission
+
+    service, port = _service(tmp_path / "run", dataset, Admission.open_to_all())
+    stop = threading.Event()
+    try:
+        client, thread = _real_device(f"http://127.0.0.1:{port}", tmp_path / "d", dataset.user_days(0), stop)
+        for _ in range(200):
+            if client.device is not None and client.device_id is not None:
+                break
+            threading.Event().wait(0.05)
+        d = client.device_id
+        service.fix_directory(KeyDirectory(service.coordinator_public, {d: service.roster.keys(d)}))
+        for work, parts in [("request", (b"one", b"two")), ("advertise", ()), ("share", (b"\x00garbage",)),
+                            ("unmask", (b"x", b"y", b"z"))]:
+            assert service.hub.exchange(work, {d: parts}, 10.0) == {}, work        # answered, empty
+            assert thread.is_alive(), work
+        assert service.hub.activity_of(d).answered == 4 and service.hub.activity_of(d).missed == 0
+        pong = service.hub.exchange(WORK_PING, {d: ()}, 10.0)[d]
+        assert Pong.from_bytes(pong, client.identity.signing_public).device_id == d
+    finally:
+        stop.set()
+        service.stop()
