@@ -218,7 +218,9 @@ class Service:
     async def _read_body(self, request: web.Request) -> bytes:
         """The request's body, or 408 when it does not arrive within ``body_timeout_s`` (413 over max_body)."""
         try:
-            return await asyncio.wait_for(request.read(), self.limits.body_timeout_s)
+            # a timeout scope, not wait_for: a body already received is read without a trip through the loop
+            async with asyncio.timeout(self.limits.body_timeout_s):
+                return await request.read()
         except ConnectionResetError:      # the client left mid-body: a refusal, not a server error (no traceback)
             raise web.HTTPBadRequest(text="the connection closed before the body arrived") from None
         except asyncio.TimeoutError:
@@ -280,7 +282,9 @@ class Service:
         except MessageRejected as err:
             raise web.HTTPBadRequest(text=f"not an enrolment: {err}") from None
         try:
-            device_id = self.roster.enrol(enrolment, request.headers.get(HEADER_TOKEN))
+            # the roster writes and syncs roster.json: off the event loop, so that polls and replies go on
+            device_id = await asyncio.get_running_loop().run_in_executor(
+                None, self.roster.enrol, enrolment, request.headers.get(HEADER_TOKEN))
         except EnrolmentRefused as err:
             raise web.HTTPForbidden(text=str(err)) from None
         self.status.update(devices_enrolled=len(self.roster))
