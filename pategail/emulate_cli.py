@@ -47,7 +47,7 @@ def run_emulate(args) -> int:
     from pategail.data.dataset import load_dataset
     from pategail.emulator import choose_users
 
-    from pategail.sdk.net.client import check_server_url, tls_context
+    from pategail.sdk.net.connection import check_server_url, tls_context
 
     if args.processes < 1:
         raise PategailError(f"--processes must be at least 1, got {args.processes}")

@@ -154,7 +154,7 @@ def run_serve(args) -> int:
     check_arguments(args)
     if args.resume_if_any and (args.out / "run.json").is_file():
         args.resume = True
-    from pategail.server.net.service import listening_socket
+    from pategail.server.net.address import listening_socket
     context = _ssl_context(args)
     sock = listening_socket(args.host, args.port)             # before any work: a busy port fails at once
 
@@ -166,7 +166,8 @@ def run_serve(args) -> int:
     from pategail.server.net.hub import Hub
     from pategail.server.net.liveness import close_enrolment
     from pategail.server.net.roster import Roster
-    from pategail.server.net.service import RunStatus, Service, ServiceLimits, service_url
+    from pategail.server.net.address import service_url
+    from pategail.server.net.service import RunStatus, Service, ServiceLimits
     from pategail.train_cli import (_config, _run_log, check_run_marker, ensure_initial_bundle, run_coordinator)
 
     config = _config(args)

@@ -123,7 +123,7 @@ def test_an_address_refused_too_often_is_answered_429_before_any_work(serve, cap
 
 def test_refusal_logs_and_statistics_stay_bounded(caplog, tmp_path):
     from pategail.server.net.limits import LogLimiter
-    from pategail.server.net.service import Traffic
+    from pategail.server.net.status import Traffic
     from pategail.train_cli import _run_log
 
     logger = logging.getLogger("test.limits")

@@ -114,7 +114,7 @@ def test_the_wrong_scheme_fails_at_once_with_what_to_use(tls_service, tmp_path, 
 
 def test_the_service_url_names_the_certificates_host(tmp_path, dataset):
     from pategail.sdk.net.client import DeviceClient
-    from pategail.server.net.service import certificate_host, service_url
+    from pategail.server.net.address import certificate_host, service_url
 
     cert, key_pem = _self_signed(tmp_path, dns_names=["localhost"])
     assert certificate_host(cert) == "localhost"

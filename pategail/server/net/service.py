@@ -31,7 +31,6 @@ answered 429 at once. Refusals are logged at most 20 lines a minute; the statist
 from __future__ import annotations
 
 import asyncio
-import errno
 import json
 import logging
 import socket
@@ -52,8 +51,9 @@ from pategail.sdk.secagg.wire import MAGIC as SECAGG_MAGIC
 
 from .admission import HEADER_TOKEN
 from .hub import Hub
-from .limits import AddressGuard, BoundedSamples, LogLimiter, TokenBucket
+from .limits import AddressGuard, LogLimiter, TokenBucket
 from .roster import EnrolmentRefused, Roster
+from .status import RunStatus, Traffic
 
 log = logging.getLogger(__name__)
 HEADER_SEQ = "X-Pategail-Seq"
@@ -82,54 +82,6 @@ class ServiceLimits:
     """Refused requests an address may make a second, sustained, before it is answered 429 at once."""
     refusal_burst: int = 100
     """Refused requests an address may make at once."""
-
-
-class RunStatus:
-    """What ``GET /status`` reports; written by the training thread, read by the service."""
-
-    def __init__(self):
-        self._lock = threading.Lock()
-        self._fields = {"phase": "enrolling", "round": 0}
-
-    def update(self, **fields) -> None:
-        with self._lock:
-            self._fields.update(fields)
-
-    def snapshot(self) -> dict:
-        with self._lock:
-            return dict(self._fields)
-
-    @property
-    def finished(self) -> bool:
-        return self.snapshot()["phase"] == "finished"
-
-
-class Traffic:
-    """What crossed the service, HTTP request and status lines, headers and bodies (not TCP/IP framing), and
-    how long each request took to handle — a poll's wait for an order excluded (it is the device's idle
-    time, not latency)."""
-
-    KEEP = 10_000
-    """Latency samples kept per route (the newest): percentiles are over these, counts over all."""
-
-    def __init__(self):
-        self.bytes_in = self.bytes_out = self.requests = 0
-        self.latency_s: dict[str, BoundedSamples] = {}
-
-    def record(self, route: str, bytes_in: int, bytes_out: int, seconds: float) -> None:
-        self.requests += 1
-        self.bytes_in += bytes_in
-        self.bytes_out += bytes_out
-        self.latency_s.setdefault(route, BoundedSamples(self.KEEP)).append(seconds)
-
-    def summary(self) -> dict:
-        import numpy as np
-        out = {"requests": self.requests, "bytes_in": self.bytes_in, "bytes_out": self.bytes_out, "latency_ms": {}}
-        for route, samples in sorted(self.latency_s.items()):
-            v = 1e3 * np.fromiter(samples, float, len(samples))
-            out["latency_ms"][route] = {"n": samples.count, "p50": float(np.percentile(v, 50)),
-                                        "p99": float(np.percentile(v, 99))}
-        return out
 
 
 def _header_bytes(headers) -> int:
@@ -429,58 +381,6 @@ class Service:
         if self._loop is not None and self._thread is not None and self._thread.is_alive():
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(timeout=10)
-
-
-def listening_socket(host: str, port: int) -> socket.socket:
-    """A TCP socket bound to (host, port), not yet listening: taken before a service does any work, so a busy
-    port or an unknown host fails at once. PategailError for either."""
-    from pategail.errors import PategailError
-    try:
-        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
-                                                             flags=socket.AI_PASSIVE)[0]
-    except (socket.gaierror, UnicodeError) as err:
-        raise PategailError(f"--host {host}: not an address of this machine ({err})") from None
-    sock = socket.socket(family, kind, proto)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)    # as aiohttp: a restart reuses the port at once
-    try:
-        sock.bind(address)
-    except OSError as err:
-        sock.close()
-        why = "in use by another process" if err.errno == errno.EADDRINUSE else (err.strerror or str(err))
-        raise PategailError(f"cannot listen on {host}:{port} ({why})") from None
-    return sock
-
-
-def certificate_host(cert_pem: Path) -> str | None:
-    """The host name devices must use for the service's certificate: its first DNS (else IP) subject
-    alternative name, else its common name; None when it names none."""
-    from cryptography import x509
-    from cryptography.x509.oid import NameOID
-    try:
-        cert = x509.load_pem_x509_certificate(Path(cert_pem).read_bytes())
-    except (OSError, ValueError):
-        return None
-    try:
-        names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-        for kind in (x509.DNSName, x509.IPAddress):
-            found = names.get_values_for_type(kind)
-            if found:
-                return str(found[0])
-    except x509.ExtensionNotFound:
-        pass
-    common = cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
-    return str(common[0].value) if common else None
-
-
-def service_url(host: str, port: int, cert_pem: Path | None = None) -> str:
-    """The URL devices reach the service at: with TLS, the certificate's host name (the bind address fails
-    host name verification); without, the bind address, or this machine's name for a wildcard one."""
-    name = certificate_host(cert_pem) if cert_pem is not None else None
-    if name is None:
-        name = socket.gethostname() if host in ("", "0.0.0.0", "::") else host
-    if ":" in name:                                                # an IPv6 literal
-        name = f"[{name}]"
-    return f"{'https' if cert_pem is not None else 'http'}://{name}:{port}"
 
 
 def _check_reply(body: bytes, device_signing: bytes, device_id: int, seq: int) -> None:

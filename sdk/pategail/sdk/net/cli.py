@@ -70,7 +70,8 @@ def days_loader(args):
 
 
 def run_device(args) -> int:
-    from pategail.sdk.net.client import DeviceClient, RetryPolicy, check_store
+    from pategail.sdk.net.client import DeviceClient, RetryPolicy
+    from pategail.sdk.net.connection import check_store
     from pategail.sdk.net.frames import ANY_ID
 
     if args.show_key:
