@@ -10,7 +10,7 @@ and the hostile one spends its budget). The slow connections are held until the 
 passed, to see that it closed them. Afterwards: the same figures, whether every squatter was refused, whether a
 device with an issued token still enrols, and the service's own counters.
 
-Run: .venv/bin/python benchmarks/hostile_service.py --data DIR --out /tmp/hostile [--seconds 60]
+Run: .venv/bin/python benchmarks/hostile_service.py --data DIR --out /tmp/hostile [--seconds 60] [--addresses 16]
 """
 from __future__ import annotations
 
@@ -59,6 +59,9 @@ def main() -> None:
     p.add_argument("--requests", type=int, default=3000, help="garbage/unsigned requests in all")
     p.add_argument("--squatters", type=int, default=1000)
     p.add_argument("--slow", type=int, default=200, help="slowloris connections (half bodies, half headers)")
+    p.add_argument("--addresses", type=int, default=1,
+                   help="loopback source addresses the hostile threads spread over (127.0.1.1, ...): the service's "
+                        "per-address budget applies to each")
     p.add_argument("--hold", type=float, default=65.0,
                    help="seconds after opening them to check that the service closed the slow connections "
                         "(its idle timeout is 60 s, its body timeout 30 s)")
@@ -105,7 +108,10 @@ def main() -> None:
             except OSError:
                 count("slowloris connect", -1)
 
-        def squat(n: int) -> None:
+        def source(k: int) -> str:
+            return f"127.0.1.{k % args.addresses + 1}"
+
+        def squat(n: int, me: int) -> None:
             for k in range(n):
                 if time.monotonic() > end:
                     return
@@ -113,9 +119,9 @@ def main() -> None:
                 body = Enrolment(DevicePublicKeys(identity.signing_public, identity.envelope_public),
                                  ANY_ID).to_bytes(identity.sign)
                 count("squatter", _request(port, "POST", "/v1/enrol", body,
-                                           {"X-Pategail-Enrol-Token": "guess"} if k % 2 else None))
+                                           {"X-Pategail-Enrol-Token": "guess"} if k % 2 else None, source(me)))
 
-        def garbage(n: int) -> None:
+        def garbage(n: int, me: int) -> None:
             kinds = [("GET", "/v1/poll?wait=0", b"", {}), ("POST", "/v1/reply", b"\x00garbage", {}),
                      ("POST", "/v1/enrol", b"not a frame", {}), ("GET", "/v1/directory", b"",
                                                                   {"X-Pategail-Device": "7", "X-Pategail-Nonce": "1",
@@ -125,7 +131,7 @@ def main() -> None:
                 if time.monotonic() > end:
                     return
                 method, path, body, headers = kinds[k % len(kinds)]
-                count("garbage", _request(port, method, path, body, headers))
+                count("garbage", _request(port, method, path, body, headers, source(me)))
 
         def oversized() -> None:
             for _ in range(5):
@@ -139,9 +145,10 @@ def main() -> None:
                 time.sleep(0.2)
 
         per = max(1, args.requests // args.threads)
-        workers = ([threading.Thread(target=garbage, args=(per,)) for _ in range(args.threads // 2)]
-                   + [threading.Thread(target=squat, args=(max(1, args.squatters // max(1, args.threads // 2)),))
-                      for _ in range(args.threads // 2)] + [threading.Thread(target=oversized)])
+        half = max(1, args.threads // 2)
+        workers = ([threading.Thread(target=garbage, args=(per, i)) for i in range(half)]
+                   + [threading.Thread(target=squat, args=(max(1, args.squatters // half), half + i))
+                      for i in range(half)] + [threading.Thread(target=oversized)])
         t0 = time.monotonic()
         for w in workers:
             w.start()
