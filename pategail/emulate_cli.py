@@ -47,13 +47,14 @@ def run_emulate(args) -> int:
     from pategail.data.dataset import load_dataset
     from pategail.emulator import choose_users
 
-    from pategail.sdk.net.connection import check_server_url, tls_context
+    from pategail.sdk.net.connection import check_server_url, check_store, tls_context
 
     if args.processes < 1:
         raise PategailError(f"--processes must be at least 1, got {args.processes}")
     https, _, _ = check_server_url(args.server)
     tls_context(None if args.cafile is None else str(args.cafile), https)      # names a missing or bad file
     key = _coordinator_key(args.coordinator_key)
+    check_store(args.store)
     all_users = load_dataset(args.data).users
     n_devices = len(all_users) if args.devices is None else args.devices
     if args.share_users and n_devices > len(all_users):

@@ -92,11 +92,15 @@ def test_a_store_that_cannot_be_a_directory_is_one_line(store, message, tmp_path
     assert message in err and "\n" not in err
 
 
-def test_emulate_names_a_missing_cafile(tmp_path, data_dir, capsys):
+def test_emulate_names_a_missing_cafile_and_a_store_under_a_file(tmp_path, data_dir, capsys):
     assert main(["-q", "emulate", "--server", "https://127.0.0.1:9", "--data", str(data_dir), "--devices", "2",
                  "--cafile", str(tmp_path / "nope.pem")]) == 2
     err = capsys.readouterr().err.strip()
     assert f"--cafile {tmp_path / 'nope.pem'}: no such file" in err and "\n" not in err
+    (tmp_path / "f").write_text("x")
+    assert main(["-q", "emulate", "--server", "http://127.0.0.1:9", "--data", str(data_dir), "--devices", "2",
+                 "--store", str(tmp_path / "f" / "devices")]) == 2
+    assert "is a file, not a directory" in capsys.readouterr().err
 
 
 def test_serve_refuses_bad_places_at_once_and_makes_no_run_directory(tmp_path, data_dir, capsys):
