@@ -164,9 +164,9 @@ def run_serve(args) -> int:
     from pategail.sdk.secagg.config import KeyDirectory
     from pategail.server.net.fleet import NetworkFleet
     from pategail.server.net.hub import Hub
+    from pategail.server.net.address import service_url
     from pategail.server.net.liveness import close_enrolment
     from pategail.server.net.roster import Roster
-    from pategail.server.net.address import service_url
     from pategail.server.net.service import RunStatus, Service, ServiceLimits
     from pategail.train_cli import (_config, _run_log, check_run_marker, ensure_initial_bundle, run_coordinator)
 
@@ -216,7 +216,7 @@ def run_serve(args) -> int:
               f"operator's token in {run / OPERATOR_TOKEN_FILE}", flush=True)
         if not roster.frozen:
             say(f"admission: {admission.describe()}"
-                + (f" (issued now: hand one to each device, pategail device --token)" if issued else ""))
+                + (" (issued now: hand one to each device, pategail device --token)" if issued else ""))
         try:
             if roster.frozen:
                 devices = roster.freeze()
@@ -224,20 +224,25 @@ def run_serve(args) -> int:
             else:
                 devices = close_enrolment(roster, hub, args.min_devices, args.liveness_deadline, say,
                                           on_count=lambda n: status.update(devices_enrolled=n))
-            releases_seen = []
+            awaiting_initial_states = [True]            # until the coordinator says otherwise (resumed)
 
             def on_release(n_survivors):
                 status.update(participants=n_survivors)
-                if not releases_seen or n_survivors < len(devices):
+                first = awaiting_initial_states[0]
+                awaiting_initial_states[0] = False
+                if first or n_survivors < len(devices):
                     say(f"secure aggregation: {n_survivors} of {len(devices)} devices took part"
-                        + ("" if releases_seen else " (the first release)"))
-                releases_seen.append(n_survivors)
+                        + (" (the initial states)" if first else ""))
+                if first and config.uses_action_prior:
+                    say("fitting the warm start on the released rule model before round 1 (no device work)")
 
             fleet = NetworkFleet(devices, hub, args.round_deadline, on_release=on_release)
             status.update(phase="starting", devices=len(devices))
 
             def on_progress(coordinator):
                 if status.snapshot()["phase"] != "training":
+                    awaiting_initial_states[0] = (coordinator.initial_states is None
+                                                  and 0 not in coordinator.releases.journal())
                     # resumed: the journal's releases count from the start, as training will count them
                     coordinator.releases.rebuild_accountant()
                 releases = coordinator.releases.journal()

@@ -85,6 +85,10 @@ def test_device_and_service_killed_mid_round(data_dir, dataset, tmp_path, proces
     assert 0 < report["privacy"]["epsilon_total"] <= 50.0
     log = (run / "train.log").read_text()
     assert "resumed" in log and "training starts with 5 devices" in log
+    # what the operator saw (the terminal's lines are in the log too): enrolment, the check, the first release
+    for line in ("waiting for devices: 5 of 5 enrolled", "checking that the 5 enrolled devices answer",
+                 "secure aggregation: 5 of 5 devices took part (the initial states)"):
+        assert line in log, line
     if round1.n_survivors < N_DEVICES:    # the killed device was a dropout of round 1: said either way it went
         # (unless its restart answered round 1 in time: a race) — silent, or back without the round's secrets
         assert "did not answer" in log or "device(s) gave up" in log
