@@ -126,3 +126,17 @@ def test_serve_refuses_bad_places_at_once_and_makes_no_run_directory(tmp_path, d
             assert not (tmp_path / "run").exists()
     finally:
         busy.close()
+
+
+def test_serve_resume_if_any_resumes_a_run_that_is_there(tmp_path, data_dir, capsys):
+    """A service manager restarts serve with the same command: --resume-if-any continues the run in --out
+    (here one made by other settings, which resuming refuses) where the plain command refuses to touch it."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "run.json").write_text('{"config": {"an old setting": 1}}\n')
+    common = ["-q", "serve", "--data", str(data_dir), "--out", str(run), "--no-privacy", "--no-downstream",
+              "--port", "0"]
+    assert main(common) == 2
+    assert "holds a run already; add --resume" in capsys.readouterr().err
+    assert main([*common, "--resume-if-any"]) == 2
+    assert "this run was made by another version of pategail" in capsys.readouterr().err
