@@ -268,7 +268,8 @@ def _row(label: str, c: Counter) -> str:
 
 _SECAGG_FAST = ["tests/secagg/test_secagg_closed_forms.py", "tests/secagg/test_noise_edges.py",
                 "tests/secagg/test_ledger_hand.py", "tests/secagg/test_secagg_primitives.py",
-                "tests/secagg/test_secagg_client_checks.py", "tests/secagg/test_secagg_boundaries.py",
+                "tests/secagg/test_secagg_client_checks.py", "tests/secagg/test_protocol_invariants.py",
+                "tests/secagg/test_isolation_attacks.py", "tests/secagg/test_secagg_boundaries.py",
                 "tests/secagg/test_survivor_binding.py", "tests/secagg/test_round_binding.py",
                 "tests/secagg/test_checksum_affine.py", "tests/secagg/test_plausibility.py",
                 "tests/secagg/test_secagg_adversary.py", "tests/secagg/test_gaussian_mechanism.py",

@@ -60,7 +60,8 @@ def network(args, out: Path) -> dict:
         url = (run / "service.url").read_text().strip()
         emulate = subprocess.Popen([sys.executable, "-m", "pategail", "-q", "emulate", "--server", url, "--data",
                                     str(args.data), "--devices", str(args.devices), "--processes",
-                                    str(args.processes), "--store", str(out / "devices"), "--share-users"],
+                                    str(args.processes), "--store", str(out / "devices"), "--share-users",
+                                    "--tokens", str(run / "enrol-tokens.txt")],
                                    stdout=open(out / "emulate.log", "wb"), stderr=subprocess.STDOUT,
                                    start_new_session=True, env=env)
         marks, last, cpu_rss = [], None, (0.0, 0.0)

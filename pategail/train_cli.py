@@ -302,15 +302,18 @@ def _set_console_level(level: int) -> None:
 
 
 @contextlib.contextmanager
-def _run_log(path: Path, quiet_terminal: bool):
+def _run_log(path: Path, quiet_terminal: bool, max_bytes: int = 0):
     """Every INFO line of the run into ``path`` (appended: a resumed run continues its log); on the terminal
     only warnings while ``quiet_terminal`` (the progress bar carries the per-round figures). Yields the
-    terminal's level."""
+    terminal's level. ``max_bytes``: rotate the log at that size, keeping 4 older ones (0: never)."""
+    from logging.handlers import RotatingFileHandler
+
     root = logging.getLogger()
     consoles = [h for h in root.handlers if not isinstance(h, logging.FileHandler)]
     saved = root.level, [h.level for h in consoles]
     console_level = max(logging.WARNING if quiet_terminal else logging.INFO, root.level)
-    file_handler = logging.FileHandler(path, encoding="utf-8")
+    file_handler = RotatingFileHandler(path, maxBytes=max_bytes, backupCount=4 if max_bytes else 0,
+                                       encoding="utf-8")
     file_handler.setLevel(logging.INFO)
     file_handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root.addHandler(file_handler)

@@ -31,10 +31,13 @@ def test_device_and_service_killed_mid_round(data_dir, dataset, tmp_path, proces
     url = wait_for(lambda: service_url(run), 120, "the service to listen", [serve])
     port = url.rsplit(":", 1)[1]
     users = choose_users(dataset.users, N_DEVICES, 0)
+    tokens = (run / "enrol-tokens.txt").read_text().split()            # issued by serve, one per device
+    assert len(tokens) == N_DEVICES
 
     def device(i):
         return processes.start(f"device-{i}", "device", "--server", url, "--store", str(tmp_path / f"device-{i}"),
-                               "--data", str(data_dir), "--user", str(int(users[i])), "--device-id", str(i))
+                               "--data", str(data_dir), "--user", str(int(users[i])), "--device-id", str(i),
+                               "--token", tokens[i])
     devices = [device(i) for i in range(N_DEVICES)]
     wait_for(lambda: (status(url) or {}).get("phase") == "training", 240, "training to start", [serve, *devices])
 
@@ -57,6 +60,14 @@ def test_device_and_service_killed_mid_round(data_dir, dataset, tmp_path, proces
     during = read_journal(run / "checkpoint")
     assert during[2].n_survivors == N_DEVICES            # the restarted device took part in round 2
     serve = processes.start("serve-resumed", *serve_args, "--port", port, "--resume")
+    # the resumed service reports where the run is, and the privacy spent before the restart
+    resumed = wait_for(lambda: (lambda s: s if s and s.get("phase") in ("training", "finished") else None)(
+        status(url)), 240, "the resumed service", [serve])
+    assert resumed["round"] >= 1 and resumed["epsilon"] > 0 and resumed["participants"] is not None, resumed
+    token = (run / "operator.token").read_text().strip()
+    devices_seen = _operator_get(url + "/devices", token)
+    assert sorted(d["id"] for d in json.loads(devices_seen)["devices"]) == list(range(N_DEVICES))
+    assert "pategail_epsilon_spent" in _operator_get(url + "/metrics", token).decode()
     assert serve.wait(timeout=400) == 0, serve.log_path.read_text()[-3000:]
     for d in devices:
         assert d.wait(timeout=120) == 0, d.log_path.read_text()[-2000:]
@@ -74,6 +85,17 @@ def test_device_and_service_killed_mid_round(data_dir, dataset, tmp_path, proces
     assert 0 < report["privacy"]["epsilon_total"] <= 50.0
     log = (run / "train.log").read_text()
     assert "resumed" in log and "training starts with 5 devices" in log
+    # what the operator saw (the terminal's lines are in the log too): enrolment, the check, the first release
+    for line in ("waiting for devices: 5 of 5 enrolled", "checking that the 5 enrolled devices answer",
+                 "secure aggregation: 5 of 5 devices took part (the initial states)"):
+        assert line in log, line
     if round1.n_survivors < N_DEVICES:    # the killed device was a dropout of round 1: said either way it went
         # (unless its restart answered round 1 in time: a race) — silent, or back without the round's secrets
         assert "did not answer" in log or "device(s) gave up" in log
+
+
+def _operator_get(url: str, token: str) -> bytes:
+    import urllib.request
+    with urllib.request.urlopen(urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"}),
+                                timeout=10) as r:
+        return r.read()

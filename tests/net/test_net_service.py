@@ -148,8 +148,9 @@ def test_an_order_goes_out_signed_and_its_answer_comes_back_once(service):
 
 
 def test_a_device_over_its_request_rate_gets_429(service, tmp_path):
-    from pategail.server.net.service import Service, ServiceLimits, _Bucket
-    bucket = _Bucket(rate=1.0, burst=3)
+    from pategail.server.net.limits import TokenBucket
+    from pategail.server.net.service import Service, ServiceLimits
+    bucket = TokenBucket(rate=1.0, burst=3)
     assert [bucket.take() for _ in range(5)] == [True, True, True, False, False]
     svc, _ = service
     slow = Service(svc.roster, svc.hub, _key(svc), svc.bundle_dir, svc.status,

@@ -8,7 +8,7 @@ aggregates (``aggregator="coordinator"``): devices reach only the service, never
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -27,11 +27,14 @@ class DeviceUnavailable(Exception):
 class NetworkFleet:
     """The frozen roster's devices, reached through ``hub``; every exchange waits ``deadline_s`` at most."""
 
-    def __init__(self, devices: dict[int, DevicePublicKeys], hub: Hub, deadline_s: float):
+    def __init__(self, devices: dict[int, DevicePublicKeys], hub: Hub, deadline_s: float,
+                 on_release: Callable[[int], None] | None = None):
         self._keys = dict(devices)
         self.device_ids = tuple(sorted(devices))
         self.hub = hub
         self.deadline_s = float(deadline_s)
+        self.on_release = on_release
+        """Called with the number of participants after each secure sum (the service's status)."""
 
     def public_keys(self) -> dict[int, DevicePublicKeys]:
         return dict(self._keys)
@@ -56,8 +59,11 @@ class NetworkFleet:
                    num_queries: int):
         if config.aggregator != "coordinator":
             raise PategailError("a served run aggregates at the coordinator: set aggregator to \"coordinator\"")
-        return drive_secure_round(_Exchange(self.hub, self.deadline_s), list(participants), config, rng,
-                                  coordinator=coordinator, num_queries=num_queries)
+        result = drive_secure_round(_Exchange(self.hub, self.deadline_s), list(participants), config, rng,
+                                    coordinator=coordinator, num_queries=num_queries)
+        if self.on_release is not None:
+            self.on_release(result.n_survivors)
+        return result
 
 
 class _Exchange:

@@ -14,8 +14,11 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Callable
 
 from pategail.sdk.net.frames import Order
+
+from .limits import BoundedSamples
 
 log = logging.getLogger(__name__)
 
@@ -31,18 +34,31 @@ class _Ticket:
 @dataclass
 class HubStats:
     """Traffic through the hub: bytes of orders sent and replies received, and each order's time from its
-    delivery to the device until the reply (seconds)."""
+    delivery to the device until the reply (seconds; the newest samples)."""
 
     bytes_down: int = 0
     bytes_up: int = 0
-    turnaround_s: list[float] = field(default_factory=list)
+    turnaround_s: BoundedSamples = field(default_factory=lambda: BoundedSamples(100_000))
+
+
+@dataclass
+class DeviceActivity:
+    """One device's record at the hub: orders it answered (an empty reply included) and orders it let pass
+    their deadline (dropouts)."""
+
+    answered: int = 0
+    missed: int = 0
 
 
 class Hub:
-    """Orders out, replies in; ``sign`` is the coordinator's Ed25519 signing function."""
+    """Orders out, replies in; ``sign`` is the coordinator's Ed25519 signing function. ``on_missed(work,
+    device ids, deadline_s)`` is called (from the training thread) after an exchange that some devices let
+    pass its deadline."""
 
-    def __init__(self, sign):
+    def __init__(self, sign, on_missed: Callable[[str, list[int], float], None] | None = None):
         self._sign = sign
+        self.on_missed = on_missed
+        self.activity: dict[int, DeviceActivity] = {}
         self._lock = threading.Lock()
         self._done = threading.Condition(self._lock)
         self._queued: dict[int, deque[_Ticket]] = {}
@@ -90,9 +106,17 @@ class Hub:
                 if queue is not None and ticket in queue:
                     queue.remove(ticket)
                 self._open.get(d, {}).pop(ticket.seq, None)
+            for d, t in tickets.items():
+                record = self.activity.setdefault(d, DeviceActivity())
+                if t.reply is None:
+                    record.missed += 1
+                else:
+                    record.answered += 1
         if late:
             log.info("%s: %d device(s) did not answer within %.0f s: %s", work, len(late), deadline_s,
                      sorted(late)[:20])
+            if self.on_missed is not None:
+                self.on_missed(work, sorted(late), deadline_s)
         gave_up = sorted(d for d, t in tickets.items() if t.reply is not None and not t.reply)
         if gave_up:                                            # e.g. restarted without the round's secrets
             log.info("%s: %d device(s) gave up: %s", work, len(gave_up), gave_up[:20])
@@ -151,6 +175,11 @@ class Hub:
             self.stats.turnaround_s.append(time.monotonic() - ticket.delivered_at)
             self._done.notify_all()
             return True
+
+    def activity_of(self, device_id: int) -> DeviceActivity:
+        with self._lock:
+            a = self.activity.get(device_id)
+            return DeviceActivity() if a is None else DeviceActivity(a.answered, a.missed)
 
     def waiting(self) -> int:
         """Orders queued or delivered and not answered yet."""

@@ -3,7 +3,9 @@
 Its store (``--store``) is the app's private storage: identity, days, bundle, discriminator, ledger and
 network state; a device restarted on the same store resumes. Its days come from ``--days FILE`` (a CSV in
 the synthetic form: agent,day,slot,cell,lat,lon — the owner's own days) or ``--data DIR --user U`` (one user
-of a prepared data set; needs the full pategail install), read once, at the first start.
+of a prepared data set; needs the full pategail install), read once, at the first start. Its enrolment is
+admitted by ``--token`` (single-use, from the operator) or by its key being on the service's allow-list
+(``--show-key`` prints it).
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ log = logging.getLogger(__name__)
 def register(sub) -> None:
     p = sub.add_parser("device", help="run one device of a served run (polls the service over HTTP(S))",
                        description=__doc__.splitlines()[0])
-    p.add_argument("--server", required=True, metavar="URL", help="the service, http(s)://HOST:PORT")
+    p.add_argument("--server", default=None, metavar="URL", help="the service, http(s)://HOST:PORT (required)")
     p.add_argument("--store", required=True, type=Path, metavar="DIR", help="the device's storage directory")
     days = p.add_mutually_exclusive_group()
     days.add_argument("--days", type=Path, default=None, metavar="FILE",
@@ -31,6 +33,10 @@ def register(sub) -> None:
                    help="pin the coordinator's Ed25519 public key (default: trust the first one seen)")
     p.add_argument("--cafile", type=Path, default=None, metavar="PEM",
                    help="CA certificates to verify an https service with (default: the system's)")
+    p.add_argument("--token", default=None, metavar="TOKEN",
+                   help="the enrolment token the operator gave this device (single-use; not needed once enrolled)")
+    p.add_argument("--show-key", action="store_true",
+                   help="print the device's signing key (for the service's --allow-keys) and exit")
     p.add_argument("--give-up", type=float, default=900.0, metavar="S",
                    help="seconds without an answer from the service before the device stops (default 900)")
     p.set_defaults(func=run_device)
@@ -50,7 +56,10 @@ def days_loader(args):
             dataset = load_dataset(args.data)
             if args.user not in set(int(u) for u in dataset.users):
                 raise SdkError(f"{args.data}: no user {args.user}")
-            return dataset.user_days(args.user)
+            days = dataset.user_days(args.user)
+            if not len(days):
+                raise SdkError(f"{args.data}: user {args.user} has no days")
+            return days
         return from_dataset
     if args.user is not None:
         raise SdkError("--user goes with --data")
@@ -62,8 +71,16 @@ def days_loader(args):
 
 def run_device(args) -> int:
     from pategail.sdk.net.client import DeviceClient, RetryPolicy
+    from pategail.sdk.net.connection import check_store
     from pategail.sdk.net.frames import ANY_ID
 
+    if args.show_key:
+        from pategail.sdk.identity import IDENTITY_FILE, load_or_create_identity
+        check_store(args.store)
+        print(load_or_create_identity(args.store / IDENTITY_FILE).signing_public.hex())
+        return 0
+    if args.server is None:
+        raise SdkError("--server URL is required")
     key = None
     if args.coordinator_key is not None:
         try:
@@ -77,7 +94,7 @@ def run_device(args) -> int:
     client = DeviceClient(args.server, args.store, days=days_loader(args),
                           requested_id=ANY_ID if args.device_id is None else args.device_id, seed=args.seed,
                           coordinator_key=key, cafile=None if args.cafile is None else str(args.cafile),
-                          retry=RetryPolicy(give_up_s=args.give_up))
+                          token=args.token, retry=RetryPolicy(give_up_s=args.give_up))
     client.run()
     print(f"device {client.device_id}: the run is over; {client.orders_handled} orders answered")
     return 0

@@ -7,19 +7,20 @@ request is signed with the device's key (:mod:`pategail.sdk.net.auth`); every or
 pinned coordinator key, addressed to this device, its sequence number above the last one seen — before it
 touches the device. A failed or refused connection is retried with exponential backoff and full jitter; a
 device restarted on the same store resumes: same identity and id, same bundle, discriminator and ledger.
+
+Everything local — the service's address, the CA file, the store, the owner's days — is checked before the
+device makes its identity or enrols, so a mistake costs the run no seat. A malformed order is answered with
+an empty reply (the device takes no part in that step) and the device keeps polling.
 """
 from __future__ import annotations
 
-import http.client
 import json
 import logging
-import ssl
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
-from urllib.parse import urlsplit
 
 import numpy as np
 
@@ -27,25 +28,22 @@ from pategail.sdk.device import Device
 from pategail.sdk.errors import SdkError
 from pategail.sdk.files import write_atomic
 from pategail.sdk.identity import IDENTITY_FILE, load_or_create_identity
-from pategail.sdk.messages import MALFORMED, NO_ROUND, ErrorReply, peek_round
+from pategail.sdk.messages import peek_round
 from pategail.sdk.net import auth
-from pategail.sdk.net.frames import ANY_ID, WORK_REQUEST, Enrolled, Enrolment, Order, directory_from_bytes
+from pategail.sdk.net.frames import (ANY_ID, WORK_PING, WORK_REQUEST, Enrolled, Enrolment, Order, Pong,
+                                     directory_from_bytes)
 from pategail.sdk.secagg.config import DevicePublicKeys
-from pategail.sdk.secagg.errors import MessageRejected, SecAggError
+from pategail.sdk.secagg.errors import MessageRejected
+from pategail.sdk.store import TrajectoryStore
+
+from .connection import ServiceError, Connection, TransientFailure, check_server_url, check_store, tls_context
 
 log = logging.getLogger(__name__)
 STATE_FILE = "network.json"
 """The device's network state in its store: server, id, pinned coordinator key, last order seen."""
 HEADER_SEQ = "X-Pategail-Seq"
+HEADER_TOKEN = "X-Pategail-Enrol-Token"
 _TRANSIENT = {408, 425, 429, 500, 502, 503, 504}
-
-
-class ServiceError(SdkError):
-    """The service refused the device, or could not be reached for longer than the retry policy allows."""
-
-
-class _Transient(Exception):
-    pass
 
 
 @dataclass(frozen=True)
@@ -58,44 +56,6 @@ class RetryPolicy:
     give_up_s: float = 900.0
 
 
-class _Connection:
-    """One kept-alive HTTP(S) connection to the service, reopened after any failure."""
-
-    def __init__(self, url: str, cafile: str | None, timeout_s: float):
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ServiceError(f"--server {url}: expected http://HOST:PORT or https://HOST:PORT")
-        self.https = parts.scheme == "https"
-        self.host, self.port = parts.hostname, parts.port or (443 if self.https else 80)
-        self.context = ssl.create_default_context(cafile=cafile) if self.https else None
-        self.timeout_s = timeout_s
-        self._conn: http.client.HTTPConnection | None = None
-
-    def request(self, method: str, path: str, body: bytes, headers: dict) -> tuple[int, bytes]:
-        try:
-            if self._conn is None:
-                if self.https:
-                    self._conn = http.client.HTTPSConnection(self.host, self.port, timeout=self.timeout_s,
-                                                             context=self.context)
-                else:
-                    self._conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout_s)
-            self._conn.request(method, path, body=body, headers={**headers, "Content-Length": str(len(body))})
-            response = self._conn.getresponse()
-            return response.status, response.read()
-        except ssl.SSLCertVerificationError as err:      # not a passing failure: never retried
-            self.close()
-            raise ServiceError(f"{self.host}:{self.port}: the service's TLS certificate is not trusted "
-                               f"({err.verify_message}); give the device its CA with --cafile") from None
-        except (OSError, http.client.HTTPException) as err:
-            self.close()
-            raise _Transient(f"{type(err).__name__}: {err}") from None
-
-    def close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
-
-
 class DeviceClient:
     """One device of a served run, its store in ``store``.
 
@@ -103,27 +63,34 @@ class DeviceClient:
     the id to enrol as (``ANY_ID``: any). ``seed``: the device's minibatch draws per round come from
     (seed, id, round), so a device answering a round twice draws the same. ``coordinator_key``: pin this key
     instead of trusting the first one seen. ``cafile``: the CA bundle to verify an https service with.
-    ``rng``: the retry jitter.
+    ``token``: the enrolment token the operator gave this device. ``rng``: the retry jitter.
+
+    The address, the CA file and the store are checked here, before anything is written; the device's
+    identity is made at its first enrolment, after its days were found (:meth:`prepare`).
     """
 
     def __init__(self, server: str, store: str | Path, *, days: Callable[[], np.ndarray] | None = None,
                  requested_id: int = ANY_ID, seed: int = 0, coordinator_key: bytes | None = None,
-                 cafile: str | None = None, retry: RetryPolicy = RetryPolicy(), poll_wait_s: float = 20.0,
-                 rng: np.random.Generator | None = None):
+                 cafile: str | None = None, token: str | None = None, retry: RetryPolicy = RetryPolicy(),
+                 poll_wait_s: float = 20.0, rng: np.random.Generator | None = None):
         self.server = server.rstrip("/")
+        https, _, _ = check_server_url(self.server)
+        context = tls_context(cafile, https)
         self.store = Path(store)
-        self.store.mkdir(parents=True, exist_ok=True)
-        self.days, self.requested_id, self.seed = days, requested_id, seed
+        check_store(self.store)
+        self.days, self.requested_id, self.seed, self.token = days, requested_id, seed, token
         self.retry, self.poll_wait_s = retry, poll_wait_s
         self.rng = rng if rng is not None else np.random.default_rng()
-        self.identity = load_or_create_identity(self.store / IDENTITY_FILE)
+        self._identity = None
         self.state = self._load_state()
         if coordinator_key is not None:
             pinned = self.state.get("coordinator")
             if pinned is not None and bytes.fromhex(pinned) != coordinator_key:
-                raise ServiceError(f"{self.store / STATE_FILE}: this device is pinned to another coordinator key")
+                raise ServiceError(f"{self.store}: this device belongs to the run of coordinator key "
+                                   f"{pinned[:16]}…, not {coordinator_key.hex()[:16]}…: give it a new --store to "
+                                   "join this run")
             self.state["coordinator"] = coordinator_key.hex()
-        self._http = _Connection(self.server, cafile, timeout_s=poll_wait_s + 30.0)
+        self._http = Connection(self.server, context, timeout_s=poll_wait_s + 30.0)
         self._nonces = auth.NonceClock()
         self._directory = None
         self.device: Device | None = None
@@ -145,6 +112,13 @@ class DeviceClient:
 
     def _save_state(self) -> None:
         write_atomic(self.store / STATE_FILE, json.dumps(self.state).encode("utf-8"))
+
+    @property
+    def identity(self):
+        """The device's long-term keys, made (and kept in the store) at first use."""
+        if self._identity is None:
+            self._identity = load_or_create_identity(self.store / IDENTITY_FILE)
+        return self._identity
 
     @property
     def coordinator(self) -> bytes | None:
@@ -170,7 +144,7 @@ class DeviceClient:
                     text = data[:200].decode("utf-8", "replace")
                     raise ServiceError(f"{self.server}{path}: the service refused the request ({status}: {text})")
                 reason = f"HTTP {status}"
-            except _Transient as err:
+            except TransientFailure as err:
                 reason = str(err)
             now = time.monotonic()
             first_failure = first_failure or now
@@ -184,10 +158,12 @@ class DeviceClient:
     # -- set-up --------------------------------------------------------------------------------------------
     def enrol(self) -> Enrolled:
         """Enrol (again: the service knows the keys and gives the same id back) and pin the coordinator."""
+        if self.coordinator is not None:
+            self._check_coordinator()
         keys = DevicePublicKeys(self.identity.signing_public, self.identity.envelope_public)
         requested = self.state.get("device_id", self.requested_id)
         _, body = self._call("POST", "/v1/enrol", Enrolment(keys, requested).to_bytes(self.identity.sign),
-                             signed=False, ok=(200,))
+                             signed=False, ok=(200,), headers={HEADER_TOKEN: self.token} if self.token else None)
         try:
             enrolled = Enrolled.from_bytes(body, self.coordinator)
         except MessageRejected as err:
@@ -199,17 +175,28 @@ class DeviceClient:
         self._save_state()
         return enrolled
 
+    def _check_coordinator(self) -> None:
+        """A store pinned to a coordinator: the service must be that one (a store reused from another run
+        gets told so, before it enrols)."""
+        status, body = self._call("GET", "/v1/coordinator", signed=False, ok=(200, 404))
+        if status == 200 and len(body) == 32 and body != self.coordinator:
+            raise ServiceError(f"{self.store} belongs to another run (coordinator key {self.coordinator.hex()[:16]}…"
+                               f", this service's is {body.hex()[:16]}…): give the device a new --store to join "
+                               "this run, or point it at its own run's service")
+
     def prepare(self) -> Device:
-        """Enrol, open the device on the store, give it its days (first start) and the run's bundle."""
-        enrolled = self.enrol()
-        device = self.device = Device(self.store, enrolled.device_id, rng=np.random.default_rng(
-            [self.seed, enrolled.device_id, 0]))
-        if len(device.store.days()) == 0:
+        """Give the store its days (first start; checked before anything else is written), enrol, open the
+        device and install the run's bundle."""
+        store = TrajectoryStore(self.store)
+        if len(store) == 0:
             days = None if self.days is None else self.days()
             if days is None or not len(days):
                 raise ServiceError(f"{self.store}: the device holds no days; give it its days (--days or "
                                    "--data/--user)")
-            device.add_days(days)
+            store.add_days(days)
+        enrolled = self.enrol()
+        device = self.device = Device(self.store, enrolled.device_id, rng=np.random.default_rng(
+            [self.seed, enrolled.device_id, 0]))
         if device.bundle is None or device.bundle.sha256 != enrolled.bundle_sha256:
             self._install_bundle(device, enrolled.bundle_sha256)
         log.info("device %d ready: %d days, bundle %s", device.device_id, len(device.store.days()),
@@ -256,6 +243,17 @@ class DeviceClient:
                 self._answer(body)
         self._http.close()
 
+    def _carry_out(self, order: Order) -> bytes:
+        if order.work == WORK_PING:
+            return Pong(self.device_id, order.seq).to_bytes(self.identity.sign)
+        if order.work == WORK_REQUEST:
+            if len(order.parts) != 1:
+                raise MessageRejected(f"a request order carries one message, not {len(order.parts)}")
+            (message,) = order.parts
+            self.device.rng = np.random.default_rng([self.seed, self.device_id, max(peek_round(message), 0)])
+            return self.device.handle(message)
+        return self.device.secagg_step(self._key_directory(), order.work, *order.parts)
+
     def _answer(self, data: bytes) -> None:
         try:
             order = Order.from_bytes(data, self.coordinator, self.device_id)
@@ -267,20 +265,11 @@ class DeviceClient:
             return
         self.state["last_seq"] = order.seq
         self._save_state()
-        if order.work == WORK_REQUEST:
-            if len(order.parts) != 1:
-                log.warning("device %d: a request order with %d parts refused", self.device_id, len(order.parts))
-                reply = ErrorReply(NO_ROUND, MALFORMED, "a request order carries one message").to_bytes()
-            else:
-                (message,) = order.parts
-                self.device.rng = np.random.default_rng([self.seed, self.device_id, max(peek_round(message), 0)])
-                reply = self.device.handle(message)
-        else:
-            try:
-                reply = self.device.secagg_step(self._key_directory(), order.work, *order.parts)
-            except SecAggError as err:                 # the device stops this round: an empty reply says so
-                log.info("device %d: %s step refused (%s)", self.device_id, order.work, err)
-                reply = b""
+        try:
+            reply = self._carry_out(order)
+        except (SdkError, ValueError, TypeError) as err:     # the device stops this step: an empty reply says so
+            log.info("device %d: %s order refused (%s: %s)", self.device_id, order.work, type(err).__name__, err)
+            reply = b""
         status, _ = self._call("POST", "/v1/reply", reply, headers={HEADER_SEQ: str(order.seq)})
         if status == 409:
             log.info("device %d: the reply to %s came too late", self.device_id, order.work)

@@ -15,6 +15,9 @@ own version: MAGIC | version u8 | kind u8 | body length u32 | body | signature l
   ``RoundRequest``, ``InitialStatesRequest``) or one secure-aggregation step's frames — for one device, with a
   sequence number the device must see increase, signed by the coordinator. Every coordinator message that
   changes a device's state reaches it in an Order, so the SDK verifies its origin, not only its hash.
+- ``Pong`` (device → service): the answer to a liveness order (``WORK_PING``, no parts) — the order's device
+  id and sequence number, signed by the device: before enrolment closes, a device that enrolled but does not
+  answer holds no seat.
 """
 from __future__ import annotations
 
@@ -28,12 +31,14 @@ from pategail.sdk.secagg_endpoint import SECAGG_STEPS
 
 MAGIC = b"PGNT"
 VERSION = 1
-KIND_ENROLMENT, KIND_ENROLLED, KIND_DIRECTORY, KIND_ORDER = 1, 2, 3, 4
+KIND_ENROLMENT, KIND_ENROLLED, KIND_DIRECTORY, KIND_ORDER, KIND_PONG = 1, 2, 3, 4, 5
 ANY_ID = 0xFFFFFFFF
 """Enrolment: "give me any free id"."""
 WORK_REQUEST = "request"
 """Order work: a device-protocol request for :meth:`pategail.sdk.device.Device.handle`."""
-WORKS = (WORK_REQUEST,) + SECAGG_STEPS
+WORK_PING = "ping"
+"""Order work: a liveness check, answered with a :class:`Pong`."""
+WORKS = (WORK_REQUEST,) + SECAGG_STEPS + (WORK_PING,)
 _DOMAIN = b"pategail-net-v1/frame"
 MAX_PARTS = 4
 
@@ -162,3 +167,22 @@ class Order:
         parts = tuple(r.blob(max_part) for _ in range(n))
         r.done()
         return cls(to, seq, WORKS[work], parts)
+
+
+@dataclass(frozen=True)
+class Pong:
+    """A device's answer to its liveness order ``seq``."""
+
+    device_id: int
+    seq: int
+
+    def to_bytes(self, sign) -> bytes:
+        return _frame(KIND_PONG, Writer().u32(self.device_id).u64(self.seq).bytes(), sign)
+
+    @classmethod
+    def from_bytes(cls, data: bytes, device_signing: bytes) -> "Pong":
+        """Parsed and checked: signed by the device's ``device_signing`` key."""
+        r = _verified(data, KIND_PONG, device_signing)
+        pong = cls(r.u32(), r.u64())
+        r.done()
+        return pong
