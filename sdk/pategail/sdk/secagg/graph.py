@@ -63,23 +63,31 @@ def secure_threshold(n: int, degree: int, colluders: int = 0) -> int:
     (c) The aggregator can open an honest member u of U3 only with its b-secret: t of its holders (its k
         neighbours and itself) revealing, i.e. acknowledged members of U3 or colluders.
 
-    - All pairs (k = n − 1): a device that acknowledged masked with every other acknowledged survivor,
-      so the survivors that acknowledged form one clique and only their whole sum opens. A survivor u that
-      did not acknowledge can be opened apart from them only through holders outside D_u: at most
+    - All pairs (k = n − 1): a device that acknowledged masked with every member of U3, so the
+      acknowledged survivors form one clique, tied by unknown masks to every honest member of U3: only the
+      sum over all honest members of U3 opens. A survivor u that did not acknowledge (alone, or with others
+      like it) can be opened apart from them only through its holders outside D_u: at most
       (n − 1) − (t − 1) + c of them, fewer than t when 2t > n + c. Hence t = ⌊(n + c)/2⌋ + 1.
     - SecAgg+ ring (H(k, n) over a public random order): acknowledged survivors split into parts only at
       a run of at least k/2 consecutive ring positions holding no acknowledged survivor. The member u of a
       part next to such a run has all its k/2 neighbours on that side in the run; its b-secret can be
       revealed by u, its k/2 neighbours on the other side and the colluders: at most k/2 + 1 + c holders.
-      A survivor that did not acknowledge is opened alone only through holders outside D_u, at most
-      k − (t − 1) + c. Both stay below t when
+      A survivor that did not acknowledge is tied to every acknowledged neighbour it has (that neighbour
+      masked with it); left out of the sum, it sits in a run of at least k + 1 positions without an
+      acknowledged survivor, whose edge device is bounded as above; opened on its own (or with others like
+      it), it has at most k − (t − 1) + c holders outside D_u. All stay below t when
 
           t ≥ k/2 + 2 + c        (which implies 2t > k + 1 + c),
 
       so the only sum the aggregator can open is the one over all honest survivors of the certified U3,
       at least n_min − c inputs. The threshold must fit the k + 1 holders: k ≥ 2c + 2. A strict majority,
-      k/2 + 1, is one short: a window of k/2 + 1 consecutive devices is a clique whose end devices have
-      exactly k/2 + 1 holders inside it, so its sum could be opened on its own.
+      k/2 + 1, is one short (for c = 0): a window of k/2 + 1 consecutive devices is a clique whose end
+      devices have exactly k/2 + 1 holders inside it, so its sum could be opened on its own.
+
+    An exhaustive search of the aggregator's choices (integer programming over deliveries, survivor sets,
+    acknowledgements and reveals, every device check included) found no other openable group for n = 3..14,
+    every even degree and c ≤ 2, and found the attacks above once t is one lower; the "+ c" may be more than
+    is needed, which costs only liveness.
 
     Liveness is what this costs: a device's secrets are recovered only if t of its holders are still there
     at the end of the round (:func:`round_failure_bound`)."""
