@@ -22,8 +22,10 @@ import time
 from pathlib import Path
 
 import numpy as np
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from pategail.jvm_device import JavaDevice, compile_core, java_missing
+from pategail.sdk.net.frames import directory_to_bytes
 from pategail.server.privacy.calibration import sum_noise_scales
 from pategail.server.secagg.coordinator import SecAggCoordinator
 from pategail.server.secagg.round import SecureRoundConfig, enroll_clients, run_secure_round
@@ -46,11 +48,12 @@ def main() -> int:
         classpath = compile_core(Path(tmp) / "classes")
         replay = Path(tmp) / "replay.json"
         replay.write_text('{"runtime": "1.19.2", "rounds": []}')
-        coordinator = SecAggCoordinator()
+        signing = Ed25519PrivateKey.generate()
+        coordinator = SecAggCoordinator(signing)
         with JavaDevice(classpath, Path(tmp) / "java", 1, replay) as java:
             coordinator.enroll(1, java.public_keys)      # first: each client keeps the directory it was given
             python_clients = enroll_clients(coordinator, list(range(2, N + 1)))
-            java.set_directory(coordinator.directory)
+            java.set_directory(directory_to_bytes(coordinator.directory, signing.sign))
             clients = [java, *python_clients]
             rows = []
             for r in range(1, args.rounds + 1):

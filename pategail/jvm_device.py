@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from pategail.errors import PategailError
-from pategail.sdk.secagg.config import DevicePublicKeys, KeyDirectory
+from pategail.sdk.secagg.config import DevicePublicKeys
 from pategail.sdk.secagg.errors import MessageRejected, ProtocolError, RefusedUnmask, SecAggAbort, SecAggError
 
 log = logging.getLogger(__name__)
@@ -163,12 +163,11 @@ class JavaDevice:
         raw = self._call(OP_PUBLIC_KEYS)
         return DevicePublicKeys(raw[:32], raw[32:])
 
-    def set_directory(self, directory: KeyDirectory) -> None:
-        """Give the device the public-key directory of its coordinator (at enrolment)."""
-        body = directory.coordinator + struct.pack(">I", len(directory.devices))
-        for d, keys in sorted(directory.devices.items()):
-            body += struct.pack(">I", d) + keys.signing + keys.envelope
-        self._call(OP_DIRECTORY, body)
+    def set_directory(self, signed_directory: bytes) -> None:
+        """Give the device its coordinator's public-key directory (at enrolment), as the coordinator signs it
+        (``pategail.sdk.net.frames.directory_to_bytes``): the device pins the key of the first one and refuses
+        any directory that key did not sign (MessageRejected)."""
+        self._call(OP_DIRECTORY, bytes(signed_directory))
 
     def install_bundle(self, path: str | os.PathLike) -> str:
         """Verify and install the bundle at ``path``; returns its SHA-256."""

@@ -197,6 +197,7 @@ def message_vectors(request: bytes) -> dict:
     from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
     from pategail.sdk import messages as dm
+    from pategail.sdk.net.frames import directory_to_bytes
     from pategail.sdk.secagg import crypto
     from pategail.sdk.secagg import messages as sm
     from pategail.sdk.secagg.checksum import key_commitment
@@ -228,6 +229,9 @@ def message_vectors(request: bytes) -> dict:
         "unsigned": hx(cfg.to_signed_bytes(None)),
     }
     out["start_round"] = start_round_vectors(key, coordinator, directory, devices)
+    # the key directory as the coordinator signs it for the devices (pategail.sdk.net.frames)
+    out["directory"] = {"coordinator_private": hx(key(0)), "device_ids": sorted(directory.devices),
+                        "signed": hx(directory_to_bytes(directory, coordinator.sign))}
     vec = np.array([0, 1, 2**64 - 1, 2**63, 12345678901234567890, 2**61 - 2], dtype=np.uint64)
     adv = sm.AdvertiseKeys(12, d, 3, key(92), key(93))
     ack8 = sm.SurvivorAck(12, d, 8, key(98)).encode(sign[8])

@@ -14,7 +14,22 @@ from .conftest import VECTORS
 
 
 @pytest.fixture
-def fleet(tmp_path, java_classpath, dataset):
+def coordinator_key():
+    """The coordinator's Ed25519 signing key (it signs the key directory the Java device is given)."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    return Ed25519PrivateKey.generate()
+
+
+def signed_directory(coordinator, key) -> bytes:
+    """The coordinator's key directory as a device receives it: signed (pategail.sdk.net.frames)."""
+    from pategail.sdk.net.frames import directory_to_bytes
+
+    return directory_to_bytes(coordinator.directory, key.sign)
+
+
+@pytest.fixture
+def fleet(tmp_path, java_classpath, dataset, coordinator_key):
     """(coordinator, endpoints, java, pending by id, M, Python devices) after every device answered the
     RoundRequest."""
     from pategail.jvm_device import JavaDevice
@@ -26,7 +41,7 @@ def fleet(tmp_path, java_classpath, dataset):
     features = json.loads((VECTORS / "features.json").read_text())
     request = bytes.fromhex(vectors["device"]["round_request"])
     bundle = VECTORS / "bundle"
-    coordinator = SecAggCoordinator()
+    coordinator = SecAggCoordinator(coordinator_key)
     pending, python_devices = {}, []
     for i, user in enumerate(dataset.users[4:7]):                    # other users than the Java device's
         dev = Device(tmp_path / f"py-{i}", 10 + i, rng=np.random.default_rng(i))
@@ -43,7 +58,7 @@ def fleet(tmp_path, java_classpath, dataset):
         assert java.handle(request).hex() == reference["ack"]           # the Python device's Ack, byte for byte
         pending[java.device_id] = np.clip(np.array(reference["rounds"][0]["prob"]), 0.0, 1.0)
         coordinator.enroll(java.device_id, java.public_keys)
-        java.set_directory(coordinator.directory)
+        java.set_directory(signed_directory(coordinator, coordinator_key))
         endpoints = [d.secagg_endpoint(coordinator.directory) for d in python_devices] + [java]
         yield coordinator, endpoints, java, pending, len(pending[java.device_id]), python_devices
     finally:
@@ -58,7 +73,9 @@ def _expected(pending: dict, ids) -> tuple[np.ndarray, np.ndarray]:
     return total / SCALE, squares / SCALE
 
 
-def test_java_device_in_a_python_round_gives_the_exact_sum(fleet):
+def test_java_device_in_a_python_round_gives_the_exact_sum(fleet, java_classpath, coordinator_key):
+    from pategail.jvm_device import JavaDevice
+    from pategail.sdk.secagg.replay import RoundLog
     from pategail.server.secagg.round import SecureRoundConfig, run_secure_round
 
     coordinator, endpoints, java, pending, m, _ = fleet
@@ -80,6 +97,20 @@ def test_java_device_in_a_python_round_gives_the_exact_sum(fleet):
     java.start_round(start.config, start.envelopes[java.device_id])
     with pytest.raises(MessageRejected, match="replay"):
         java.start_round(start.config, start.envelopes[java.device_id])
+    # the guard is on disk, in the Python device's format, and survives a restart of the Java device
+    assert RoundLog(java.root / "secagg-rounds.json").last(coordinator.directory.coordinator) == 2
+    java.close()
+    with JavaDevice(java_classpath, java.root, java.device_id, VECTORS / "device.json") as again:
+        again.set_directory(signed_directory(coordinator, coordinator_key))
+        with pytest.raises(MessageRejected, match="replay"):
+            again.start_round(start.config, start.envelopes[again.device_id])
+    # a directory signed by another key than the one the device pinned is refused
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    with JavaDevice(java_classpath, java.root, java.device_id, VECTORS / "device.json") as again:
+        again.set_directory(signed_directory(coordinator, coordinator_key))
+        with pytest.raises(MessageRejected, match="bad signature"):
+            again.set_directory(signed_directory(coordinator, Ed25519PrivateKey.generate()))
 
 
 def test_java_device_refuses_a_threshold_below_the_secure_one(fleet):
@@ -173,7 +204,7 @@ def test_environment_contributions_in_a_round(fleet):
     assert entry["environment"] is True and entry["queries"] == ack.n
 
 
-def test_java_device_counts_other_participants_acks_toward_the_certificate(java_classpath, tmp_path):
+def test_java_device_counts_other_participants_acks_toward_the_certificate(java_classpath, tmp_path, coordinator_key):
     """SecAgg+ at degree 4 among 12 devices: t = k/2 + 2 = 4, and a survivor set is certified by
     ⌊12/2⌋ + 1 = 7 signers, more than the Java device and its 4 neighbours. The Python aggregator relays other
     participants' acknowledgements too; the Java device counts them, unmasks, and the sum is exact."""
@@ -184,11 +215,11 @@ def test_java_device_counts_other_participants_acks_toward_the_certificate(java_
 
     replay = tmp_path / "replay.json"
     replay.write_text('{"runtime": "1.19.2", "rounds": []}')
-    coordinator = SecAggCoordinator()
+    coordinator = SecAggCoordinator(coordinator_key)
     with JavaDevice(java_classpath, tmp_path / "java", 1, replay) as java:
         coordinator.enroll(1, java.public_keys)
         clients = [java, *enroll_clients(coordinator, list(range(2, 13)))]
-        java.set_directory(coordinator.directory)
+        java.set_directory(signed_directory(coordinator, coordinator_key))
         rng = np.random.default_rng(3)
         values = rng.random((12, 8))
         unmasked = set()

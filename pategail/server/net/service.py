@@ -56,6 +56,8 @@ from .roster import EnrolmentRefused, Roster
 from .status import RunStatus, Traffic
 
 log = logging.getLogger(__name__)
+WAITED_S = web.RequestKey("waited_s", float)
+"""Seconds a request spent waiting for work (a long poll): not counted as latency."""
 HEADER_SEQ = "X-Pategail-Seq"
 
 
@@ -129,7 +131,7 @@ class Service:
     @web.middleware
     async def _measure(self, request, handler):
         t0 = time.perf_counter()
-        request["waited_s"] = 0.0
+        request[WAITED_S] = 0.0
         status, out = 500, 0
         try:
             response = await handler(request)
@@ -143,7 +145,7 @@ class Service:
         finally:
             line_in = len(request.method) + len(request.path_qs) + 11
             body_in = request.content_length or 0
-            seconds = time.perf_counter() - t0 - request["waited_s"]
+            seconds = time.perf_counter() - t0 - request[WAITED_S]
             self.traffic.record(request.path if status < 400 or status == 410 else "refused",
                                 line_in + _header_bytes(request.headers) + body_in, out + 17, seconds)
 
@@ -273,7 +275,7 @@ class Service:
             raise web.HTTPBadRequest(text="wait: not a number") from None
         t0 = time.perf_counter()
         order = await self.hub.next_order(device_id, max(0.0, wait))
-        request["waited_s"] = time.perf_counter() - t0          # waiting for work is not latency
+        request[WAITED_S] = time.perf_counter() - t0          # waiting for work is not latency
         if order is None:
             if self.status.finished:
                 raise web.HTTPGone(text="the run is over")

@@ -56,6 +56,10 @@ class RetryPolicy:
     give_up_s: float = 900.0
 
 
+class _Stopped(Exception):
+    """``DeviceClient.run``'s stop event was set while a request was waiting to be retried."""
+
+
 class DeviceClient:
     """One device of a served run, its store in ``store``.
 
@@ -92,6 +96,7 @@ class DeviceClient:
             self.state["coordinator"] = coordinator_key.hex()
         self._http = Connection(self.server, context, timeout_s=poll_wait_s + 30.0)
         self._nonces = auth.NonceClock()
+        self._stop = threading.Event()              # run()'s stop event: ends retries too
         self._directory = None
         self.device: Device | None = None
         self.device_id: int | None = None
@@ -153,7 +158,8 @@ class DeviceClient:
             wait = float(self.rng.uniform(0, min(self.retry.cap_s, self.retry.first_s * 2 ** attempt)))
             attempt += 1
             log.info("device %s: %s %s failed (%s); retrying in %.1f s", self.device_id, method, path, reason, wait)
-            time.sleep(wait)
+            if self._stop.wait(wait):                # asked to stop: no more retries
+                raise _Stopped()
 
     # -- set-up --------------------------------------------------------------------------------------------
     def enrol(self) -> Enrolled:
@@ -234,14 +240,19 @@ class DeviceClient:
         is set."""
         if self.device is None:
             self.prepare()
-        while stop is None or not stop.is_set():
-            status, body = self._call("GET", "/v1/poll", query=f"?wait={self.poll_wait_s:g}")
-            if status == 410:
-                log.info("device %d: the run is over (%d orders answered)", self.device_id, self.orders_handled)
-                return
-            if status == 200:
-                self._answer(body)
-        self._http.close()
+        self._stop = stop if stop is not None else threading.Event()
+        try:
+            while not self._stop.is_set():
+                status, body = self._call("GET", "/v1/poll", query=f"?wait={self.poll_wait_s:g}")
+                if status == 410:
+                    log.info("device %d: the run is over (%d orders answered)", self.device_id, self.orders_handled)
+                    return
+                if status == 200:
+                    self._answer(body)
+        except _Stopped:
+            log.info("device %d: stopped while waiting for the service", self.device_id)
+        finally:
+            self._http.close()
 
     def _carry_out(self, order: Order) -> bytes:
         if order.work == WORK_PING:

@@ -12,6 +12,7 @@ import org.json.JSONException;
 import org.json.JSONObject;
 import org.pategail.core.secagg.DeviceIdentity;
 import org.pategail.core.secagg.KeyDirectory;
+import org.pategail.core.secagg.RoundLog;
 import org.pategail.core.secagg.SecAggClient;
 import org.pategail.core.secagg.SecAggException;
 
@@ -35,6 +36,7 @@ public final class Device {
     static final String IDENTITY_FILE = "identity.key";
     static final String DAYS_FILE = "days.bin";
     static final String LEDGER_FILE = "privacy-ledger.jsonl";
+    static final String ROUND_LOG_FILE = "secagg-rounds.json";
     private static final Logger LOG = Logger.getLogger(Device.class.getName());
 
     public final File root;
@@ -505,10 +507,15 @@ public final class Device {
     }
 
     // -- secure aggregation ---------------------------------------------------------------------------------
-    /** The secure-aggregation client for {@code directory} (one per directory: it refuses replayed rounds). */
+    /**
+     * The secure-aggregation client for {@code directory}: one per directory's content, so a client keeps its
+     * round state across calls; replayed rounds are refused across clients and restarts too (the round log
+     * on disk, {@code secagg-rounds.json}).
+     */
     public SecAggClient secagg(KeyDirectory directory) {
-        if (secagg == null || secaggDirectory != directory) {
-            secagg = new SecAggClient(deviceId, identity, directory, secure);
+        if (secagg == null || !directory.equals(secaggDirectory)) {
+            secagg = new SecAggClient(deviceId, identity, directory, secure,
+                    new RoundLog(new File(root, ROUND_LOG_FILE)));
             secaggDirectory = directory;
         }
         return secagg;

@@ -1,9 +1,6 @@
 package org.pategail.core;
 
 import java.nio.charset.StandardCharsets;
-import java.util.Arrays;
-import java.util.HashMap;
-import java.util.Map;
 
 import org.pategail.core.secagg.Bytes;
 import org.pategail.core.secagg.KeyDirectory;
@@ -17,8 +14,10 @@ import org.pategail.core.secagg.Wire;
  * own frames. Status 0 is a reply frame; 1–4 the secure-aggregation refusals (message rejected, protocol
  * error, refused unmask, abort); 5 a failure, with a one-line reason.
  *
- * <p>The coordinator's signing key is pinned when the session is made (at enrolment, out of band): a key
- * directory with another coordinator key is refused.
+ * <p>The coordinator's signing key is pinned when the session is made (at enrolment, out of band), or else
+ * on first use. A key directory is accepted only as the coordinator-signed frame of the Python SDK's
+ * {@code directory_to_bytes}, signed by the pinned key and naming it: anything else (unsigned, a bad
+ * signature, another coordinator) is a rejected message (status 1) and leaves the directory as it was.
  */
 public class DeviceSession {
     public static final int OP_PUBLIC_KEYS = 1, OP_DIRECTORY = 2, OP_DEVICE_MESSAGE = 5, OP_START_ROUND = 10,
@@ -26,10 +25,11 @@ public class DeviceSession {
     public static final int OK = 0, FAILED = 5;
 
     protected final Device device;
-    private final byte[] pinnedCoordinator;
+    private byte[] pinnedCoordinator;
     private KeyDirectory directory;
 
-    /** @param pinnedCoordinator the coordinator's Ed25519 key, or null to accept the first directory's */
+    /** @param pinnedCoordinator the coordinator's Ed25519 key, or null to pin the key of the first directory
+     *                          (which must be signed by the key it names) */
     public DeviceSession(Device device, byte[] pinnedCoordinator) {
         this.device = device;
         this.pinnedCoordinator = pinnedCoordinator == null ? null : pinnedCoordinator.clone();
@@ -84,18 +84,16 @@ public class DeviceSession {
             case OP_PUBLIC_KEYS:
                 return Bytes.concat(device.identity().signingPublic, device.identity().envelopePublic);
             case OP_DIRECTORY: {
-                byte[] coordinator = r.raw(32);
-                if (pinnedCoordinator != null && !Arrays.equals(coordinator, pinnedCoordinator)) {
-                    throw SecAggException.rejected("key directory of another coordinator");
+                // only the coordinator-signed directory frame (the Python SDK's directory_to_bytes): whoever
+                // speaks on the transport cannot swap in other devices' keys
+                byte[] coordinator = pinnedCoordinator;
+                if (coordinator == null) {       // trust on first use: the key the first directory names
+                    Wire.Unframed f = Wire.unframe(payload, KeyDirectory.NET_MAGIC, KeyDirectory.NET_VERSION,
+                            KeyDirectory.KIND_DIRECTORY);
+                    coordinator = new Wire.Reader(f.body).raw(32);
                 }
-                long n = r.u32();
-                Map<Long, KeyDirectory.DeviceKeys> devices = new HashMap<>();
-                for (long i = 0; i < n; i++) {
-                    long id = r.u32();
-                    devices.put(id, new KeyDirectory.DeviceKeys(r.raw(32), r.raw(32)));
-                }
-                r.done();
-                directory = new KeyDirectory(coordinator, devices);
+                directory = KeyDirectory.fromSignedBytes(payload, coordinator);
+                pinnedCoordinator = coordinator;
                 return new byte[0];
             }
             case OP_DEVICE_MESSAGE:

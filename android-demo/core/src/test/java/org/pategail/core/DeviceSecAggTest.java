@@ -122,7 +122,7 @@ class DeviceSecAggTest {
         refusal(SecAggException.Kind.PROTOCOL, () -> d.secaggStep(null, "share", cfg));
         // the pipe's envelope (DeviceSession) carries the two frames of a start as two blobs: a third is refused
         DeviceSession s = new DeviceSession(d, null);
-        byte[] keys = new Wire.Writer().raw(dir.coordinator()).u32(0).bytes();
+        byte[] keys = r.signedDirectory();
         assertEquals(DeviceSession.OK, s.serve(DeviceSession.OP_DIRECTORY, keys).status);
         byte[] three = new Wire.Writer().blob(cfg).blob(env).blob(env).bytes();
         assertEquals(1, s.serve(DeviceSession.OP_START_ROUND, three).status);
@@ -188,5 +188,58 @@ class DeviceSecAggTest {
         assertNotNull(d.secaggStep(dir, "input", r.delivery(ME, SecAggClientTest.set(10, 13))));
         assertNull(d.pending());
         assertEquals(1, d.ledger().entries().size());
+    }
+
+    /** A device made again on the same store (an app restart): same identity, same files. */
+    Device restarted() throws Exception {
+        return new Device(new File(tmp, "device"), ME, new Random(0), DeviceMessages.Limits.DEFAULT,
+                new ReplayTrainer(new File(Vectors.dir(), "device.json"), 1e-6), null, new SecureRandom());
+    }
+
+    @Test
+    void aReplayedRoundIsRefusedAfterARestart() throws Exception {
+        Device d = pendingDevice();
+        SecAggRound r = round(d);
+        byte[] cfg = r.signedConfig(), env = r.envelope(ME);
+        assertNotNull(d.secaggStep(r.directory, "advertise", cfg, env));
+        // on disk before the reply went out, in the Python SDK's format (RoundLog, secagg-rounds.json)
+        File log = new File(d.root, Device.ROUND_LOG_FILE);
+        JSONObject stored = new JSONObject(new String(Bundle.readAll(log), java.nio.charset.StandardCharsets.UTF_8));
+        assertEquals(1, stored.length());
+        assertEquals(1, stored.getLong(org.pategail.core.secagg.Bytes.hex(r.directory.coordinator())));
+        Device again = restarted();
+        SecAggException e = refusal(SecAggException.Kind.MESSAGE_REJECTED,
+                () -> again.secaggStep(r.directory, "advertise", cfg, env));
+        assertTrue(e.getMessage().contains("is not newer than 1 (replay)"), e.getMessage());
+        // an unreadable log refuses every round rather than forget
+        Device.writeAtomic(log, "{\"broken".getBytes(java.nio.charset.StandardCharsets.UTF_8));
+        SecAggRound next = new SecAggRound(2, new long[]{ME, 10, 13, 16, 19}, 4, 3, 3, 0, 0,
+                Collections.singletonMap(ME, d.identity()));
+        e = refusal(SecAggException.Kind.MESSAGE_REJECTED,
+                () -> restarted().secaggStep(next.directory, "advertise", next.signedConfig(), next.envelope(ME)));
+        assertTrue(e.getMessage().contains("unreadable round log"), e.getMessage());
+    }
+
+    @Test
+    void resendingTheSameDirectoryKeepsTheClientAndItsGuard() throws Exception {
+        Device d = pendingDevice();
+        SecAggRound r = round(d);
+        DeviceSession s = new DeviceSession(d, r.directory.coordinator());
+        byte[] directory = r.signedDirectory();
+        byte[] start = new Wire.Writer().blob(r.signedConfig()).blob(r.envelope(ME)).bytes();
+        assertEquals(DeviceSession.OK, s.serve(DeviceSession.OP_DIRECTORY, directory).status);
+        DeviceSession.Reply advert = s.serve(DeviceSession.OP_START_ROUND, start);
+        assertEquals(DeviceSession.OK, advert.status);
+        r.adverts.put(ME, advert.payload);
+        r.advertise();
+        SecAggClient client = d.secagg(r.directory);
+        // the same directory again (new bytes parsed into a new object): the same client, mid-round
+        assertEquals(DeviceSession.OK, s.serve(DeviceSession.OP_DIRECTORY, directory.clone()).status);
+        assertEquals(DeviceSession.OK, s.serve(DeviceSession.OP_DIRECTORY, directory.clone()).status);
+        DeviceSession.Reply replay = s.serve(DeviceSession.OP_START_ROUND, start);
+        assertEquals(1, replay.status, new String(replay.payload, java.nio.charset.StandardCharsets.UTF_8));
+        assertTrue(client == d.secagg(new KeyDirectory(r.directory.coordinator(), r.directory.devices())));
+        assertEquals(SecAggClient.Phase.ADVERTISED, client.phase());
+        assertEquals(DeviceSession.OK, s.serve(DeviceSession.OP_SHARE_KEYS, r.keyBroadcast(ME)).status);
     }
 }

@@ -75,6 +75,11 @@ final class SecAggRound {
         this(roundId, participants, numQueries, nMin, threshold, degree, colluders, new HashMap<>());
     }
 
+    /** The directory as the coordinator signs it for the devices (the network frame). */
+    byte[] signedDirectory() {
+        return directory.toSignedBytes(data -> Crypto.sign(coordinatorKey, data));
+    }
+
     byte[] signedConfig() {
         return config.toSignedBytes(data -> Crypto.sign(coordinatorKey, data));
     }

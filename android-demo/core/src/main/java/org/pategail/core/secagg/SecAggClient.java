@@ -43,7 +43,7 @@ public final class SecAggClient {
     private final KeyDirectory directory;
     private final SecureRandom random;
     private final Noise noise;
-    private long lastRound = -1;
+    private final RoundLog roundLog;
     private Round round;
     private Phase phase = Phase.IDLE;
 
@@ -68,7 +68,15 @@ public final class SecAggClient {
         Map<Long, Character> revealed = new HashMap<>();
     }
 
+    /** A client whose replay guard lives in memory only (tests, simulations). */
     public SecAggClient(long deviceId, DeviceIdentity identity, KeyDirectory directory, SecureRandom random) {
+        this(deviceId, identity, directory, random, new RoundLog());
+    }
+
+    /** @param roundLog the last round accepted per coordinator key; persisted, it survives restarts */
+    public SecAggClient(long deviceId, DeviceIdentity identity, KeyDirectory directory, SecureRandom random,
+                        RoundLog roundLog) {
+        this.roundLog = roundLog;
         this.deviceId = deviceId;
         this.identity = identity;
         this.directory = directory;
@@ -127,9 +135,7 @@ public final class SecAggClient {
     /** Verify the coordinator-signed config, open the checksum envelope, advertise fresh keys. */
     public byte[] startRound(byte[] signedConfig, byte[] envelope) throws SecAggException {
         RoundConfig cfg = RoundConfig.fromSignedBytes(signedConfig, directory.coordinator());
-        if (cfg.roundId <= lastRound) {
-            throw SecAggException.rejected("round " + cfg.roundId + " is not newer than " + lastRound + " (replay)");
-        }
+        roundLog.check(directory.coordinator(), cfg.roundId);
         if (!cfg.isParticipant(deviceId)) {
             throw SecAggException.protocol("device " + deviceId + " is not a participant of round " + cfg.roundId);
         }
@@ -164,11 +170,12 @@ public final class SecAggClient {
         r.cKey = Crypto.randomKey(random);
         r.sKey = Crypto.randomKey(random);
         r.bSeed = Crypto.randomKey(random);
-        round = r;
-        lastRound = cfg.roundId;
-        phase = Phase.ADVERTISED;
-        return new Messages.AdvertiseKeys(cfg.roundId, digest, deviceId, Crypto.x25519Public(r.cKey),
+        byte[] reply = new Messages.AdvertiseKeys(cfg.roundId, digest, deviceId, Crypto.x25519Public(r.cKey),
                 Crypto.x25519Public(r.sKey)).encode(identity::sign);
+        roundLog.accept(directory.coordinator(), cfg.roundId);    // on disk before anything is sent
+        round = r;
+        phase = Phase.ADVERTISED;
+        return reply;
     }
 
     /** Check the neighbours' signed keys; send each an encrypted share of b_u and of s_u's secret key. */

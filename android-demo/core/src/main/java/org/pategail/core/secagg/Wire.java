@@ -178,7 +178,12 @@ public final class Wire {
 
     /** A frame of {@code kind} around {@code body}, signed when {@code signer} is not null. */
     public static byte[] frame(int kind, byte[] body, Signer signer) {
-        byte[] head = new Writer().raw(MAGIC).u8(VERSION).u8(kind).u32(body.length).raw(body).bytes();
+        return frame(MAGIC, VERSION, kind, body, signer);
+    }
+
+    /** A frame of another protocol ({@code magic}, {@code version}: the network frames use their own). */
+    public static byte[] frame(byte[] magic, int version, int kind, byte[] body, Signer signer) {
+        byte[] head = new Writer().raw(magic).u8(version).u8(kind).u32(body.length).raw(body).bytes();
         byte[] sig = signer == null ? new byte[0] : signer.sign(head);
         return new Writer().raw(head).u8(sig.length).raw(sig).bytes();
     }
@@ -198,17 +203,23 @@ public final class Wire {
 
     /** The parts of a frame that must be of {@code kind}. */
     public static Unframed unframe(byte[] data, int kind) throws SecAggException {
+        return unframe(data, MAGIC, VERSION, kind);
+    }
+
+    /** The parts of a frame of another protocol ({@code magic}, {@code version}) that must be of {@code kind}. */
+    public static Unframed unframe(byte[] data, byte[] magic, int expectedVersion, int kind) throws SecAggException {
         if (data.length < HEAD + 1) {
             throw SecAggException.rejected("message too short");
         }
-        if (!Arrays.equals(Arrays.copyOfRange(data, 0, 4), MAGIC)) {
-            throw SecAggException.rejected("not a secure-aggregation message");
+        if (!Arrays.equals(Arrays.copyOfRange(data, 0, 4), magic)) {
+            throw SecAggException.rejected(Arrays.equals(magic, MAGIC) ? "not a secure-aggregation message"
+                    : "not a pategail frame");
         }
         int version = data[4] & 0xFF;
         int gotKind = data[5] & 0xFF;
         long n = Bytes.getIntBE(data, 6) & 0xFFFFFFFFL;
-        if (version != VERSION) {
-            throw SecAggException.rejected("protocol version " + version + ", expected " + VERSION);
+        if (version != expectedVersion) {
+            throw SecAggException.rejected("protocol version " + version + ", expected " + expectedVersion);
         }
         if (gotKind != kind) {
             throw SecAggException.rejected("message kind " + gotKind + ", expected " + kind);
