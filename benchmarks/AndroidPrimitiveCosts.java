@@ -68,7 +68,7 @@ public final class AndroidPrimitiveCosts {
             noise.discreteLaplaceShare(2000.0 * (1 << 24), 70, m);
             ms[5] = lap(mx, c);
             c = mx.getCurrentThreadCpuTime();
-            Checksum.checksum(new long[2 * m], Checksum.weights(key, 2 * m));
+            Checksum.checksum(new long[2 * m], Checksum.weights(key, 2 * m), 0L);
             ms[6] = lap(mx, c);
             for (int i = 0; i < names.length; i++) {
                 best[i] = Math.min(best[i], ms[i]);
