@@ -28,8 +28,11 @@ run: setup
 	rm -rf $(RUN)/train
 	$(PY) -m pategail train --data $(RUN)/data --out $(RUN)/train --no-privacy
 
+# On every core (pytest-xdist), a test file to a worker so that its module fixtures are built once.
+# While editing: `.venv/bin/python -m pytest -q -m "not slow" tests/secagg` (README "Testing").
+TEST_WORKERS ?= 2
 test: setup
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # Mutation testing of the privacy-, security- and learning-critical modules (a benchmark, not part of `make test`;
 # see BENCHMARKS.md "Mutation testing"). MUTATION_ARGS="--sample 40" runs a seeded sample of each module;

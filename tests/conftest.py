@@ -1,7 +1,14 @@
 """Shared fixtures: the real development data in ../shared/data (skipped with a reason where absent)."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # one of several test processes on a small machine: numerical libraries must not each start a thread per
+    # core (before numpy, torch and their children start their pools)
+    for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ.setdefault(_var, "1")
 
 import numpy as np
 import pytest
