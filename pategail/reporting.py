@@ -59,6 +59,7 @@ def write_outputs(coordinator, dataset, run: Path, seed: int = 0, fleet: dict | 
                       for m in ("markov", "epr")},
         "privacy": summary.privacy,
         "training": {"rounds": rounds, "devices": n_dev, "wall_seconds": wall_seconds,  # rounds, all sessions
+                     "initial_seconds": summary.initial_seconds,
                      "seconds_per_round": summary.seconds_per_round,
                      "days_per_round": cfg.days_per_round, "config": cfg.to_dict(), "seed": summary.seed,
                      "last_round": summary.last_round},
@@ -91,7 +92,8 @@ def write_outputs(coordinator, dataset, run: Path, seed: int = 0, fleet: dict | 
     if fleet is not None and fleet.get("kind") == "population":
         who += ", simulated by the population fleet (ideal secure aggregation)"
     md = [f"# PateGail run: {run}", "",
-          f"{who}, {rounds} rounds, {wall_seconds:.0f} s; {n_days} synthetic days vs "
+          f"{who}, {rounds} rounds in {wall_seconds:.0f} s after {summary.initial_seconds:.0f} s of initial states"
+          f"{' and warm start' if summary.config.uses_action_prior else ''}; {n_days} synthetic days vs "
           f"{n_days} test days (JSD, lower is better).", "",
           f"Privacy: {privacy_line(summary.privacy)}.", "", *guarantee_lines(summary.privacy),
           *([""] if guarantee_lines(summary.privacy) else []),

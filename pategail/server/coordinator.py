@@ -227,6 +227,7 @@ class Coordinator:
 
     # -- the run ------------------------------------------------------------------------------------------
     def learn_initial_states(self) -> None:
+        t0 = time.perf_counter()
         participants = []
         noise = self.plan.release_noise("initial_states")
         if 0 not in self.releases.journal():               # else the journalled release is re-used
@@ -252,6 +253,7 @@ class Coordinator:
         log.info("initial states learned from %d devices", release.n_survivors)
         if self.config.uses_action_prior:
             self.warm_start()
+        self.state.initial_seconds += time.perf_counter() - t0
         self._checkpoint()
 
     def warm_start(self) -> None:

@@ -57,17 +57,21 @@ class RunState:
     """(down, up) bytes per device of every round whose release was made in this run (not re-used)."""
     initial_states: InitialStates | None = None
     """Learned from the environment release before round 1."""
+    initial_seconds: float = 0.0
+    """Time before round 1: the environment release, the initial states and the warm start (0 in a checkpoint
+    written before it was kept)."""
 
     def to_dict(self) -> dict:
         return {"round": self.round, "wall_seconds": self.wall_seconds, "history": self.history,
                 "bytes_by_round": self.bytes_by_round,
-                "initial_states": None if self.initial_states is None else self.initial_states.to_dict()}
+                "initial_states": None if self.initial_states is None else self.initial_states.to_dict(),
+                "initial_seconds": self.initial_seconds}
 
     @classmethod
     def from_dict(cls, d: dict) -> "RunState":
         states = d["initial_states"]
         return cls(d["round"], d["wall_seconds"], d["history"], d["bytes_by_round"],
-                   None if states is None else InitialStates.from_dict(states))
+                   None if states is None else InitialStates.from_dict(states), float(d.get("initial_seconds", 0.0)))
 
 
 @dataclass(frozen=True)
@@ -80,6 +84,7 @@ class RunSummary:
     """Rounds completed."""
     devices: int
     wall_seconds: float
+    """Time in the rounds (every session)."""
     seconds_per_round: float | None
     last_round: dict | None
     bytes_up_per_device_per_round: float
@@ -92,6 +97,8 @@ class RunSummary:
     """The privacy section of the report (``pategail.server.privacy.summary``)."""
     places: PlaceLaw | None = None
     """The released place law the environment uses (None: the classic EPR laws)."""
+    initial_seconds: float = 0.0
+    """Time before round 1 (environment release, initial states, warm start)."""
 
     @classmethod
     def of(cls, state: RunState, config: TrainConfig, seed: int, devices: int, candidates: int,
@@ -102,4 +109,4 @@ class RunSummary:
         return cls(config, seed, state.round, devices, state.wall_seconds,
                    float(np.mean([h["seconds"] for h in history])) if history else None,
                    history[-1] if history else None, float(np.mean(ups)), float(np.mean(downs)), candidates,
-                   state.initial_states.explore_factors, privacy, places)
+                   state.initial_states.explore_factors, privacy, places, state.initial_seconds)

@@ -238,6 +238,10 @@ def test_train_cli_two_rounds(dataset, tmp_path, capsys):
                            "training", "communication"}
     assert set(report["baselines"]) == {"markov", "epr"}
     assert report["training"]["rounds"] == 2 and report["training"]["devices"] == 3
+    # the time before round 1 (environment release, warm start) is said, apart from the rounds' time
+    assert report["training"]["initial_seconds"] > 0
+    assert "rounds in " in (run / "report.md").read_text() and "s of initial states and warm start" in (
+        run / "report.md").read_text()
     assert report["communication"]["bytes_up_per_device_per_round"] > 0
     assert set(report["utility"]["prediction"]["arms"]) == {"real", "synthetic", "real+synthetic"}
     assert report["attacks"]["uniqueness"]["members"]["days"] == len(load_dataset(data).train_days)
