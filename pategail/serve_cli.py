@@ -91,6 +91,7 @@ def run_serve(args) -> int:
         raise PategailError("a served run aggregates at the coordinator: set aggregator to \"coordinator\"")
     if args.min_devices < 1:
         raise PategailError(f"--min-devices must be at least 1, got {args.min_devices}")
+    config = config.for_devices(args.min_devices)     # a served run plans for its minimum of devices
     if args.round_deadline <= 0:
         raise PategailError(f"--round-deadline must be positive, got {args.round_deadline}")
     if args.max_body < 1024 or args.rate <= 0:
