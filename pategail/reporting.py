@@ -35,6 +35,12 @@ def write_outputs(coordinator, dataset, run: Path, seed: int = 0, fleet: dict | 
 
     summary = coordinator.summary()
     cfg = summary.config
+    if (summary.privacy or {}).get("guarantees"):
+        summary.privacy["cell_table"] = (
+            "public: every square of a bounding box, visited or not (data prepare --public-cells)"
+            if dataset.public_cell_table else
+            "built from the users' own fixes and released without noise: the guarantee does not cover which "
+            "squares are in it (--data-derived-cells)")
     if population is not None and population.get("max_copies", 1) > 1 and (summary.privacy or {}).get("guarantees"):
         from pategail.server.privacy.summary import person_guarantee
         summary.privacy["per_person"] = person_guarantee(coordinator.plan, coordinator.accountant,

@@ -84,7 +84,8 @@ def run_serve(args) -> int:
     from pategail.server.net.hub import Hub
     from pategail.server.net.roster import Roster
     from pategail.server.net.service import RunStatus, Service, ServiceLimits
-    from pategail.train_cli import (_config, _run_log, check_run_marker, ensure_initial_bundle, run_coordinator)
+    from pategail.train_cli import (_config, _run_log, check_cell_table, check_run_marker, ensure_initial_bundle,
+                                    run_coordinator)
 
     config = _config(args)
     if config.aggregator != "coordinator":
@@ -105,6 +106,7 @@ def run_serve(args) -> int:
         raise PategailError(f"--threads {args.threads}: must be at least 1")
     torch.set_num_threads(args.threads)
     dataset = load_dataset(args.data)
+    check_cell_table(config, dataset, args)
     run = args.out
     check_run_marker(run, {"config": config.to_dict(), "seed": args.seed, "data": str(args.data.resolve()),
                            "fleet": "network"}, args.resume)

@@ -69,6 +69,10 @@ def add_run_arguments(p) -> None:
     p.add_argument("--adjacency", choices=("zero-out", "replace-one"), default=None,
                    help="the neighbouring relation the target ε applies to (default zero-out: one user's data "
                         "replaced by nothing, the device still taking part); both relations' ε are reported")
+    p.add_argument("--data-derived-cells", action="store_true",
+                   help="with --epsilon: accept a cell table built from the users' own fixes (it is released "
+                        "without noise and reveals which squares someone visited; every report says the guarantee "
+                        "excludes it) instead of refusing it; for research on data sets whose map is public anyway")
     p.add_argument("--seed", type=int, default=0, help="seed of every random stream of the run")
     p.add_argument("--config", type=Path, default=None,
                    help="JSON file of settings (fields of pategail.server.config.TrainConfig)")
@@ -130,6 +134,7 @@ def run_train(args) -> int:
     # seed drifted apart by a float quantum that the adversarial game amplifies; one thread is bit-exact.
     torch.set_num_threads(args.threads)
     dataset = load_dataset(args.data)
+    check_cell_table(config, dataset, args)
     run = args.out
     population = None
     if args.population is not None:
@@ -164,6 +169,21 @@ def run_train(args) -> int:
         finally:
             if hasattr(fleet, "close"):
                 fleet.close()
+
+
+def check_cell_table(config, dataset, args) -> None:
+    """A private run's cell table must be public: every bundle, model and region tree carries it, without
+    noise. One built from the users' fixes is refused unless ``--data-derived-cells`` accepts it."""
+    if not config.private or dataset.public_cell_table:
+        return
+    if getattr(args, "data_derived_cells", False):
+        log.warning("%s: the cell table was built from the users' own fixes; it is released without noise and "
+                    "the privacy guarantee does not cover it (--data-derived-cells)", args.data)
+        return
+    raise PategailError(f"{args.data}: its cell table was built from the users' own fixes (it reveals which squares "
+                        "someone visited), so a private run refuses it; make a public map with `pategail data "
+                        "prepare ... --public-cells --bbox MIN_LAT,MIN_LON,MAX_LAT,MAX_LON` (or accept it with "
+                        "--data-derived-cells)")
 
 
 def check_run_marker(run: Path, identity: dict, resume: bool) -> None:

@@ -174,6 +174,8 @@ def guarantee_lines(section: dict) -> list[str]:
     person = section.get("per_person")
     if person:
         lines.append(f"- Per person: {person['statement']}.")
+    if section.get("cell_table"):
+        lines.append(f"- Cell table: {section['cell_table']}.")
     lines.append(f"- Collusion assumption: {section['collusion']}.")
     return lines
 
