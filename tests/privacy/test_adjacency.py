@@ -183,3 +183,17 @@ def test_the_budget_check_counts_in_the_target_s_relation():
     expected = _rdp([(4.0 / (3.0 * factors.environment), 1), (50.0 / 10.0, 11)], 1e-5)
     assert acc.epsilon_under(factors, extra=extra) == pytest.approx(expected, rel=1e-6)
     assert acc.epsilon_under(factors, extra=extra) > acc.epsilon_after_release(extra)
+
+
+def test_the_relation_and_the_mechanism_are_options_of_a_private_run(tmp_path, capsys):
+    from pategail.cli import main
+    from pategail.errors import PategailError
+
+    with pytest.raises(PategailError, match="adjacency must be one of zero-out, replace-one"):
+        TrainConfig(target_epsilon=1.0, adjacency="add-remove")
+    assert TrainConfig.from_dict({"adjacency": "replace-one", "target_epsilon": 2}).adjacency == "replace-one"
+    for option in (["--adjacency", "replace-one"], ["--mechanism", "laplace"]):
+        assert main(["-q", "train", "--data", str(tmp_path), "--out", str(tmp_path / "run"), "--no-privacy",
+                     *option]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"{option[0]} goes with --epsilon" in err[0]

@@ -181,8 +181,11 @@ def guarantee_lines(section: dict) -> list[str]:
 
 
 def _target(plan: PrivacyPlan, devices: int) -> str:
+    """The target, its relation, δ against 1/N, and what the whole budget is under both relations."""
+    both = {r: plan.epsilon_under(r, reserve=True) for r in RELATIONS}
     return (f"(ε={plan.target_epsilon:g} under {plan.adjacency} adjacency, δ={plan.target_delta:.3g}; 1/N = "
-            f"{1 / devices:.3g} for N = {devices:,} devices)")
+            f"{1 / devices:.3g} for N = {devices:,} devices; the whole budget is ε {both[ZERO_OUT]:.3g} under "
+            f"zero-out, {both[REPLACE_ONE]:.3g} under replace-one, per device)")
 
 
 def plan_line(plan: PrivacyPlan, devices: int, beta: float, config=None) -> str:
@@ -196,8 +199,9 @@ def plan_line(plan: PrivacyPlan, devices: int, beta: float, config=None) -> str:
         return (f"privacy: total {_target(plan, devices)}; {plan.mechanism}; granularity "
                 f"{plan.granularity} ({plan.reward_values} values a round); clip norm {g['clip_norm']:.3g}, noise "
                 f"multiplier {g['noise_multiplier']:.3g} (std {g['noise_std'] / devices:.3g} on each released mean "
-                f"over {devices} devices); environment ε {g['env_epsilon']:.3g}, rewards ε {g['rewards_epsilon']:.3g} "
-                f"over {g['reward_releases']} releases (joint composition: {plan.expected_epsilon:.4g})")
+                f"over {devices} devices); parts, each alone at δ/2 (not additive): environment ε {g['env_epsilon']:.3g}, "
+                f"rewards ε {g['rewards_epsilon']:.3g} over {g['reward_releases']} releases (joint composition: "
+                f"{plan.expected_epsilon:.4g})")
     b = plan.sum_noise_scale
     return (f"privacy: total {_target(plan, devices)} over {plan.budgeted_queries} "
             f"queries ({plan.planned_queries} planned + {plan.reserve_queries} in reserve for retries; together "
