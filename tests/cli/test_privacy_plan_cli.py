@@ -47,6 +47,25 @@ def test_privacy_plan_gives_the_environment_the_share_the_rewards_can_spare(caps
     assert f"{rich.noise_std / 1000:9.4g}".strip() in out[2] and f"noise std {rich.env_noise_std:.3g}" in out[2]
     assert rich.noise_std / 1000 <= MEASURED_TOLERANCE["day"] / 2
     assert "environment share 0.5 (chosen for this device count" in out[3]
+    # the guarantees the run will report, under both relations, recomputed with dp-accounting: 60 planned rounds
+    # and the environment release, with the rewards' sensitivity doubled and the environment's × √19/√12 for
+    # replace-one (the layouts' bounds, pategail.server.privacy.adjacency)
+    from dp_accounting import dp_event
+    from dp_accounting.rdp import rdp_privacy_accountant
+    q = 2.0 ** -24
+    d_rewards, d_env = 0.5 * math.sqrt(96) * (1 + q), math.sqrt(12) + 0.5 * math.sqrt(13_197) * q
+
+    def eps(f_rewards, d_env_relation):
+        acc = rdp_privacy_accountant.RdpAccountant()
+        acc.compose(dp_event.GaussianDpEvent(rich.env_noise_std / d_env_relation))
+        acc.compose(dp_event.GaussianDpEvent(rich.noise_std / (f_rewards * d_rewards)), 60)
+        return acc.get_epsilon(1e-5)
+    zero, replace = eps(1, d_env), eps(2, math.sqrt(19) + math.sqrt(13_197) * q)
+    assert f"ε = {zero:.3g} under zero-out adjacency" in out[4] and f"{replace:.3g} under replace-one" in out[4]
+    assert out[5].strip().startswith("against observers of the published model and synthetic data: the same")
+    # δ = 1e-5 against 1/N = 1e-3: what the smaller δ costs in noise
+    weak = plan_gaussian(8.0, 1e-3, 96, 61, 12_657 + 3 * 180, 1.0, 0.5)
+    assert "1/N = 0.001" in out[6] and f"against {weak.noise_std / 1000:.3g}" in out[6]
     assert main(["privacy-plan", "--devices", "83", "--epsilon", "8", "--granularity", "day"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert "(environment share 0.1)" in out[2]
