@@ -134,7 +134,8 @@ def run_serve(args) -> int:
                 releases = coordinator.releases.journal()
                 last = releases[max(releases)] if releases else None
                 status.update(round=coordinator.round, participants=None if last is None else last.n_survivors,
-                              epsilon=coordinator.accountant.epsilon() if config.private else 0.0)
+                              epsilon=coordinator.accountant.epsilon_under(coordinator.releases.factors)
+                              if config.private else 0.0)
 
             service.fix_directory(KeyDirectory(service.coordinator_public, devices))
             code = run_coordinator(args, config, dataset, run, fleet, downstream_config, console_level,

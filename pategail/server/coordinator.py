@@ -330,7 +330,7 @@ class Coordinator:
             self.average.add(self.round, self.policy)
             self.state.wall_seconds += stats.seconds
             if self.config.private:
-                stats.epsilon = self.accountant.epsilon()
+                stats.epsilon = self.accountant.epsilon_under(self.releases.factors)   # the target's relation
             self.state.history.append(vars(stats))
             self._checkpoint()
             log.info("round %d: mean reward %.4f, discriminator accuracy %.3f, approx_kl %.4f, clip_fraction "
