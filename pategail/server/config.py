@@ -156,8 +156,8 @@ class TrainConfig:
     Table 1 setting). The per-query ε is chosen so that the composition meets it."""
     target_delta: float | None = None
     """δ of the total guarantee. None (the default): min(1e-5, N^-1.1) for a run of N devices
-    (:func:`pategail.server.privacy.defaults.default_delta`), well below 1/N — at δ = 1/N "one user's data
-    leaks with probability δ" would allow one user's data to leak outright."""
+    (:func:`pategail.server.privacy.defaults.default_delta`), well below 1/N: a mechanism that publishes one
+    random user's data outright is (0, 1/N)-DP, so δ near 1/N promises nothing."""
     adjacency: str = "zero-out"
     """The neighbouring relation the target ε applies to (the noise is calibrated with its sensitivities).
     ``zero-out`` (the default): one user's data replaced by nothing while the device still takes part — the

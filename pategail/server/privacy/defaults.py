@@ -8,9 +8,9 @@ from __future__ import annotations
 DELTA_CAP = 1e-5
 """The largest default δ."""
 DELTA_EXPONENT = 1.1
-"""The default δ is at most N^-1.1 for N devices: well below 1/N, the level at which "each user's data leaks
-with probability δ" lets one user's data in a population of N leak outright (the convention of user-level
-DP deployments, e.g. δ = 1e-10 over millions of devices)."""
+"""The default δ is at most N^-1.1 for N devices: well below 1/N — a mechanism that publishes one random
+user's data outright is (0, 1/N)-DP, so δ near 1/N promises nothing (user-level DP deployments report far
+smaller δ, e.g. 1e-10 over millions of devices)."""
 
 SHARE_RANGE = (0.1, 0.5)
 """The environment's share of ε is chosen in this range. 0.1: the rewards keep 90% wherever they need it (at 83
