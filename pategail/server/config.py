@@ -335,13 +335,14 @@ class TrainConfig:
 
     def for_devices(self, devices: int) -> "TrainConfig":
         """This config for a run of ``devices`` devices: δ and the environment's share of ε filled in where
-        they are None (pategail.server.privacy.defaults); the same config when both are set."""
+        they are None (pategail.server.privacy.defaults; without privacy their fixed defaults, whatever the
+        device count); the same config when both are set."""
         if self.resolved:
             return self
-        from pategail.server.privacy.defaults import default_delta, environment_share
+        from pategail.server.privacy.defaults import DELTA_CAP, default_delta, environment_share
         config = self
-        if config.target_delta is None:
-            config = dataclasses.replace(config, target_delta=default_delta(devices))
+        if config.target_delta is None:       # without privacy nothing depends on it: the same for every N
+            config = dataclasses.replace(config, target_delta=default_delta(devices) if self.private else DELTA_CAP)
         if config.env_epsilon_fraction is None:
             config = dataclasses.replace(config, env_epsilon_fraction=environment_share(config, devices))
         return config

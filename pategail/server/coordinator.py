@@ -87,7 +87,10 @@ def run_plan(config: TrainConfig, cells: np.ndarray, ckpt_dir: Path,
     """The run's privacy plan: made once, the first time it is asked for (before the initial bundle that
     declares it), and read back from ``ckpt_dir`` by every later caller — the coordinator included."""
     if not config.resolved:
-        raise ValueError("run_plan needs the run's device count: call it with config.for_devices(devices)")
+        if config.private:
+            raise ValueError("a private run's plan needs its device count: call run_plan with "
+                             "config.for_devices(devices)")
+        config = config.for_devices(1)        # without privacy δ and the share do not depend on it
     geometry = geometry or CellGeometry.build(np.asarray(cells, dtype=np.float64), candidates=config.candidates)
     gaussian = None
     if config.mechanism == "gaussian":
