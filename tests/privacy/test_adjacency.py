@@ -197,3 +197,17 @@ def test_the_relation_and_the_mechanism_are_options_of_a_private_run(tmp_path, c
                      *option]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and f"{option[0]} goes with --epsilon" in err[0]
+
+
+def test_the_defaults_benchmark_prints_the_plans_of_the_defaults(monkeypatch):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "privacy_defaults.py"
+    spec = importlib.util.spec_from_file_location("privacy_defaults", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.setattr(module, "DEVICES", (1000,))
+    monkeypatch.setattr(module, "EPSILONS", (8.0,))
+    row = module.rows()[2]
+    assert row.startswith("| 1,000 | 8 | 1e-05 | 0.5 | 0.0345 / 3.12 | 7.96 | 14.9 | 264 / 641 |")
