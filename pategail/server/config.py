@@ -144,7 +144,7 @@ class TrainConfig:
     sensitivity (Gaussian) or, with the Laplace mechanism, its L1 sensitivity at Laplace scale Δ₁ / (share ·
     ε) (pure DP); the rest goes to the rewards. None (the default): chosen for the run's device count by
     :func:`pategail.server.privacy.defaults.environment_share` — with the Gaussian mechanism the largest share
-    in [0.1, 0.5] that keeps the rewards' noise at most half the measured tolerance, 0.1 with Laplace.
+    in [0.1, 0.5] that keeps the rewards' noise within the measured tolerance, 0.1 with Laplace.
     ``pategail privacy-plan`` prints what each part gets."""
     tolerance_noise_std: float = 0.0
     """EXPERIMENT ONLY, NOT PRIVATE (refused with --epsilon): Gaussian noise of this standard deviation added

@@ -38,8 +38,8 @@ def test_privacy_plan_prints_each_mechanism_against_the_tolerance(tmp_path, caps
 
 
 def test_privacy_plan_gives_the_environment_the_share_the_rewards_can_spare(capsys):
-    """At 1,000 devices and ε = 8 the day rewards keep half their tolerance with share 0.5: the default run gets
-    it; at 83 devices they do not even with 0.1, which the run then keeps."""
+    """At 1,000 devices and ε = 8 the day rewards stay within their tolerance with share 0.5: the default run gets
+    it; at 83 devices only with 0.1, which the run then keeps."""
     assert main(["privacy-plan", "--devices", "1000", "--epsilon", "8", "--granularity", "day"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[2].startswith("gaussian day") and "(environment share 0.5)" in out[2]
@@ -69,7 +69,8 @@ def test_privacy_plan_gives_the_environment_the_share_the_rewards_can_spare(caps
     assert main(["privacy-plan", "--devices", "83", "--epsilon", "8", "--granularity", "day"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert "(environment share 0.1)" in out[2]
-    assert plan_gaussian(8.0, 1e-5, 96, 61, 1, 1.0, 0.1).noise_std / 83 > MEASURED_TOLERANCE["day"] / 2
+    assert plan_gaussian(8.0, 1e-5, 96, 61, 1, 1.0, 0.15).noise_std / 83 > MEASURED_TOLERANCE["day"] \
+        >= plan_gaussian(8.0, 1e-5, 96, 61, 1, 1.0, 0.1).noise_std / 83
 
 
 @pytest.mark.parametrize("argv, message", [(["--devices", "0", "--epsilon", "1"], "--devices 0"),
