@@ -85,7 +85,7 @@ def main() -> None:
     ds = load_dataset(args.data)
     sums = exact_sums(ds, args.devices, args.seed)
     tree = CellTree.from_coordinates(ds.cells[:, 0], ds.cells[:, 1])
-    cfg = TrainConfig()
+    cfg = TrainConfig().for_devices(args.devices)
     env_values = _environment_values(args.data, cfg.candidates, REGION_CELLS)
     values = Granularity.parse(args.granularity).count(cfg.days_per_round)
     region_maps = {m: regions(tree, m) for m in args.region_cells}

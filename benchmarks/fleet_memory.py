@@ -91,7 +91,7 @@ def main() -> None:
     overrides["average_rounds"] = min(overrides.get("average_rounds", 20), args.rounds)
     if args.degree is not None:
         overrides["secagg_degree"] = args.degree
-    config = TrainConfig.from_dict(overrides, where="options")
+    config = TrainConfig.from_dict(overrides, where="options").for_devices(args.devices)
     if args.tracemalloc:
         tracemalloc.start(8)
     points = []

@@ -76,6 +76,7 @@ ds = load_dataset(args.data)
 threshold = distinct_cells_threshold(ds.train_days)
 args.out.mkdir(parents=True, exist_ok=False)
 users = choose_users(ds.users, None, args.seed)
+config = config.for_devices(len(users))
 write_initial_bundle(config, ds, args.seed, args.out / "bundle-initial",   # private runs declare their plan
                      privacy=coordinator_module.run_plan(config, ds.cells, args.out / "checkpoint").declare(
                          config.min_survivors, config.secagg_colluders))

@@ -45,7 +45,7 @@ def main():
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     torch.set_num_threads(1)
     ds = load_dataset(args.data)
-    config = TrainConfig(rounds=args.rounds)
+    config = TrainConfig(rounds=args.rounds).for_devices(args.devices)
     root = args.keep or Path(tempfile.mkdtemp(prefix="pategail-population-"))
     try:
         t0 = time.perf_counter()

@@ -1,6 +1,6 @@
-"""`pategail privacy-plan`: before training, whether a population of devices at a total (ε, δ) can learn — for
-each mechanism and reward granularity, the noise std on each released mean reward against the measured
-tolerance (issue 13 point 5)."""
+"""`pategail privacy-plan`: before training, the guarantees a private run will report and whether it can learn —
+for each mechanism and reward granularity, the noise std on each released mean reward against the measured
+tolerance; then the run's own mechanism, its ε under both neighbouring relations and what its δ costs."""
 from __future__ import annotations
 
 import math
@@ -17,18 +17,18 @@ ENV_REGIONS_GEOLIFE = 180
 mechanism's environment vector adds 3 values per region; used without --data."""
 
 
-RICHER_ENV_FRACTION = 0.5
-"""The environment share ``privacy-plan`` suggests when the rewards can afford it: their noise stays at most half
-the measured tolerance. At 1,000 devices and ε = 8 (day granularity) it cuts the environment's noise ~4× for
-rewards still ~6× below the tolerance (BENCHMARKS.md, issue 13's environment release)."""
-
-
 def register(sub) -> None:
-    p = sub.add_parser("privacy-plan", help="noise on each released mean reward per mechanism and granularity, "
-                                            "against the measured tolerance", description=__doc__.splitlines()[0])
+    p = sub.add_parser("privacy-plan", help="the guarantees a private run will report, and the noise on each released "
+                                            "mean reward per mechanism and granularity against the measured "
+                                            "tolerance", description=__doc__.splitlines()[0])
     p.add_argument("--devices", required=True, type=int, help="devices taking part in every round")
     p.add_argument("--epsilon", required=True, type=float, help="total ε of the whole run")
-    p.add_argument("--delta", type=float, default=None, help="total δ (default: the config's, 1e-5)")
+    p.add_argument("--delta", type=float, default=None,
+                   help="total δ (default: the config's, else min(1e-5, N^-1.1) for N devices)")
+    p.add_argument("--adjacency", choices=("zero-out", "replace-one"), default=None,
+                   help="the relation the target ε applies to (default: the config's, zero-out)")
+    p.add_argument("--mechanism", choices=("gaussian", "laplace"), default=None,
+                   help="the run's mechanism (default: the config's, gaussian under --epsilon)")
     p.add_argument("--config", type=Path, default=None, help="JSON file of TrainConfig settings (rounds, days "
                                                              "per round, clip_share, env_epsilon_fraction, ...)")
     p.add_argument("--data", type=Path, default=None,
@@ -55,37 +55,53 @@ def _environment_values(data: Path | None, candidates: int, region_cells: int = 
                               region_cells, action_rates)
 
 
+def run_plan_of(config, env_values: int, gaussian_env_values: int):
+    """The privacy plan a run of ``config`` (resolved for its devices) makes, without a cell table: the same
+    calibration as ``pategail.server.coordinator.run_plan``."""
+    from pategail.sdk.contribution import env_l1_bound, reward_count
+    from pategail.server.privacy.gaussian import env_l2_bound
+    from pategail.server.privacy.plan import GaussianSpec, plan_gaussian_run, plan_privacy
+
+    days = config.days_per_round
+    if config.mechanism == "gaussian":
+        spec = GaussianSpec(config.granularity, config.reward_granularity.count(days),
+                            config.rounds + config.retry_rounds, gaussian_env_values, config.clip_share,
+                            config.env_epsilon_fraction, env_l2_bound(config.uses_action_prior), config.adjacency)
+        return plan_gaussian_run(config.target_epsilon, config.target_delta, config.kappa,
+                                 gaussian_env_values + config.rounds * reward_count(days),
+                                 config.retry_rounds * reward_count(days), spec)
+    return plan_privacy(config.target_epsilon, config.target_delta, config.kappa, 1 + config.rounds * reward_count(days),
+                        reserve_queries=config.retry_rounds * reward_count(days), env_values=env_values,
+                        env_fraction=config.env_epsilon_fraction, env_l1_bound=env_l1_bound(config.uses_action_prior),
+                        adjacency=config.adjacency)
+
+
 def feasibility_table(devices: int, config, env_values: int, granularities, gaussian_env_values: int | None = None,
                       laplace: bool = True) -> list:
     """One Feasibility per mechanism and granularity: the paper's Laplace (pair), then the Gaussian mechanism
-    at each of ``granularities`` — each calibrated as a run of ``config`` would be. ``gaussian_env_values``:
-    the Gaussian mechanism's environment vector (with its coarse parts), default ``env_values``; ``laplace``
-    False: the Gaussian rows only. A config that forces ``action_prior`` on is planned with the larger
-    environment bounds its action-rate part needs (Laplace L1 10, Gaussian L2 √(12 + 277/47²))."""
-    from pategail.sdk.contribution import Granularity, env_l1_bound, reward_count
-    from pategail.server.privacy.feasibility import Feasibility, plan_feasibility, tolerance_for
-    from pategail.server.privacy.gaussian import env_l2_bound, plan_gaussian
-    from pategail.server.privacy.plan import plan_privacy
+    at each of ``granularities`` — each calibrated as a run of ``config`` over ``devices`` devices would be (its
+    environment share, when the config leaves it unset, chosen for that mechanism and granularity).
+    ``gaussian_env_values``: the Gaussian mechanism's environment vector (with its coarse parts), default
+    ``env_values``; ``laplace`` False: the Gaussian rows only. A config that forces ``action_prior`` on is
+    planned with the larger environment bounds its action-rate part needs."""
+    from dataclasses import replace
 
-    eps, delta, days = config.target_epsilon, config.target_delta, config.days_per_round
+    from pategail.server.privacy.feasibility import plan_feasibility
+
+    gaussian_env_values = env_values if gaussian_env_values is None else gaussian_env_values
     rows = []
-    if laplace:
-        rows.append(plan_feasibility(plan_privacy(eps, delta, config.kappa, 1 + config.rounds * reward_count(days),
-                                                  reserve_queries=config.retry_rounds * reward_count(days),
-                                                  env_values=env_values, env_fraction=config.env_epsilon_fraction,
-                                                  env_l1_bound=env_l1_bound(config.uses_action_prior)),
-                                     devices))
-    for name in granularities:
-        values = Granularity.parse(name).count(days)
-        g = plan_gaussian(eps, delta, values, config.rounds + config.retry_rounds,
-                          env_values if gaussian_env_values is None else gaussian_env_values, config.clip_share,
-                          config.env_epsilon_fraction, env_l2_bound(config.uses_action_prior))
-        rows.append(Feasibility("gaussian", name, devices, g.noise_std / devices, tolerance_for(name),
-                                g.env_noise_std))
+    runs = ([("laplace", "pair")] if laplace else []) + [("gaussian", name) for name in granularities]
+    for mechanism, name in runs:
+        run = replace(config, mechanism=mechanism, granularity=name).for_devices(devices)
+        plan = run_plan_of(run, env_values, gaussian_env_values)
+        row = plan_feasibility(plan, devices)
+        rows.append(replace(row, env_share=run.env_epsilon_fraction))
     return rows
 
 
 def run_privacy_plan(args) -> int:
+    from dataclasses import replace
+
     from pategail.sdk.contribution import Granularity
     from pategail.server.config import TrainConfig
     from pategail.server.privacy.feasibility import TOLERANCE_SOURCE
@@ -98,28 +114,57 @@ def run_privacy_plan(args) -> int:
         except ValueError as err:
             raise PategailError(f"--granularity: {err}") from None
     overrides = {"target_epsilon": args.epsilon} | ({} if args.delta is None else {"target_delta": args.delta})
-    config = (TrainConfig.from_file(args.config, **overrides) if args.config
-              else TrainConfig.from_dict(overrides, where="options"))
+    overrides |= {k: getattr(args, k) for k in ("adjacency", "mechanism") if getattr(args, k) is not None}
+    unresolved = (TrainConfig.from_file(args.config, **overrides) if args.config
+                  else TrainConfig.from_dict(overrides, where="options"))
+    config = unresolved.for_devices(args.devices)
     from pategail.sdk.regions import REGION_CELLS
     env_values = _environment_values(args.data, config.candidates, action_rates=config.uses_action_prior)
     gaussian_env = _environment_values(args.data, config.candidates, REGION_CELLS, config.uses_action_prior)
-    print(f"{args.devices:,} devices, total ε = {config.target_epsilon:g}, δ = {config.target_delta:g}, "
-          f"{config.rounds} rounds of {config.days_per_round} generated days (+{config.retry_rounds} in reserve), "
-          f"{env_values:,} environment values ({gaussian_env:,} with the Gaussian mechanism's region sums; "
-          f"env_epsilon_fraction {config.env_epsilon_fraction:g}); tolerance: {TOLERANCE_SOURCE}", flush=True)
-    rows = feasibility_table(args.devices, config, env_values, args.granularity, gaussian_env)
-    richer = {}
-    if config.env_epsilon_fraction < RICHER_ENV_FRACTION:
-        from dataclasses import replace
-        richer = {r.granularity: r for r in feasibility_table(
-            args.devices, replace(config, env_epsilon_fraction=RICHER_ENV_FRACTION), env_values,
-            args.granularity, gaussian_env, laplace=False)}
-    for row in rows:
+    print(f"{args.devices:,} devices, total ε = {config.target_epsilon:g} under {config.adjacency} adjacency, "
+          f"δ = {config.target_delta:.3g}, {config.rounds} rounds of {config.days_per_round} generated days "
+          f"(+{config.retry_rounds} in reserve), {env_values:,} environment values ({gaussian_env:,} with the "
+          f"Gaussian mechanism's region sums); tolerance: {TOLERANCE_SOURCE}", flush=True)
+    for row in feasibility_table(args.devices, unresolved, env_values, args.granularity, gaussian_env):
         need = "" if not row.tolerance or row.can_learn else \
             f"; needs about {math.ceil(args.devices * row.noise_std / row.tolerance):,} devices"
         print(row.line() + need, flush=True)
-        alt = richer.get(row.granularity) if row.mechanism == "gaussian" else None
-        if alt is not None and alt.tolerance and alt.noise_std <= alt.tolerance / 2:
-            print(f"  env_epsilon_fraction {RICHER_ENV_FRACTION:g} would keep this noise at {alt.noise_std:.3g} "
-                  f"(at most half the tolerance) and lower the environment's to {alt.env_noise_std:.3g}", flush=True)
+    for line in guarantee_report(unresolved, config, args.devices, env_values, gaussian_env):
+        print(line, flush=True)
     return 0
+
+
+def guarantee_report(unresolved, config, devices: int, env_values: int, gaussian_env: int) -> list[str]:
+    """The guarantees the run will report (both relations; per device) and what its δ costs."""
+    from dataclasses import replace
+
+    from pategail.server.privacy.adjacency import REPLACE_ONE, ZERO_OUT
+    from pategail.server.privacy.defaults import DELTA_CAP, DELTA_EXPONENT
+    from pategail.server.privacy.feasibility import plan_feasibility
+
+    plan = run_plan_of(config, env_values, gaussian_env)
+    eps = {r: plan.epsilon_under(r) for r in (ZERO_OUT, REPLACE_ONE)}
+    share = ("set in the config" if unresolved.env_epsilon_fraction is not None
+             else "chosen for this device count: pategail.server.privacy.defaults.environment_share")
+    delta = ("set" if unresolved.target_delta is not None
+             else f"the default min({DELTA_CAP:g}, N^-{DELTA_EXPONENT:g})")
+    lines = [f"The run over {devices:,} devices: "
+             f"{plan.mechanism_name}, granularity {plan.granularity}, environment share "
+             f"{config.env_epsilon_fraction:g} ({share}); it will report, per device:",
+             f"  against the coordinator: ε = {eps[ZERO_OUT]:.3g} under zero-out adjacency (one user's data "
+             f"replaced by nothing, the device still taking part), {eps[REPLACE_ONE]:.3g} under replace-one (one "
+             f"user's data swapped for another's), at δ = {config.target_delta:.3g}; the target "
+             f"{config.target_epsilon:g} applies to {config.adjacency} and holds with the retry reserve spent "
+             f"({plan.epsilon_under(config.adjacency, reserve=True):.4g})",
+             "  against observers of the published model and synthetic data: the same figures (every device is "
+             "asked every round: no amplification by sampling applies)"]
+    weakest = 1.0 / devices
+    if weakest > config.target_delta and plan.private:
+        at_weakest = plan_feasibility(run_plan_of(replace(config, target_delta=weakest), env_values, gaussian_env),
+                                      devices)
+        ours = plan_feasibility(plan, devices)
+        lines.append(f"  δ = {config.target_delta:.3g} ({delta}; 1/N = {weakest:.3g}): its cost, noise std "
+                     f"{ours.noise_std:.3g} on each released mean reward and {ours.env_noise_std:.3g} on each "
+                     f"environment sum, against {at_weakest.noise_std:.3g} and {at_weakest.env_noise_std:.3g} "
+                     f"at δ = 1/N (+{100 * (ours.noise_std / at_weakest.noise_std - 1):.0f}%)")
+    return lines

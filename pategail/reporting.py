@@ -18,7 +18,8 @@ def write_outputs(coordinator, dataset, run: Path, seed: int = 0, fleet: dict | 
     """Export the run's bundle, generate and evaluate synthetic days against the test days, and write the
     report; the run's numbers come from ``coordinator.summary()`` (a RunSummary). ``fleet``: the fleet's
     ``describe()`` (kind "sdk" or "population", the simulation); ``population``: a resampled population's
-    {devices, source_users, method} — every table then says "resampled population"."""
+    {devices, source_users, method, max_copies} — every table then says "resampled population", and a private
+    run's guarantees are stated per device with the per-person figure for ``max_copies``."""
     import torch
 
     from pategail.baselines.cli import compare
@@ -34,6 +35,16 @@ def write_outputs(coordinator, dataset, run: Path, seed: int = 0, fleet: dict | 
 
     summary = coordinator.summary()
     cfg = summary.config
+    if (summary.privacy or {}).get("guarantees"):
+        summary.privacy["cell_table"] = (
+            "public: every square of a bounding box, visited or not (data prepare --public-cells)"
+            if dataset.public_cell_table else
+            "built from the users' own fixes and released without noise: the guarantee does not cover which "
+            "squares are in it (--data-derived-cells)")
+    if population is not None and population.get("max_copies", 1) > 1 and (summary.privacy or {}).get("guarantees"):
+        from pategail.server.privacy.summary import person_guarantee
+        summary.privacy["per_person"] = person_guarantee(coordinator.plan, coordinator.accountant,
+                                                         population["max_copies"])
     rng = np.random.default_rng([seed, 0xF1])
     homes, firsts = coordinator.sample_initial_states(INITIAL_STATES_IN_BUNDLE, rng)
     with torch.random.fork_rng(devices=[]):

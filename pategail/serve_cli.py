@@ -168,17 +168,20 @@ def run_serve(args) -> int:
     from pategail.server.net.liveness import close_enrolment
     from pategail.server.net.roster import Roster
     from pategail.server.net.service import RunStatus, Service, ServiceLimits
-    from pategail.train_cli import (_config, _run_log, check_run_marker, ensure_initial_bundle, run_coordinator)
+    from pategail.train_cli import (_config, _run_log, check_cell_table, check_run_marker, ensure_initial_bundle,
+                                    run_coordinator)
 
     config = _config(args)
     if config.aggregator != "coordinator":
         raise PategailError("a served run aggregates at the coordinator: set aggregator to \"coordinator\"")
+    config = config.for_devices(args.min_devices)     # a served run plans for its minimum of devices
     downstream_config = None
     if not args.no_downstream:
         from pategail.evaluation.options import config_from_args
         downstream_config = config_from_args(args, args.seed)
     torch.set_num_threads(args.threads)
     dataset = load_dataset(args.data)
+    check_cell_table(config, dataset, args)
     run = args.out
     check_run_marker(run, {"config": config.to_dict(), "seed": args.seed, "data": str(args.data.resolve()),
                            "fleet": "network"}, args.resume)
@@ -249,7 +252,8 @@ def run_serve(args) -> int:
                 last = releases[max(releases)] if releases else None
                 status.update(phase="training", round=coordinator.round,
                               participants=None if last is None else last.n_survivors,
-                              epsilon=coordinator.accountant.epsilon() if config.private else 0.0)
+                              epsilon=coordinator.accountant.epsilon_under(coordinator.releases.factors)
+                              if config.private else 0.0)
 
             service.fix_directory(KeyDirectory(service.coordinator_public, devices))
             code = run_coordinator(args, config, dataset, run, fleet, downstream_config, console_level,

@@ -60,7 +60,19 @@ def add_run_arguments(p) -> None:
     privacy.add_argument("--epsilon", type=float, default=None,
                          help="total ε of the whole run (composed over every release); noise is calibrated to it")
     privacy.add_argument("--no-privacy", action="store_true", help="the same protocol without noise")
-    p.add_argument("--delta", type=float, default=None, help="total δ (default 1e-5)")
+    p.add_argument("--delta", type=float, default=None,
+                   help="total δ (default: min(1e-5, N^-1.1) for N devices, well below 1/N)")
+    p.add_argument("--mechanism", choices=("gaussian", "laplace"), default=None,
+                   help="how rewards are released under --epsilon: gaussian (default: one centred reward per "
+                        "generated day, distributed discrete Gaussian noise, region sums for the environment) or "
+                        "laplace (the PateGail paper's mechanism: Σ D and Σ D² of every pair)")
+    p.add_argument("--adjacency", choices=("zero-out", "replace-one"), default=None,
+                   help="the neighbouring relation the target ε applies to (default zero-out: one user's data "
+                        "replaced by nothing, the device still taking part); both relations' ε are reported")
+    p.add_argument("--data-derived-cells", action="store_true",
+                   help="with --epsilon: accept a cell table built from the users' own fixes (it is released "
+                        "without noise and reveals which squares someone visited; every report says the guarantee "
+                        "excludes it) instead of refusing it; for research on data sets whose map is public anyway")
     p.add_argument("--seed", type=int, default=0, help="seed of every random stream of the run")
     p.add_argument("--config", type=Path, default=None,
                    help="JSON file of settings (fields of pategail.server.config.TrainConfig)")
@@ -86,6 +98,12 @@ def _config(args):
         if args.no_privacy:
             raise PategailError("--delta goes with --epsilon, not with --no-privacy")
         overrides["target_delta"] = args.delta
+    for name in ("mechanism", "adjacency"):
+        value = getattr(args, name, None)
+        if value is not None:
+            if args.no_privacy:
+                raise PategailError(f"--{name} goes with --epsilon, not with --no-privacy")
+            overrides[name] = value
     if args.config is not None:
         return TrainConfig.from_file(args.config, **overrides)
     return TrainConfig.from_dict(overrides, where="options")
@@ -116,6 +134,7 @@ def run_train(args) -> int:
     # seed drifted apart by a float quantum that the adversarial game amplifies; one thread is bit-exact.
     torch.set_num_threads(args.threads)
     dataset = load_dataset(args.data)
+    check_cell_table(config, dataset, args)
     run = args.out
     population = None
     if args.population is not None:
@@ -128,6 +147,7 @@ def run_train(args) -> int:
         raise PategailError("--population-days goes with --population N")
     else:
         users = choose_users(dataset.users, args.devices, args.seed)
+    config = config.for_devices(len(users))      # δ and the environment's share from the device count
     fleet_kind = args.fleet if args.fleet != "auto" else ("sdk" if len(users) <= SDK_FLEET_MAX else "population")
     if fleet_kind == "sdk" and (args.ray_address is not None or args.ray_workers is not None
                                 or args.population_threads is not None or args.population_processes is not None):
@@ -149,6 +169,21 @@ def run_train(args) -> int:
         finally:
             if hasattr(fleet, "close"):
                 fleet.close()
+
+
+def check_cell_table(config, dataset, args) -> None:
+    """A private run's cell table must be public: every bundle, model and region tree carries it, without
+    noise. One built from the users' fixes is refused unless ``--data-derived-cells`` accepts it."""
+    if not config.private or dataset.public_cell_table:
+        return
+    if getattr(args, "data_derived_cells", False):
+        log.warning("%s: the cell table was built from the users' own fixes; it is released without noise and "
+                    "the privacy guarantee does not cover it (--data-derived-cells)", args.data)
+        return
+    raise PategailError(f"{args.data}: its cell table was built from the users' own fixes (it reveals which squares "
+                        "someone visited), so a private run refuses it; make a public map with `pategail data "
+                        "prepare ... --public-cells --bbox MIN_LAT,MIN_LON,MAX_LAT,MAX_LON` (or accept it with "
+                        "--data-derived-cells)")
 
 
 def check_run_marker(run: Path, identity: dict, resume: bool) -> None:
@@ -284,7 +319,8 @@ def run_coordinator(args, config, dataset, run: Path, fleet, downstream_config, 
 
     from pategail.reporting import write_outputs
     write_outputs(coordinator, dataset, run, seed=args.seed, fleet=fleet.describe(),
-                  population=None if population is None else population.describe())
+                  population=None if population is None else {**population.describe(),
+                                                                "max_copies": population.max_copies})
     if downstream_config is not None:
         from pategail.evaluation.options import extend_run_report
         extend_run_report(run, dataset, downstream_config)

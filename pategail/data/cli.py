@@ -46,6 +46,10 @@ def register(subparsers) -> None:
                         f"about half of GeoLife's user-days, most users; the rest are gap-filled)")
     p.add_argument("--bbox", type=_bbox, default=None, metavar="MIN_LAT,MIN_LON,MAX_LAT,MAX_LON",
                    help="drop fixes outside this box (default: keep all)")
+    p.add_argument("--public-cells", action="store_true",
+                   help="make the cell table every square of --bbox at --cell-deg, visited or not (pategail data is "
+                        "re-mapped onto it): a public map, which private runs (--epsilon) require; without it the "
+                        "table is the squares the data visits, which reveals where someone went")
     p.add_argument("--test-fraction", type=float, default=0.2, metavar="F",
                    help="gps-csv, geolife-plt: each user's last round(F x days) days are test days, at most "
                         "all but one (default 0.2); pategail keeps the folder's own test days")
@@ -70,6 +74,6 @@ def run_prepare(args: argparse.Namespace) -> int:
                               min_observed_slots=args.min_observed_slots, bbox=args.bbox,
                               test_fraction=args.test_fraction, holdout_fraction=args.holdout_users,
                               holdout_seed=args.holdout_seed, max_fixes_per_day=args.max_fixes_per_day,
-                              thin_seed=args.thin_seed)
+                              thin_seed=args.thin_seed, public_cells=args.public_cells)
     print(summary)
     return 0

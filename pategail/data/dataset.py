@@ -59,6 +59,12 @@ class Dataset:
         validate(self)
 
     @property
+    def public_cell_table(self) -> bool:
+        """Whether the cell table is public (every square of a bounding box, ``data prepare --public-cells``)
+        rather than the squares the users' days visit."""
+        return (self.meta.get("cell_table") or {}).get("kind") == "public"
+
+    @property
     def n_cells(self) -> int:
         return len(self.cells)
 

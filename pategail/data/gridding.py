@@ -4,7 +4,8 @@ Pure functions over numpy arrays (no I/O). The steps, in order:
 
 1. **Grid.** A fix at (lat, lon) falls in grid square (row, col) = (⌊lat / cell_deg⌋, ⌊lon / cell_deg⌋);
    the square's centre is the cell's coordinate. Only squares that occur in the kept days become cells,
-   numbered 0..n-1 in (row, col) order, so the output does not depend on the input's row order.
+   numbered 0..n-1 in (row, col) order, so the output does not depend on the input's row order — or, with a
+   public universe (:func:`bbox_keys`), every square of a bounding box, visited or not.
 2. **Slots.** Local time = UTC + ``utc_offset`` hours; a day is a local calendar day, cut into
    1440 / ``slot_minutes`` slots.
 3. **Modal cell.** A slot with fixes takes the cell holding most of its fixes; ties go to the cell whose
@@ -80,6 +81,28 @@ def key_centres(keys: np.ndarray, cell_deg: float) -> np.ndarray:
     return np.column_stack([(row + 0.5) * cell_deg, (col + 0.5) * cell_deg])
 
 
+MAX_PUBLIC_CELLS = 250_000
+"""Largest public cell universe ``bbox_keys`` builds: every cell is a token of the policy and an entry of every
+environment release, so a continent at 0.01° is refused rather than trained on."""
+
+
+def bbox_keys(bbox: tuple[float, float, float, float], cell_deg: float) -> np.ndarray:
+    """The public cell universe of a bounding box: the sorted keys (:func:`grid_keys`) of every grid square of
+    side ``cell_deg`` that holds a point of ``bbox`` — known before any data is read, so a table made of it
+    says nothing about where anyone went."""
+    cell_deg = check_cell_deg(cell_deg)
+    min_lat, min_lon, max_lat, max_lon = bbox
+    rows, cols = _grid(np.array([min_lat, max_lat]), np.array([min_lon, max_lon]), cell_deg)
+    n_rows, n_cols = int(rows[1] - rows[0] + 1), int(cols[1] - cols[0] + 1)
+    if n_rows * n_cols > MAX_PUBLIC_CELLS:
+        raise DataError(f"--public-cells: the bounding box holds {n_rows * n_cols:,} squares of {cell_deg:g}°, more "
+                        f"than {MAX_PUBLIC_CELLS:,}; use a smaller --bbox or a larger --cell-deg")
+    row = np.repeat(np.arange(rows[0], rows[1] + 1), n_cols)
+    col = np.tile(np.arange(cols[0], cols[1] + 1), n_rows)
+    n = int(np.ceil(180 / cell_deg)) + 2
+    return np.sort((row + n) * (2 * n) + (col + n))
+
+
 def in_bbox(lat: np.ndarray, lon: np.ndarray, bbox: tuple[float, float, float, float]) -> np.ndarray:
     """Mask of fixes inside ``bbox`` = (min_lat, min_lon, max_lat, max_lon), edges included."""
     min_lat, min_lon, max_lat, max_lon = bbox
@@ -139,8 +162,11 @@ def thin_fixes(user: np.ndarray, time: np.ndarray, max_per_day: int, *, utc_offs
 
 
 def fixes_to_days(user, time, lat, lon, *, cell_deg: float = 0.01, slot_minutes: int = 30,
-                  utc_offset: float = 0.0, min_observed_slots: int = 1) -> GriddedDays:
-    """Steps 1–5 of the module docstring on parallel arrays of fixes (user index, unix seconds UTC, lat, lon)."""
+                  utc_offset: float = 0.0, min_observed_slots: int = 1,
+                  universe: np.ndarray | None = None) -> GriddedDays:
+    """Steps 1–5 of the module docstring on parallel arrays of fixes (user index, unix seconds UTC, lat, lon).
+    ``universe``: the sorted keys of a public cell table (:func:`bbox_keys`) holding every fix's square — the
+    cells are then exactly those, visited or not, instead of the squares the kept days visit."""
     cell_deg = check_cell_deg(cell_deg)
     n_slots = slots_per_day(slot_minutes)
     if not 1 <= min_observed_slots <= n_slots:
@@ -158,7 +184,12 @@ def fixes_to_days(user, time, lat, lon, *, cell_deg: float = 0.01, slot_minutes:
     keep = observed >= min_observed_slots
     grid, day_user, day_day, observed = grid[keep], day_user[keep], day_day[keep], observed[keep]
     grid = fill_forward(grid) if len(grid) else grid
-    cell_keys, ids = np.unique(grid.ravel(), return_inverse=True)
+    if universe is None:
+        cell_keys, ids = np.unique(grid.ravel(), return_inverse=True)
+    else:
+        cell_keys, ids = universe, np.searchsorted(universe, grid.ravel())
+        if len(ids) and (ids.max() >= len(universe) or np.any(universe[ids] != grid.ravel())):
+            raise ValueError("a fix lies outside the public cell universe")
     return GriddedDays(user=day_user, day=day_day, days=ids.reshape(grid.shape).astype(np.int64),
                        observed=observed, cells=key_centres(cell_keys, cell_deg), days_seen=n_seen,
                        days_dropped_sparse=int(n_seen - keep.sum()))

@@ -22,8 +22,8 @@ import numpy as np
 
 from pategail.data.dataset import Dataset, save_dataset
 from pategail.data.fixes import Fixes, read_geolife_plt, read_gps_csv
-from pategail.data.gridding import (MINUTES_PER_DAY, fixes_to_days, in_bbox, slots_per_day, split_last_days,
-                                    thin_fixes)
+from pategail.data.gridding import (MINUTES_PER_DAY, bbox_keys, fixes_to_days, grid_keys, in_bbox, key_centres,
+                                    slots_per_day, split_last_days, thin_fixes)
 from pategail.data.holdout import hold_out_users
 from pategail.data.pategail_format import read_pategail_folder
 from pategail.errors import DataError
@@ -118,7 +118,7 @@ def prepare_dataset(fmt: str, input_path: str | Path, out_dir: str | Path, *, al
                     bbox: tuple[float, float, float, float] | None = None,
                     test_fraction: float = 0.2, holdout_fraction: float = 0.0,
                     holdout_seed: int = 0, max_fixes_per_day: int | None = None,
-                    thin_seed: int = 0) -> PrepareSummary:
+                    thin_seed: int = 0, public_cells: bool = False) -> PrepareSummary:
     """Read ``input_path`` in format ``fmt`` and write the data set directory ``out_dir``.
 
     allow_pickle: ``pategail`` only — permit reading the per-user pickle (with a restricted unpickler).
@@ -130,6 +130,10 @@ def prepare_dataset(fmt: str, input_path: str | Path, out_dir: str | Path, *, al
     variant of a GPS data set; see gridding.thin_fixes).
     holdout_fraction, holdout_seed: keep round(fraction × users) whole users, drawn with the seed, out of
     training (holdout.hold_out_users); every format.
+    public_cells: the cell table is every square of side ``cell_deg`` of ``bbox`` (required), visited or not
+    (gridding.bbox_keys), instead of the squares the data visits — a table that reveals nothing about anyone and
+    that private runs require; ``pategail`` data is re-mapped onto it (days through a cell outside ``bbox`` are
+    dropped).
     Raises DataError (one line naming the file and row or option) on bad input; then nothing is written.
     """
     start = time.perf_counter()
@@ -138,13 +142,27 @@ def prepare_dataset(fmt: str, input_path: str | Path, out_dir: str | Path, *, al
     if not 0 <= holdout_fraction < 1:
         raise DataError(f"--holdout-users {holdout_fraction}: must be at least 0 and below 1")
     input_path = Path(input_path)
+    universe = None
+    if public_cells:
+        if bbox is None:
+            raise DataError("--public-cells needs --bbox MIN_LAT,MIN_LON,MAX_LAT,MAX_LON: the public box whose every "
+                            "square becomes a cell")
+        universe = bbox_keys(bbox, cell_deg)
     if fmt == "pategail":
         dataset, counts = _from_pategail(input_path, allow_pickle)
+        if universe is not None:
+            dataset, counts = _onto_universe(dataset, counts, universe, bbox, float(cell_deg))
     else:
         dataset, counts = _from_fixes(fmt, input_path, utc_offset=float(utc_offset), cell_deg=cell_deg,
                                       slot_minutes=slot_minutes, min_observed_slots=min_observed_slots,
                                       bbox=bbox, test_fraction=float(test_fraction),
-                                      max_fixes_per_day=max_fixes_per_day, thin_seed=thin_seed)
+                                      max_fixes_per_day=max_fixes_per_day, thin_seed=thin_seed, universe=universe)
+    dataset.meta["cell_table"] = (
+        {"kind": "public", "bbox": list(bbox), "cell_deg": float(cell_deg),
+         "note": "every square of the bounding box, visited or not: nothing about the users"}
+        if universe is not None else
+        {"kind": "data", "note": "the squares the users' kept days visit: it reveals where someone went, so "
+                                 "private runs refuse it (make a public one with --public-cells --bbox)"})
     dataset = hold_out_users(dataset, float(holdout_fraction), holdout_seed)
     try:
         save_dataset(dataset, out_dir)
@@ -176,8 +194,42 @@ def _from_pategail(folder: Path, allow_pickle: bool) -> tuple[Dataset, dict]:
     return dataset, {"users_dropped": len(by_user) - len(kept)}
 
 
+def _onto_universe(dataset: Dataset, counts: dict, universe: np.ndarray, bbox, cell_deg: float
+                   ) -> tuple[Dataset, dict]:
+    """A celled data set re-mapped onto a public universe: each cell to the square of ``cell_deg`` holding its
+    centre; days through a cell outside ``bbox`` are dropped (users left without training days too)."""
+    lat, lon = dataset.cells[:, 0], dataset.cells[:, 1]
+    keys = grid_keys(lat, lon, cell_deg)
+    inside = in_bbox(lat, lon, bbox)
+    pos = np.minimum(np.searchsorted(universe, keys), len(universe) - 1)
+    inside &= universe[pos] == keys
+    new_id = np.where(inside, pos, -1)
+
+    def remap(days, users):
+        mapped = new_id[days]
+        keep = (mapped >= 0).all(axis=1)
+        return mapped[keep].astype(np.int32), users[keep], int((~keep).sum())
+
+    train, train_users, dropped_train = remap(dataset.train_days, dataset.train_users)
+    test, test_users, dropped_test = remap(dataset.test_days, dataset.test_users)
+    if not len(train) or not len(test):
+        raise DataError(f"--bbox {','.join(f'{v:g}' for v in bbox)}: no training or no test day lies inside it")
+    present, train_users = np.unique(train_users, return_inverse=True)       # users keep consecutive ids
+    meta = dict(dataset.meta)
+    meta["cell_deg"] = cell_deg
+    if "source_user_ids" in meta:
+        meta["source_user_ids"] = [meta["source_user_ids"][i] for i in present]
+    meta.setdefault("dropped", {})["days_through_cells_outside_bbox"] = dropped_train + dropped_test
+    known = {u: i for i, u in enumerate(present)}
+    test_users = np.array([known.get(int(u), -1) for u in test_users], dtype=np.int32)
+    out = Dataset(cells=key_centres(universe, cell_deg), train_days=train, train_users=train_users.astype(np.int32),
+                  test_days=test, test_users=test_users, meta=meta, where=dataset.where)
+    return out, {**counts, "users_dropped": counts.get("users_dropped", 0) + len(np.unique(dataset.train_users))
+                 - len(present)}
+
+
 def _from_fixes(fmt: str, path: Path, *, utc_offset, cell_deg, slot_minutes, min_observed_slots, bbox,
-                test_fraction, max_fixes_per_day=None, thin_seed=0) -> tuple[Dataset, dict]:
+                test_fraction, max_fixes_per_day=None, thin_seed=0, universe=None) -> tuple[Dataset, dict]:
     fixes: Fixes = read_gps_csv(path) if fmt == "gps-csv" else read_geolife_plt(path)
     n_read = len(fixes)
     outside = 0
@@ -193,7 +245,7 @@ def _from_fixes(fmt: str, path: Path, *, utc_offset, cell_deg, slot_minutes, min
         thinned = int(len(fixes) - keep.sum())
         fixes = fixes.select(keep)
     g = fixes_to_days(fixes.user, fixes.time, fixes.lat, fixes.lon, cell_deg=cell_deg, slot_minutes=slot_minutes,
-                      utc_offset=utc_offset, min_observed_slots=min_observed_slots)
+                      utc_offset=utc_offset, min_observed_slots=min_observed_slots, universe=universe)
     if len(g.days) == 0:
         raise DataError(f"{path}: no days left after filtering: {n_read:,} fixes read, {outside:,} outside "
                         f"--bbox, {g.days_dropped_sparse:,} of {g.days_seen:,} days with fewer than "

@@ -63,6 +63,12 @@ class Population:
         whole = "whole users drawn with replacement"
         return whole if self.day_share is None else f"{whole}, each device a random {self.day_share:g} of its days"
 
+    @property
+    def max_copies(self) -> int:
+        """The most devices holding one user's days (group privacy: that user's guarantee is the one of a group
+        of this many devices)."""
+        return int(np.bincount(self.users).max()) if len(self.users) else 0
+
     def describe(self) -> dict:
         """report.json's ``population`` entry."""
         return {"devices": len(self.users), "source_users": self.source_users, "method": self.method}

@@ -62,6 +62,8 @@ def secagg_degree_for(n_devices: int, configured: int | None = None, dropout: fl
 
 MECHANISMS = ("laplace", "gaussian")
 """Reward-release mechanisms (``TrainConfig.mechanism``)."""
+ADJACENCIES = ("zero-out", "replace-one")
+"""Neighbouring relations a target ε can apply to (``TrainConfig.adjacency``; pategail.server.privacy.adjacency)."""
 
 
 PLACE_LAW_MIN_DEVICES = 50
@@ -129,24 +131,32 @@ class TrainConfig:
     user's reward with probability ≥ 1 − 1/β² when β > 1). Applied to the released mean and variance."""
     kappa: float = 2.0
     """κ > 1 of Theorem 3: the share of the per-query budget spent on the mean is 1/κ, the rest on ξ."""
-    mechanism: str = "laplace"
-    """How rewards are released. ``laplace``: the paper's — Σ D and Σ D² of every (state, action) pair with
-    distributed discrete Laplace noise, R̂ = R − βξ (Theorems 2–3; granularity must be ``pair``).
-    ``gaussian``: each device releases its centred scores D − ½ averaged over each block of ``granularity``,
-    the vector L2-clipped to ``clip_share`` of its largest possible norm, summed by the secure aggregation
-    with distributed discrete Gaussian noise; the coordinator divides by the fixed number of devices
-    (pategail.sdk.secagg.noise, pategail.server.privacy.gaussian). No Σ D² is released, so β does not apply."""
-    granularity: str = "pair"
+    mechanism: str | None = None
+    """How rewards are released. ``gaussian``: each device releases its centred scores D − ½ averaged over each
+    block of ``granularity``, the vector L2-clipped to ``clip_share`` of its largest possible norm, summed by the
+    secure aggregation with distributed discrete Gaussian noise; the coordinator divides by the fixed number of
+    devices (pategail.sdk.secagg.noise, pategail.server.privacy.gaussian). No Σ D² is released, so β does not
+    apply. ``laplace``: the paper's mechanism — Σ D and Σ D² of every (state, action) pair with distributed
+    discrete Laplace noise, R̂ = R − βξ (Theorems 2–3; granularity must be ``pair``). None (the default):
+    ``gaussian`` with ``--epsilon`` — at 1,000 devices and ε = 8 Gaussian/day beat epr on 4 of 5 km metrics on
+    two seeds where Laplace/pair beat it on none (BENCHMARKS.md, "privacy–utility") — and, without privacy,
+    the paper's layout (``laplace``: pair sums, R̂), which releases the same values without noise."""
+    granularity: str | None = None
     """Decisions per released reward (pategail.sdk.contribution.Granularity): ``pair``, ``block:K`` (K
-    consecutive decisions of a day) or ``day`` (one reward per generated day, 47× fewer values than pair)."""
+    consecutive decisions of a day) or ``day`` (one reward per generated day, 47× fewer values than pair).
+    None (the default): ``day`` with the Gaussian mechanism (the only granularity whose measured noise tolerance
+    a private run of 1,000 devices meets; pategail.server.privacy.feasibility), ``pair`` with Laplace."""
     clip_share: float = 1.0
     """Gaussian mechanism: the L2 clip norm C of a device's released vector as a share of the largest norm
     ½·√(values) it can have (1: nothing is ever clipped). The noise is proportional to C."""
-    env_epsilon_fraction: float = 0.1
+    env_epsilon_fraction: float | None = None
     """The share of the total ε spent on the environment release (initial states, explore and place laws, and
     with the Gaussian mechanism their coarse parts over regions), released as one vector query: with its L2
     sensitivity (Gaussian) or, with the Laplace mechanism, its L1 sensitivity at Laplace scale Δ₁ / (share ·
-    ε) (pure DP); the rest goes to the rewards. ``pategail privacy-plan`` prints what each part gets."""
+    ε) (pure DP); the rest goes to the rewards. None (the default): chosen for the run's device count by
+    :func:`pategail.server.privacy.defaults.environment_share` — with the Gaussian mechanism the largest share
+    in [0.1, 0.5] that keeps the rewards' noise within the measured tolerance, 0.1 with Laplace.
+    ``pategail privacy-plan`` prints what each part gets."""
     tolerance_noise_std: float = 0.0
     """EXPERIMENT ONLY, NOT PRIVATE (refused with --epsilon): Gaussian noise of this standard deviation added
     by the coordinator to every released mean reward (per block of ``granularity``), from the run's seeded
@@ -155,8 +165,17 @@ class TrainConfig:
     target_epsilon: float | None = None
     """Total (ε, δ) of the whole run, initial-state release included; None trains without noise (the paper's
     Table 1 setting). The per-query ε is chosen so that the composition meets it."""
-    target_delta: float = 1e-5
-    """δ of the total guarantee."""
+    target_delta: float | None = None
+    """δ of the total guarantee. None (the default): min(1e-5, N^-1.1) for a run of N devices
+    (:func:`pategail.server.privacy.defaults.default_delta`), well below 1/N: a mechanism that publishes one
+    random user's data outright is (0, 1/N)-DP, so δ near 1/N promises nothing."""
+    adjacency: str = "zero-out"
+    """The neighbouring relation the target ε applies to (the noise is calibrated with its sensitivities).
+    ``zero-out`` (the default): one user's data replaced by nothing while the device still takes part — the
+    relation of DP-FTRL (Kairouz et al. 2021), exact here because every enrolled device is asked every round
+    and the coordinator divides by a fixed count. ``replace-one``: one user's data swapped for another's,
+    the stronger statement (twice the Gaussian rewards' sensitivity; pategail.server.privacy.adjacency).
+    Every guarantee printed gives the ε of both relations."""
     retry_rounds: int = 1
     """Rounds' worth of releases the privacy plan keeps in reserve: a release that started but was not used
     (a crash after its secure aggregation began, a detected tampering) is counted and asked for again. The
@@ -255,6 +274,12 @@ class TrainConfig:
     """PPO knobs (pategail.server.ppo.PPOConfig); a config file's "ppo" object overrides some of them."""
 
     def __post_init__(self):
+        # None settings that do not depend on the device count are resolved here, so that a run's recorded
+        # config says what it ran; δ and the environment's share wait for :meth:`for_devices`
+        if self.mechanism is None:
+            object.__setattr__(self, "mechanism", "gaussian" if self.private else "laplace")
+        if self.granularity is None:
+            object.__setattr__(self, "granularity", "day" if self.mechanism == "gaussian" else "pair")
         if self.n_heads < 1 or self.d_model < 1 or self.d_model % self.n_heads:
             raise PategailError(f"n_heads must be >= 1 and divide d_model ({self.d_model}), got {self.n_heads}")
         if self.rounds < 1 or self.days_per_round < 1 or self.disc_steps < 0 or self.disc_batch_size < 2:
@@ -279,8 +304,10 @@ class TrainConfig:
             raise PategailError(f"kappa must be > 1 and beta >= 0 (got kappa {self.kappa}, beta {self.beta})")
         if self.target_epsilon is not None and not self.target_epsilon > 0:
             raise PategailError(f"--epsilon must be > 0, got {self.target_epsilon}")
-        if not 0 < self.target_delta < 1:
+        if self.target_delta is not None and not 0 < self.target_delta < 1:
             raise PategailError(f"--delta must be in (0, 1), got {self.target_delta}")
+        if self.adjacency not in ADJACENCIES:
+            raise PategailError(f"adjacency must be one of {', '.join(ADJACENCIES)}, got {self.adjacency!r}")
         if not 0 < self.min_survivors <= 1:
             raise PategailError(f"min_survivors must be in (0, 1], got {self.min_survivors}")
         if self.aggregator not in ("coordinator", "device"):
@@ -301,7 +328,7 @@ class TrainConfig:
                                 "mechanism of Theorems 2-3 releases one Σ D and Σ D² per pair)")
         if not 0 < self.clip_share <= 1:
             raise PategailError(f"clip_share must be in (0, 1], got {self.clip_share}")
-        if not 0 < self.env_epsilon_fraction < 1:
+        if self.env_epsilon_fraction is not None and not 0 < self.env_epsilon_fraction < 1:
             raise PategailError(f"env_epsilon_fraction must be in (0, 1), got {self.env_epsilon_fraction}")
         if not (self.tolerance_noise_std >= 0 and math.isfinite(self.tolerance_noise_std)):
             raise PategailError(f"tolerance_noise_std must be >= 0, got {self.tolerance_noise_std}")
@@ -313,6 +340,25 @@ class TrainConfig:
     @property
     def private(self) -> bool:
         return self.target_epsilon is not None
+
+    @property
+    def resolved(self) -> bool:
+        """Whether the settings that depend on the device count (δ, the environment's share) are set."""
+        return self.target_delta is not None and self.env_epsilon_fraction is not None
+
+    def for_devices(self, devices: int) -> "TrainConfig":
+        """This config for a run of ``devices`` devices: δ and the environment's share of ε filled in where
+        they are None (pategail.server.privacy.defaults; without privacy their fixed defaults, whatever the
+        device count); the same config when both are set."""
+        if self.resolved:
+            return self
+        from pategail.server.privacy.defaults import DELTA_CAP, default_delta, environment_share
+        config = self
+        if config.target_delta is None:       # without privacy nothing depends on it: the same for every N
+            config = dataclasses.replace(config, target_delta=default_delta(devices) if self.private else DELTA_CAP)
+        if config.env_epsilon_fraction is None:
+            config = dataclasses.replace(config, env_epsilon_fraction=environment_share(config, devices))
+        return config
 
     @property
     def uses_action_prior(self) -> bool:

@@ -86,18 +86,25 @@ def run_plan(config: TrainConfig, cells: np.ndarray, ckpt_dir: Path,
              geometry: CellGeometry | None = None) -> PrivacyPlan:
     """The run's privacy plan: made once, the first time it is asked for (before the initial bundle that
     declares it), and read back from ``ckpt_dir`` by every later caller — the coordinator included."""
+    if not config.resolved:
+        if config.private:
+            raise ValueError("a private run's plan needs its device count: call run_plan with "
+                             "config.for_devices(devices)")
+        config = config.for_devices(1)        # without privacy δ and the share do not depend on it
     geometry = geometry or CellGeometry.build(np.asarray(cells, dtype=np.float64), candidates=config.candidates)
     gaussian = None
     if config.mechanism == "gaussian":
         gaussian = GaussianSpec(config.granularity, config.reward_granularity.count(config.days_per_round),
                                 config.rounds + config.retry_rounds,
                                 environment_length(cells, geometry, config.region_cells, config.uses_action_prior),
-                                config.clip_share, config.env_epsilon_fraction, env_l2_bound(config.uses_action_prior))
+                                config.clip_share, config.env_epsilon_fraction, env_l2_bound(config.uses_action_prior),
+                                config.adjacency)
     env_values = environment_length(cells, geometry, config.region_cells,
                                      config.uses_action_prior) if gaussian is None else 0
     return load_or_make_plan(ckpt_dir, config.target_epsilon, config.target_delta, config.kappa,
                              planned_queries(config, cells, geometry), reserve_queries(config), gaussian,
-                             env_values, config.env_epsilon_fraction, env_l1_bound(config.uses_action_prior))
+                             env_values, config.env_epsilon_fraction, env_l1_bound(config.uses_action_prior),
+                             config.adjacency)
 
 
 def policy_config(config: TrainConfig, n_cells: int) -> PolicyConfig:
@@ -111,6 +118,7 @@ class Coordinator:
 
     def __init__(self, config: TrainConfig, fleet: Fleet, cells: np.ndarray, run_dir: Path, seed: int = 0,
                  geometry: CellGeometry | None = None, signing_key=None):
+        config = config.for_devices(len(fleet.device_ids))       # δ and the environment's share, when unset
         self.config = config
         self.fleet = fleet
         self.cells = np.asarray(cells, dtype=np.float64)
@@ -133,6 +141,7 @@ class Coordinator:
         self.releases = SecureReleases(config, fleet, self.ckpt_dir, seed, signing_key)
         self.plan: PrivacyPlan = run_plan(config, self.cells, self.ckpt_dir, self.geometry)
         """The run's privacy, fixed when the run was created (kept in the checkpoint directory)."""
+        self.releases.factors = self.plan.factors(self.plan.adjacency)
 
     @property
     def round(self) -> int:
@@ -326,7 +335,7 @@ class Coordinator:
             self.average.add(self.round, self.policy)
             self.state.wall_seconds += stats.seconds
             if self.config.private:
-                stats.epsilon = self.accountant.epsilon()
+                stats.epsilon = self.accountant.epsilon_under(self.releases.factors)   # the target's relation
             self.state.history.append(vars(stats))
             self._checkpoint()
             log.info("round %d: mean reward %.4f, discriminator accuracy %.3f, approx_kl %.4f, clip_fraction "

@@ -23,6 +23,7 @@ from pategail.server.checkpoint import (Release, abort_intent, journal_intent, j
 from pategail.server.config import TrainConfig, secagg_degree_for
 from pategail.server.fleet import Fleet, request_all
 from pategail.server.privacy.accountant import PrivacyAccountant
+from pategail.server.privacy.adjacency import SensitivityFactors
 from pategail.server.privacy.plan import ReleaseNoise
 from pategail.server.secagg import SecAggAbort, SecAggCoordinator, SecureRoundConfig
 
@@ -40,6 +41,9 @@ class SecureReleases:
         self.ckpt_dir = Path(ckpt_dir)
         self.seed = seed
         self.accountant = PrivacyAccountant(target_delta=config.target_delta)
+        self.factors = SensitivityFactors()
+        """What multiplies each recorded (zero-out) sensitivity under the relation the target applies to (set
+        from the run's plan)."""
         self.secagg = SecAggCoordinator(signing_key)
         for device_id, keys in sorted(fleet.public_keys().items()):
             self.secagg.enroll(device_id, keys)
@@ -63,7 +67,8 @@ class SecureReleases:
                                  intent.get("environment", False),
                                  intent.get("env_l1_bound", ENV_L1_BOUND))
             if noise.noisy:
-                self.accountant.record_release(noise.accounting(intent["count"], intent.get("shares", 1)))
+                self.accountant.record_release(noise.accounting(intent["count"], intent.get("shares", 1)),
+                                               noise.is_environment)
 
     def check_budget(self, round_: int, length: int, noise: ReleaseNoise, reserve_rounds: int) -> None:
         """The promise of --epsilon: a release of ``length`` queries that would take the composed ε past the
@@ -71,7 +76,9 @@ class SecureReleases:
         Raises BudgetExhausted (exit status 4)."""
         if not noise.noisy:
             return
-        after = self.accountant.epsilon_after_release(noise.accounting(length, self._shares()))
+        # the target applies to the plan's relation (zero-out unless the run asked for replace-one)
+        after = self.accountant.epsilon_under(self.factors, extra=noise.accounting(length, self._shares()),
+                                              extra_is_environment=noise.is_environment)
         if after > self.config.target_epsilon:
             from pategail.errors import BudgetExhausted
             raise BudgetExhausted(
@@ -146,7 +153,7 @@ class SecureReleases:
         attempt = int(intent.stem.rsplit("-", 1)[1])
         config = replace(config, round_id=(round_ << 16) | attempt)
         if noise.noisy:
-            self.accountant.record_release(noise.accounting(length, self._shares()))
+            self.accountant.record_release(noise.accounting(length, self._shares()), noise.is_environment)
         # the aggregator draw (aggregator="device") comes from (seed, round, attempt), not a running stream,
         # so a resumed run draws what an uninterrupted one would
         rng = np.random.default_rng([self.seed, round_, attempt])

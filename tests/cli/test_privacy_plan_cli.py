@@ -1,5 +1,6 @@
-"""Issue 13 point 5: `pategail privacy-plan` says, per mechanism and granularity, the noise std on each released
-mean reward and whether it is below the measured tolerance; bad input is one line, exit 2."""
+"""`pategail privacy-plan` says, per mechanism and granularity, the noise std on each released mean reward and
+whether it is below the measured tolerance, then the guarantees the run will report; bad input is one line,
+exit 2."""
 from __future__ import annotations
 
 import json
@@ -19,8 +20,8 @@ def test_privacy_plan_prints_each_mechanism_against_the_tolerance(tmp_path, caps
     assert main(["privacy-plan", "--devices", "20", "--epsilon", "2", "--config", str(cfg),
                  "--granularity", "pair", "day"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert "20 devices, total ε = 2" in out[0] and len(out) == 4       # 20 devices: no room for a richer share
-    laplace, pair, day = out[1:]
+    assert "20 devices, total ε = 2" in out[0] and out[4].startswith("The run over 20 devices")
+    laplace, pair, day = out[1:4]
     assert laplace.startswith("laplace  pair") and pair.startswith("gaussian pair") and day.startswith("gaussian day")
     # the Gaussian day line is the calibrated σ over 20 devices, and its verdict follows the tolerance
     g = plan_gaussian(2.0, 1e-5, 8, 4, 12_657 + 3 * 180, 1.0, 0.1)    # + pategail-geolife's 180 regions
@@ -36,14 +37,40 @@ def test_privacy_plan_prints_each_mechanism_against_the_tolerance(tmp_path, caps
         assert f"needs about {math.ceil(20 * std / MEASURED_TOLERANCE['day']):,} devices" in day
 
 
-def test_privacy_plan_suggests_a_larger_environment_share_only_when_the_rewards_afford_it(capsys):
+def test_privacy_plan_gives_the_environment_the_share_the_rewards_can_spare(capsys):
+    """At 1,000 devices and ε = 8 the day rewards stay within their tolerance with share 0.5: the default run gets
+    it; at 83 devices only with 0.1, which the run then keeps."""
     assert main(["privacy-plan", "--devices", "1000", "--epsilon", "8", "--granularity", "day"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert len(out) == 4 and out[2].startswith("gaussian day")
+    assert out[2].startswith("gaussian day") and "(environment share 0.5)" in out[2]
     rich = plan_gaussian(8.0, 1e-5, 96, 61, 12_657 + 3 * 180, 1.0, 0.5)
-    assert f"would keep this noise at {rich.noise_std / 1000:.3g}" in out[3]
-    assert f"lower the environment's to {rich.env_noise_std:.3g}" in out[3]
+    assert f"{rich.noise_std / 1000:9.4g}".strip() in out[2] and f"noise std {rich.env_noise_std:.3g}" in out[2]
     assert rich.noise_std / 1000 <= MEASURED_TOLERANCE["day"] / 2
+    assert "environment share 0.5 (chosen for this device count" in out[3]
+    # the guarantees the run will report, under both relations, recomputed with dp-accounting: 60 planned rounds
+    # and the environment release, with the rewards' sensitivity doubled and the environment's × √19/√12 for
+    # replace-one (the layouts' bounds, pategail.server.privacy.adjacency)
+    from dp_accounting import dp_event
+    from dp_accounting.rdp import rdp_privacy_accountant
+    q = 2.0 ** -24
+    d_rewards, d_env = 0.5 * math.sqrt(96) * (1 + q), math.sqrt(12) + 0.5 * math.sqrt(13_197) * q
+
+    def eps(f_rewards, d_env_relation):
+        acc = rdp_privacy_accountant.RdpAccountant()
+        acc.compose(dp_event.GaussianDpEvent(rich.env_noise_std / d_env_relation))
+        acc.compose(dp_event.GaussianDpEvent(rich.noise_std / (f_rewards * d_rewards)), 60)
+        return acc.get_epsilon(1e-5)
+    zero, replace = eps(1, d_env), eps(2, math.sqrt(19) + math.sqrt(13_197) * q)
+    assert f"ε = {zero:.3g} under zero-out adjacency" in out[4] and f"{replace:.3g} under replace-one" in out[4]
+    assert out[5].strip().startswith("against observers of the published model and synthetic data: the same")
+    # δ = 1e-5 against 1/N = 1e-3: what the smaller δ costs in noise
+    weak = plan_gaussian(8.0, 1e-3, 96, 61, 12_657 + 3 * 180, 1.0, 0.5)
+    assert "1/N = 0.001" in out[6] and f"against {weak.noise_std / 1000:.3g}" in out[6]
+    assert main(["privacy-plan", "--devices", "83", "--epsilon", "8", "--granularity", "day"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "(environment share 0.1)" in out[2]
+    assert plan_gaussian(8.0, 1e-5, 96, 61, 1, 1.0, 0.15).noise_std / 83 > MEASURED_TOLERANCE["day"] \
+        >= plan_gaussian(8.0, 1e-5, 96, 61, 1, 1.0, 0.1).noise_std / 83
 
 
 @pytest.mark.parametrize("argv, message", [(["--devices", "0", "--epsilon", "1"], "--devices 0"),

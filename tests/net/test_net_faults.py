@@ -25,7 +25,8 @@ def test_device_and_service_killed_mid_round(data_dir, dataset, tmp_path, proces
 
     run = tmp_path / "run"
     config = tiny_config(tmp_path / "tiny.json", rounds=3, min_survivors=0.6)
-    serve_args = ["serve", "--data", str(data_dir), "--out", str(run), "--epsilon", "50", "--config", str(config),
+    serve_args = ["serve", "--data", str(data_dir), "--out", str(run), "--epsilon", "50", "--data-derived-cells",
+                  "--config", str(config),
                   "--no-downstream", "--no-progress", "--min-devices", str(N_DEVICES), "--round-deadline", "20"]
     serve = processes.start("serve", *serve_args, "--port", "0")
     url = wait_for(lambda: service_url(run), 120, "the service to listen", [serve])

@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import sys
 
+import numpy as np
 import pytest
 
 from pategail.cli import main
+from pategail.population.resample import resample_population
 from pategail.data.dataset import save_dataset
 from pategail.server.config import ALL_PAIRS_MAX, TrainConfig, secagg_degree_for
 from pategail.errors import PategailError
@@ -37,12 +39,34 @@ def test_train_on_a_resampled_population(data, tmp_path, capsys):
     assert report["fleet"]["processes"] == report["fleet"]["shards"] == 1     # 24 devices: one chunk of 256
     assert report["population"] == {"devices": 24, "source_users": 10,
                                     "method": "whole users drawn with replacement, each device a random 0.5 of "
-                                              "its days"}
+                                              "its days", "max_copies": report["population"]["max_copies"]}
+    assert report["population"]["max_copies"] == resample_population(np.arange(10), 24, 0, 0.5).max_copies > 1
     assert report["training"]["devices"] == 24
     md = (run / "report.md").read_text()
     assert "resampled population of 24 devices from 10 users" in md
     assert "km mode (resampled population)" in md
     assert sorted(p.name for p in (run / "population").rglob("state-*.npz")) == ["state-1.npz"]
+    capsys.readouterr()
+
+
+def test_a_private_population_states_its_guarantee_per_device_and_per_person(data, tmp_path, capsys):
+    """Copies of one user are one person: the report says the guarantee is per device and gives the group figure
+    for the run's largest number of copies."""
+    d, config = data
+    run = tmp_path / "run"
+    assert main(["-q", "train", "--data", str(d), "--out", str(run), "--epsilon", "8", "--config", str(config),
+                 "--population", "24", "--fleet", "population", "--no-downstream", "--no-progress",
+                 "--data-derived-cells"]) == 0
+    report = json.loads((run / "report.json").read_text())
+    copies = resample_population(np.arange(10), 24, 0).max_copies
+    person = report["privacy"]["per_person"]
+    assert report["population"]["max_copies"] == person["max_copies"] == copies > 1
+    device = report["privacy"]["guarantees"]["against_the_coordinator"]
+    assert person["epsilon_zero_out"] > copies * 0.5 * device["epsilon_zero_out"]
+    assert person["epsilon_replace_one"] > person["epsilon_zero_out"]
+    md = (run / "report.md").read_text()
+    assert f"- Per person: the guarantees above are per device: this resampled population holds up to {copies} " \
+           "copies of one person" in md
     capsys.readouterr()
 
 

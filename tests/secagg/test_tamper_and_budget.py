@@ -30,7 +30,7 @@ def data(tmp_path_factory):
 
 def _argv(data, run, config, *extra):
     return ["-q", "train", "--data", str(data), "--out", str(run), "--devices", "3", "--epsilon", str(EPSILON),
-            "--config", str(config), "--no-progress", "--prediction-steps", "2", *extra]
+            "--data-derived-cells", "--config", str(config), "--no-progress", "--prediction-steps", "2", *extra]
 
 
 def _config(tmp_path, **overrides) -> Path:

@@ -27,7 +27,7 @@ TINY = dict(rounds=2, days_per_round=6, disc_steps=2, disc_batch_size=16, candid
 
 
 def test_a_private_gaussian_run_at_day_granularity(dataset, tmp_path, monkeypatch):
-    config = TrainConfig(**TINY, mechanism="gaussian", granularity="day", target_epsilon=8.0)
+    config = TrainConfig(**TINY, mechanism="gaussian", granularity="day", target_epsilon=8.0).for_devices(3)
     plan = run_plan(config, dataset.cells, tmp_path / "checkpoint")
     write_initial_bundle(config, dataset, 0, tmp_path / "bundle-initial",
                          privacy=plan.declare(config.min_survivors, config.secagg_colluders))
@@ -73,7 +73,7 @@ def test_a_private_gaussian_run_with_the_action_prior(dataset, tmp_path):
     from pategail.server.privacy.gaussian import env_l2_bound
 
     config = TrainConfig(**{**TINY, "rounds": 1}, mechanism="gaussian", granularity="day", target_epsilon=8.0,
-                         action_prior=True, action_prior_days=24, action_prior_epochs=2)
+                         action_prior=True, action_prior_days=24, action_prior_epochs=2).for_devices(3)
     plan = run_plan(config, dataset.cells, tmp_path / "checkpoint")
     write_initial_bundle(config, dataset, 0, tmp_path / "bundle-initial",
                          privacy=plan.declare(config.min_survivors, config.secagg_colluders))
@@ -113,6 +113,6 @@ def test_tolerance_noise_is_added_per_released_mean_and_only_without_privacy():
     with pytest.raises(PategailError, match="experiment"):
         TrainConfig(tolerance_noise_std=0.1, target_epsilon=4.0)
     with pytest.raises(PategailError, match="gaussian"):
-        TrainConfig(granularity="day", target_epsilon=4.0)
+        TrainConfig(mechanism="laplace", granularity="day", target_epsilon=4.0)
     with pytest.raises(PategailError, match="granularity"):
         TrainConfig(granularity="block:0")

@@ -166,7 +166,7 @@ def test_privacy_spending_survives_a_crash_exactly_once(dataset, tmp_path, monke
     """A small private Laplace run: the environment is ONE vector query (its L1 sensitivity, its own ε share),
     the rewards are sensitivity-1 queries; the coordinator and every device's ledger count the same."""
     run = tmp_path / "private"
-    first = _coordinator(dataset, run, target_epsilon=50.0, rounds=2, kappa=3.0)   # unequal Σ / Σ² scales
+    first = _coordinator(dataset, run, target_epsilon=50.0, mechanism="laplace", rounds=2, kappa=3.0)   # unequal Σ / Σ² scales
 
     def crash_in_update(*args, **kwargs):
         raise RuntimeError("power cut")
@@ -176,7 +176,7 @@ def test_privacy_spending_survives_a_crash_exactly_once(dataset, tmp_path, monke
         first.train()                          # initial states and round 1 released, round 1 not finished
     assert first.accountant.num_queries == 1 + 6 * 47          # the environment vector counts once
     monkeypatch.setattr(coordinator_module, "ppo_update", real_update)
-    again = _coordinator(dataset, run, target_epsilon=50.0, rounds=2, kappa=3.0)
+    again = _coordinator(dataset, run, target_epsilon=50.0, mechanism="laplace", rounds=2, kappa=3.0)
     assert again.resume()
     again.train()
     # the journalled round-1 release was reused, not asked for again: exactly the planned queries
@@ -350,7 +350,7 @@ def test_a_device_preparing_a_vector_of_another_length_is_left_out(dataset, tmp_
 
 def test_a_release_whose_result_never_arrived_is_still_counted(dataset, tmp_path, monkeypatch):
     run = tmp_path / "private"
-    first = _coordinator(dataset, run, target_epsilon=50.0, rounds=1)
+    first = _coordinator(dataset, run, target_epsilon=50.0, mechanism="laplace", rounds=1)
     real_sum = first.fleet.secure_sum
     calls = {"n": 0}
 
@@ -362,7 +362,7 @@ def test_a_release_whose_result_never_arrived_is_still_counted(dataset, tmp_path
     monkeypatch.setattr(first.fleet, "secure_sum", lost_result)
     with pytest.raises(RuntimeError):
         first.train()
-    again = _coordinator(dataset, run, target_epsilon=50.0, rounds=1)
+    again = _coordinator(dataset, run, target_epsilon=50.0, mechanism="laplace", rounds=1)
     assert again.resume()
     again.train()
     # round 1 ran twice (two attempts, two round ids): both are spent
@@ -374,7 +374,7 @@ def test_the_privacy_plan_is_made_once_and_kept_with_the_run(dataset, tmp_path, 
     from pategail.server.privacy.plan import PLAN_FILE, PrivacyPlan
 
     run = tmp_path / "planned"
-    first = _coordinator(dataset, run, target_epsilon=50.0, rounds=1)
+    first = _coordinator(dataset, run, target_epsilon=50.0, mechanism="laplace", rounds=1)
     plan = first.plan
     assert plan.planned_queries == first.planned_queries() and 49.0 < plan.expected_epsilon <= 50.0
     assert PrivacyPlan.from_dict(json.loads((run / "checkpoint" / PLAN_FILE).read_text())) == plan
@@ -384,7 +384,7 @@ def test_the_privacy_plan_is_made_once_and_kept_with_the_run(dataset, tmp_path, 
     def no_second_plan(*args, **kwargs):
         raise AssertionError("the plan was made again")
     monkeypatch.setattr("pategail.server.privacy.plan.plan_privacy", no_second_plan)
-    again = _coordinator(dataset, run, target_epsilon=50.0, rounds=1)
+    again = _coordinator(dataset, run, target_epsilon=50.0, mechanism="laplace", rounds=1)
     assert again.plan == plan and again.resume()
     state = load_checkpoint(run / "checkpoint")           # a checkpoint of the version before the plan
     del state["privacy_plan"]
@@ -400,7 +400,7 @@ def test_the_action_prior_is_released_privately_and_gated_by_its_noise(dataset, 
     from pategail.sdk.action_rates import RATE_SHAPE
     from pategail.sdk.contribution import env_l1_bound
     run = tmp_path / "prior"
-    prior = dict(target_epsilon=50.0, rounds=1, action_prior=True, action_prior_days=24, action_prior_epochs=2,
+    prior = dict(target_epsilon=50.0, mechanism="laplace", rounds=1, action_prior=True, action_prior_days=24, action_prior_epochs=2,
                  ppo=PPOConfig(n_epochs=2, batch_size=3, anchor_coef=0.5))
     c = _coordinator(dataset, run, **prior)
     assert load_bundle(run / "bundle-initial").environment.action_rates
@@ -466,7 +466,7 @@ def test_the_place_law_is_on_by_default_without_privacy_over_enough_devices(data
     assert few.place_law() is None and few.initial_states.places is not None            # released, not used
     monkeypatch.setattr(config_module, "PLACE_LAW_MIN_DEVICES", 3)
     plain = _coordinator(dataset, tmp_path / "plain", action_prior=False)
-    private = _coordinator(dataset, tmp_path / "private", action_prior=False, target_epsilon=50.0)
+    private = _coordinator(dataset, tmp_path / "private", action_prior=False, target_epsilon=50.0, mechanism="laplace")
     for c in (plain, private):
         c.releases.rebuild_accountant()
         c.learn_initial_states()

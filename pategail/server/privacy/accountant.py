@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import math
 
-from pategail.sdk.accounting import (QueryRelease, composed_delta, composed_epsilon, merge_release,  # noqa: F401
-                                     to_dp_event)  # to_dp_event: re-exported for callers of this module
+from pategail.sdk.accounting import (QueryRelease, Release, composed_delta, composed_epsilon,  # noqa: F401
+                                     merge_release, to_dp_event)  # to_dp_event: re-exported for callers
+from pategail.server.privacy.adjacency import SensitivityFactors, scale_release
 
 
 # -- state ------------------------------------------------------------------------------------------------
@@ -40,23 +41,50 @@ class PrivacyAccountant:
         self.target_delta = target_delta
         self.value_discretization_interval = value_discretization_interval
         self._releases: list[QueryRelease] = []
+        self._is_environment: list[bool] = []
+        """Whether each entry of ``_releases`` is an environment release (its sensitivity scales differently
+        under another relation)."""
 
     @property
     def releases(self) -> tuple[QueryRelease, ...]:
         return tuple(self._releases)
+
+    def releases_under(self, factors: SensitivityFactors) -> list[Release]:
+        """Every release with its recorded (zero-out) sensitivity multiplied by ``factors`` (another
+        neighbouring relation, or a group of devices; pategail.server.privacy.adjacency)."""
+        return [scale_release(r, factors.environment if env else factors.rewards)
+                for r, env in zip(self._releases, self._is_environment)]
+
+    def epsilon_under(self, factors: SensitivityFactors, delta: float | None = None,
+                      extra: Release | None = None, extra_is_environment: bool = False) -> float:
+        """Composed ε at ``delta`` (default target_delta) with every sensitivity multiplied by ``factors``;
+        ``extra``: as if that release were added."""
+        releases = self.releases_under(factors)
+        if extra is not None:
+            extra = scale_release(extra, factors.environment if extra_is_environment else factors.rewards)
+            releases = merge_release(releases, extra)
+        return composed_epsilon(releases, self.target_delta if delta is None else delta,
+                                self.value_discretization_interval)
 
     @property
     def num_queries(self) -> int:
         return sum(r.count for r in self._releases)
 
     def record(self, sum_scale: float, sq_sum_scale: float | None, count: int) -> None:
-        """Record ``count`` queries answered with the given noise scales (merged with an identical last entry)."""
-        new = QueryRelease(float(sum_scale), None if sq_sum_scale is None else float(sq_sum_scale), int(count))
-        self._releases = merge_release(self._releases, new)
+        """Record ``count`` reward queries answered with the given noise scales (merged with an identical last
+        entry)."""
+        self.record_release(QueryRelease(float(sum_scale), None if sq_sum_scale is None else float(sq_sum_scale),
+                                         int(count)))
 
-    def record_release(self, release) -> None:
-        """Record a ``QueryRelease`` or ``GaussianRelease`` (merged with an identical last entry)."""
+    def record_release(self, release, environment: bool = False) -> None:
+        """Record a ``QueryRelease`` or ``GaussianRelease`` (merged with an identical last reward entry);
+        ``environment``: it is an environment release."""
+        if environment or (self._is_environment and self._is_environment[-1]):
+            self._releases = [*self._releases, release]
+            self._is_environment.append(environment)
+            return
         self._releases = merge_release(self._releases, release)
+        self._is_environment += [False] * (len(self._releases) - len(self._is_environment))
 
     def epsilon_after_release(self, release) -> float:
         """Composed ε (at target_delta) if ``release`` were added."""

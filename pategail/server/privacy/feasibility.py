@@ -1,4 +1,4 @@
-"""Before training, say whether it can work (issue 13 point 5): the noise std a run's plan puts on each
+"""Before training, say whether it can work: the noise std a run's plan puts on each
 released mean reward, against the noise the generator was measured to tolerate — pure functions.
 
 The tolerance is an experiment without privacy (``TrainConfig.tolerance_noise_std``; ``benchmarks/tolerance.py``,
@@ -33,6 +33,8 @@ class Feasibility:
     env_noise_std: float | None = None
     """The noise std on each released environment sum (cell, or region with the Gaussian mechanism's coarse
     parts); None when unknown."""
+    env_share: float | None = None
+    """The share of ε the environment release gets in this plan (None: not said)."""
 
     @property
     def env_units_to_be_seen(self) -> float | None:
@@ -59,6 +61,8 @@ class Feasibility:
 
     def line(self) -> str:
         head = f"{self.mechanism:8s} {self.granularity:8s} noise std {self.noise_std:9.4g} on each released mean"
+        if self.env_share is not None:
+            head += f" (environment share {self.env_share:g})"
         if self.tolerance is None:
             return head + " (no tolerance measured at this granularity)" + self.env_line()
         if self.tolerance == 0:

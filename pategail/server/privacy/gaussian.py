@@ -1,11 +1,11 @@
-"""The Gaussian mechanism's privacy plan (issue 13) — pure functions.
+"""The Gaussian mechanism's privacy plan — pure functions.
 
 Each device releases one vector per round (its centred rewards averaged over blocks of the granularity,
 L2-clipped to C on the device) and one environment vector before round 1 (clipped to ``ENV_L2_BOUND``,
 which honest contributions never exceed); the secure aggregation adds distributed discrete Gaussian noise
 (``pategail.sdk.secagg.noise``). Each release is a Gaussian mechanism of L2 sensitivity Δ = C + ½√d quanta
-(``pategail.sdk.accounting.gaussian_sensitivity``; neighbouring runs differ in one device's vector being
-present or absent), accounted in Rényi DP by dp-accounting (``GaussianRelease.noise_multiplier``).
+(``pategail.sdk.accounting.gaussian_sensitivity``; zero-out neighbours: one device's vector zeroed, the
+device still taking part; replace-one doubles it, ``pategail.server.privacy.adjacency``), accounted in Rényi DP by dp-accounting (``GaussianRelease.noise_multiplier``).
 
 The budget is calibrated jointly, so that the run spends what it promises: the split f =
 ``env_epsilon_fraction`` fixes the ratio of the two noise multipliers (each part calibrated on its own to
@@ -91,29 +91,35 @@ class GaussianPlan:
     env_clip_norm: float
     """The L2 norm each device clips its environment vector to: :func:`env_l2_bound` of its layout."""
     env_epsilon: float
-    """ε of the environment release alone, at δ/2 (the parts are not additive: the run's ε is their joint
-    composition, calibrated to the target)."""
+    """ε of the environment release alone, at δ/2, under the plan's relation (the parts are not additive: the
+    run's ε is their joint composition, calibrated to the target)."""
     rewards_epsilon: float
-    """ε of every budgeted reward release together, alone, at δ/2."""
+    """ε of every budgeted reward release together, alone, at δ/2, under the plan's relation."""
 
 
 def plan_gaussian(target_epsilon: float, target_delta: float, reward_values: int, reward_releases: int,
                   env_values: int, clip_share: float, env_fraction: float,
-                  env_clip_norm: float = ENV_L2_BOUND) -> GaussianPlan:
+                  env_clip_norm: float = ENV_L2_BOUND, adjacency: str = "zero-out") -> GaussianPlan:
     """Noise of a run of ``reward_releases`` reward vectors of ``reward_values`` entries (planned rounds and
     the retry reserve) and one environment vector of ``env_values`` entries clipped to ``env_clip_norm`` (its
-    layout's :func:`env_l2_bound`), (target_epsilon, target_delta)-DP with ``env_fraction`` of ε for the
-    environment."""
+    layout's :func:`env_l2_bound`), (target_epsilon, target_delta)-DP under ``adjacency`` with
+    ``env_fraction`` of ε for the environment. The noise multipliers returned are σ over the zero-out
+    sensitivity (what the journal, the accountant and the devices record); under replace-one σ is calibrated
+    on that relation's larger sensitivities (pategail.server.privacy.adjacency)."""
+    from pategail.server.privacy.adjacency import sensitivity_factors
+
     if not 0 < env_fraction < 1:
         raise ValueError(f"env_fraction must be in (0, 1), got {env_fraction}")
+    factors = sensitivity_factors("gaussian", adjacency, env_bound=env_clip_norm, env_values=env_values)
     z_env = calibrate_noise_multiplier(env_fraction * target_epsilon, target_delta / 2, 1)
     z = calibrate_noise_multiplier((1 - env_fraction) * target_epsilon, target_delta / 2, reward_releases)
     scale = joint_scale(z_env, z, reward_releases, target_epsilon, target_delta)
-    z_env, z = scale * z_env, scale * z
+    z_env, z = scale * z_env, scale * z            # multipliers of the relation's own sensitivities
     clip = reward_clip_norm(reward_values, clip_share)
-    return GaussianPlan(z, z * gaussian_sensitivity(clip, reward_values), clip, z_env,
-                        z_env * gaussian_sensitivity(env_clip_norm, env_values), float(env_clip_norm),
-                        gaussian_epsilon(z_env, 1, target_delta / 2),
+    return GaussianPlan(z * factors.rewards, z * factors.rewards * gaussian_sensitivity(clip, reward_values), clip,
+                        z_env * factors.environment,
+                        z_env * factors.environment * gaussian_sensitivity(env_clip_norm, env_values),
+                        float(env_clip_norm), gaussian_epsilon(z_env, 1, target_delta / 2),
                         gaussian_epsilon(z, reward_releases, target_delta / 2))
 
 

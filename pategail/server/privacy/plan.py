@@ -33,6 +33,7 @@ from pategail.sdk.contribution import ENV_L1_BOUND, Granularity
 from pategail.sdk.files import write_atomic
 from pategail.sdk.secagg.policy import DeclaredPlan
 from pategail.server.privacy.accountant import to_dp_event
+from pategail.server.privacy.adjacency import ZERO_OUT, SensitivityFactors, sensitivity_factors
 from pategail.server.privacy.calibration import sum_noise_scales
 from pategail.server.privacy.gaussian import ENV_L2_BOUND, plan_gaussian, reward_clip_norm
 
@@ -45,7 +46,8 @@ RELATIVE_TOLERANCE = 1e-4
 """Brent's method stops within this share of the scale b (the old bisection ended within ~0.03%); the
 result always meets the target."""
 PLAN_FILE = "privacy-plan.json"
-MECHANISM = "distributed discrete Laplace on securely aggregated sums (Theorem 3 split)"
+MECHANISM = ("the PateGail paper's mechanism: distributed discrete Laplace on securely aggregated sums (Theorem 3 "
+             "split)")
 GAUSSIAN_MECHANISM = ("distributed discrete Gaussian on securely aggregated, device-clipped centred rewards "
                       "(Kairouz et al. 2021; RDP accounting)")
 
@@ -72,6 +74,11 @@ class ReleaseNoise:
     @property
     def noisy(self) -> bool:
         return self.sum_scale > 0
+
+    @property
+    def is_environment(self) -> bool:
+        """The environment release (a Laplace vector query, or a Gaussian release of the vector as it is)."""
+        return self.environment or (self.mechanism == "gaussian" and self.block == 0)
 
     def accounting(self, values: int, shares: int = 1) -> Release | None:
         """What a release of ``values`` values at this noise costs (None without noise); ``shares``: the honest
@@ -130,6 +137,9 @@ class PrivacyPlan:
     env_l1_bound: float = ENV_L1_BOUND
     """Laplace: the environment vector's L1 bound (``env_l1_bound(action_rates)``, pategail.sdk.contribution):
     ``ENV_L1_BOUND``, one more with the action-rate part (``TrainConfig.action_prior``)."""
+    adjacency: str = ZERO_OUT
+    """The neighbouring relation the target ε applies to (``TrainConfig.adjacency``): the noise is calibrated
+    with its sensitivities; every scale and multiplier above is recorded against the zero-out sensitivity."""
 
     @property
     def private(self) -> bool:
@@ -209,6 +219,46 @@ class PrivacyPlan:
         z = self.env_noise_multiplier
         return 1.0 / z if z else None
 
+    def factors(self, relation: str) -> SensitivityFactors:
+        """What multiplies each recorded (zero-out) sensitivity under ``relation``."""
+        if self.is_gaussian:
+            g = self.gaussian or {}
+            return sensitivity_factors("gaussian", relation, env_bound=g.get("env_clip_norm", ENV_L2_BOUND),
+                                       env_values=self.env_values)
+        return sensitivity_factors("laplace", relation, env_bound=self.env_l1_bound, env_values=self.env_values,
+                                   env_one_query=self.env_sum_noise_scale > 0)
+
+    def planned_releases(self, reserve: bool = False) -> tuple[list[Release], list[Release]]:
+        """(environment, rewards): what an uninterrupted private run releases, recorded as the accountant
+        records them (zero-out sensitivities); ``reserve``: with the retry reserve spent too."""
+        if not self.private:
+            return [], []
+        if self.is_gaussian:
+            g = self.gaussian
+            # planned and reserved rounds release the same number of queries each (47 per generated day)
+            rewards = self.planned_queries - self.env_values
+            rounds = g["reward_releases"] if reserve else round(
+                g["reward_releases"] * rewards / max(1, rewards + self.reserve_queries))
+            env = [GaussianRelease(g["env_noise_std"], gaussian_sensitivity(g["env_clip_norm"], self.env_values), 1)]
+            return env, [GaussianRelease(g["noise_std"], gaussian_sensitivity(g["clip_norm"], self.reward_values),
+                                         rounds)] if rounds else []
+        queries = self.planned_queries + (self.reserve_queries if reserve else 0)
+        if self.env_sum_noise_scale > 0:
+            env = [self.release_noise("initial_states").accounting(self.env_values)]
+            queries -= 1
+        else:
+            env = []
+        return env, [QueryRelease(self.sum_noise_scale, self.sq_sum_noise_scale, queries)]
+
+    def epsilon_under(self, relation: str, copies: int = 1, reserve: bool = False) -> float:
+        """The composed ε at ``target_delta`` of :meth:`planned_releases` under ``relation`` (``copies``: for a
+        person behind that many devices)."""
+        from pategail.server.privacy.adjacency import scale_release
+        env, rewards = self.planned_releases(reserve)
+        factors = self.factors(relation).times(copies)
+        return composed_epsilon([scale_release(r, factors.environment) for r in env]
+                                + [scale_release(r, factors.rewards) for r in rewards], self.target_delta)
+
     def to_dict(self) -> dict:
         return asdict(self)
 
@@ -219,17 +269,19 @@ class PrivacyPlan:
 
 def plan_privacy(target_epsilon: float | None, target_delta: float, kappa: float, planned_queries: int,
                  interval: float = PLAN_INTERVAL, reserve_queries: int = 0, env_values: int = 0,
-                 env_fraction: float = 0.0, env_l1_bound: float = ENV_L1_BOUND) -> PrivacyPlan:
+                 env_fraction: float = 0.0, env_l1_bound: float = ENV_L1_BOUND,
+                 adjacency: str = ZERO_OUT) -> PrivacyPlan:
     """The plan of a run of ``planned_queries`` queries and ``reserve_queries`` in reserve for retries: no
     noise when ``target_epsilon`` is None, else the smallest Theorem-3 noise whose composition over every
-    planned and reserved query is (target_epsilon, target_delta)-DP.
+    planned and reserved query is (target_epsilon, target_delta)-DP under ``adjacency`` (the rewards' sums
+    have sensitivity 1 under both relations; the environment's L1 sensitivity is the relation's).
 
     With ``env_values`` > 0 the first planned query is the environment release, ONE Laplace vector query of
     ``env_values`` entries: its scale is its L1 sensitivity over its share ``env_fraction`` of the target ε
     (pure DP), and the rewards' per-query noise is calibrated so that the joint PLD composition of the
     environment release, the planned reward queries and the reserve meets the target (it gets the rest)."""
     base = dict(env_values=int(env_values), env_fraction=float(env_fraction) if env_values else 0.0,
-                env_l1_bound=float(env_l1_bound))
+                env_l1_bound=float(env_l1_bound), adjacency=adjacency)
     if target_epsilon is None:
         return PrivacyPlan(None, target_delta, kappa, planned_queries, reserve_queries, **base)
     if not (target_epsilon > 0 and 0 < target_delta < 1 and planned_queries >= 1 and reserve_queries >= 0):
@@ -241,8 +293,10 @@ def plan_privacy(target_epsilon: float | None, target_delta: float, kappa: float
     env: list[QueryRelease] = []
     b_env = 0.0
     if env_values:
-        b_env = laplace_vector_sensitivity(env_l1_bound, env_values) / (env_fraction * target_epsilon)
-        env = [laplace_vector_release(b_env, b_env, laplace_vector_sensitivity(env_l1_bound, env_values))]
+        sensitivity = laplace_vector_sensitivity(env_l1_bound, env_values) * sensitivity_factors(
+            "laplace", adjacency, env_bound=env_l1_bound, env_values=env_values).environment
+        b_env = sensitivity / (env_fraction * target_epsilon)
+        env = [laplace_vector_release(b_env, b_env, sensitivity)]
     budgeted = planned_queries + reserve_queries - len(env)      # reward queries
     # the rewards' share of ε, for the guess only: the calibration below composes the environment with them
     reward_epsilon = target_epsilon * (1.0 - (env_fraction if env_values else 0.0))
@@ -287,21 +341,26 @@ class GaussianSpec:
     env_clip_norm: float = ENV_L2_BOUND
     """The L2 norm devices clip the environment vector to: ``env_l2_bound(action_rates)`` of its layout
     (pategail.server.privacy.gaussian)."""
+    adjacency: str = ZERO_OUT
+    """The relation the target applies to."""
 
 
 def plan_gaussian_run(target_epsilon: float | None, target_delta: float, kappa: float, planned_queries: int,
                       reserve_queries: int, spec: GaussianSpec) -> PrivacyPlan:
     """The plan of a Gaussian-mechanism run (zero noise without privacy)."""
     base = dict(mechanism_name="gaussian", granularity=spec.granularity, reward_values=spec.reward_values,
-                env_values=spec.env_values)
+                env_values=spec.env_values, adjacency=spec.adjacency)
     settings = {"clip_share": spec.clip_share, "env_fraction": spec.env_fraction,
                 "reward_releases": spec.reward_releases, "env_clip_norm": float(spec.env_clip_norm)}
     if target_epsilon is None:
         return PrivacyPlan(None, target_delta, kappa, planned_queries, reserve_queries, **base, gaussian=settings)
     g = plan_gaussian(target_epsilon, target_delta, spec.reward_values, spec.reward_releases, spec.env_values,
-                      spec.clip_share, spec.env_fraction, spec.env_clip_norm)
-    releases = [GaussianRelease(g.env_noise_std, gaussian_sensitivity(g.env_clip_norm, spec.env_values), 1),
-                GaussianRelease(g.noise_std, gaussian_sensitivity(g.clip_norm, spec.reward_values),
+                      spec.clip_share, spec.env_fraction, spec.env_clip_norm, spec.adjacency)
+    factors = sensitivity_factors("gaussian", spec.adjacency, env_bound=spec.env_clip_norm,
+                                  env_values=spec.env_values)
+    releases = [GaussianRelease(g.env_noise_std, factors.environment
+                                * gaussian_sensitivity(g.env_clip_norm, spec.env_values), 1),
+                GaussianRelease(g.noise_std, factors.rewards * gaussian_sensitivity(g.clip_norm, spec.reward_values),
                                 spec.reward_releases)]
     expected = composed_epsilon(releases, target_delta)
     return PrivacyPlan(target_epsilon, target_delta, kappa, planned_queries, reserve_queries,
@@ -312,10 +371,12 @@ def plan_gaussian_run(target_epsilon: float | None, target_delta: float, kappa: 
 def load_or_make_plan(directory: Path, target_epsilon: float | None, target_delta: float, kappa: float,
                       planned_queries: int, reserve_queries: int = 0,
                       gaussian: GaussianSpec | None = None, env_values: int = 0,
-                      env_fraction: float = 0.0, env_l1_bound: float = ENV_L1_BOUND) -> PrivacyPlan:
+                      env_fraction: float = 0.0, env_l1_bound: float = ENV_L1_BOUND,
+                      adjacency: str = ZERO_OUT) -> PrivacyPlan:
     """The plan kept in ``directory`` when it was made for these settings; otherwise a new one, written there
-    (atomically) before any release can use it. ``gaussian``: the Gaussian mechanism's settings;
-    ``env_values`` / ``env_fraction``: the Laplace mechanism's environment release (:func:`plan_privacy`)."""
+    (atomically) before any release can use it. ``gaussian``: the Gaussian mechanism's settings (its
+    ``adjacency`` included); ``env_values`` / ``env_fraction``: the Laplace mechanism's environment release
+    (:func:`plan_privacy`); ``adjacency``: the Laplace plan's relation."""
     path = Path(directory) / PLAN_FILE
     if gaussian is not None:
         fresh = lambda: plan_gaussian_run(target_epsilon, target_delta, kappa, planned_queries,  # noqa: E731
@@ -323,19 +384,21 @@ def load_or_make_plan(directory: Path, target_epsilon: float | None, target_delt
     else:
         fresh = lambda: plan_privacy(target_epsilon, target_delta, kappa, planned_queries,  # noqa: E731
                                      reserve_queries=reserve_queries, env_values=env_values,
-                                     env_fraction=env_fraction, env_l1_bound=env_l1_bound)
+                                     env_fraction=env_fraction, env_l1_bound=env_l1_bound,
+                                     adjacency=adjacency)
     if path.is_file():
         plan = PrivacyPlan.from_dict(json.loads(path.read_text()))
         spec = None if not plan.is_gaussian else GaussianSpec(
             plan.granularity, plan.reward_values, (plan.gaussian or {}).get("reward_releases", 0), plan.env_values,
             plan.clip_share, (plan.gaussian or {}).get("env_fraction", 0.0),
-            (plan.gaussian or {}).get("env_clip_norm", ENV_L2_BOUND))
+            (plan.gaussian or {}).get("env_clip_norm", ENV_L2_BOUND), plan.adjacency)
         laplace_env = None if plan.is_gaussian else (plan.env_values, plan.env_fraction, plan.env_l1_bound)
         wanted_env = None if gaussian is not None else (env_values, env_fraction if env_values else 0.0,
                                                         float(env_l1_bound))
+        relation = gaussian.adjacency if gaussian is not None else adjacency
         if (plan.target_epsilon, plan.target_delta, plan.kappa, plan.planned_queries, plan.reserve_queries,
-                spec, laplace_env) == (target_epsilon, target_delta, kappa, planned_queries, reserve_queries,
-                                       gaussian, wanted_env):
+                spec, laplace_env, plan.adjacency) == (target_epsilon, target_delta, kappa, planned_queries,
+                                                       reserve_queries, gaussian, wanted_env, relation):
             return plan
     plan = fresh()
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -5,12 +5,14 @@ from __future__ import annotations
 import math
 
 from pategail.server.privacy.accountant import PrivacyAccountant
+from pategail.server.privacy.adjacency import DESCRIPTION, REPLACE_ONE, ZERO_OUT
 from pategail.server.privacy.plan import PrivacyPlan
 
 NOTES = ("lambda: Laplace scale of the noise on the mean reward (sum scale / devices); lambda_c: the scale on "
          "the mean of D^2, from which the variance is computed with the noisy mean (Theorem 3's budget split, 3x "
          "less noise than the paper's lambda_c added to the variance at the same per-query epsilon); "
-         "epsilon_total: PLD composition of every release; epsilon_expected: the plan's composition of the "
+         "epsilon_total: composition of every release under the relation the target applies to (adjacency; "
+         "guarantees gives both relations); epsilon_expected: the plan's composition of the "
          "planned releases and the retry reserve")
 
 
@@ -32,7 +34,7 @@ def privacy_section(plan: PrivacyPlan, accountant: PrivacyAccountant, devices: i
         "mechanism": label or plan.mechanism,
         "non_private_experiment": None if label is None else {"tolerance_noise_std": config.tolerance_noise_std,
                                                               "granularity": config.granularity},
-        "epsilon_total": accountant.epsilon() if plan.private else None,
+        "epsilon_total": accountant.epsilon_under(plan.factors(plan.adjacency)) if plan.private else None,
         "delta": plan.target_delta if plan.private else None,
         "epsilon_target": plan.target_epsilon,
         "epsilon_expected": plan.expected_epsilon,
@@ -50,13 +52,12 @@ def privacy_section(plan: PrivacyPlan, accountant: PrivacyAccountant, devices: i
 
 
 def _mechanism_fields(plan: PrivacyPlan, accountant: PrivacyAccountant, devices: int, config) -> dict:
-    """Issue 13 point 6: the mechanism's parameters, the budget's parts, the collusion assumption, and the two
-    guarantees stated separately."""
+    """The mechanism's parameters, the budget's parts, the collusion assumption, and the two guarantees
+    stated separately, each under both neighbouring relations."""
     if not plan.private:
         return {"granularity": plan.granularity, "guarantees": None}
     colluders = 0 if config is None else config.secagg_colluders
     min_survivors = 1.0 if config is None else config.min_survivors
-    total = accountant.epsilon()
     out = {"granularity": plan.granularity,
            "collusion": (f"the distributed noise is sized for n_min − t honest survivors (n_min = "
                          f"{min_survivors:g} of the devices asked, t = {colluders}): the guarantee holds while "
@@ -85,20 +86,58 @@ def _mechanism_fields(plan: PrivacyPlan, accountant: PrivacyAccountant, devices:
         out.update(clip_norm=None, noise_multiplier=None,
                    noise_std_on_mean=math.sqrt(2) * plan.sum_noise_scale / devices,
                    epsilon_parts={"split": "none: every query (environment and rewards) at one per-query scale"})
-    out["guarantees"] = {
-        "against_the_coordinator": {
-            "epsilon": total, "delta": plan.target_delta,
-            "statement": "the coordinator knows who took part in every round and sees only the noisy secure sums: "
-                         "the whole run is (ε, δ)-DP for each device's data (one device's contribution present or "
-                         "absent), no amplification by sampling"},
-        "against_observers_of_the_outputs": {
-            "epsilon": total, "delta": plan.target_delta,
-            "statement": "anyone who sees only the published model and synthetic data gets post-processing of the "
-                         "released sums: the same (ε, δ); every device is asked every round (no cohort sampling), "
-                         "so no amplification by sampling is claimed — a fleet that samples cohorts secretly could "
-                         "claim a smaller ε here, never against the coordinator"},
-    }
+    out["adjacency"] = plan.adjacency
+    out["guarantees"] = guarantees(plan, accountant)
     return out
+
+
+RELATIONS = (ZERO_OUT, REPLACE_ONE)
+
+
+def epsilons(plan: PrivacyPlan, accountant: PrivacyAccountant, copies: int = 1) -> dict[str, float]:
+    """The run's composed ε at its δ under each relation (``copies`` > 1: for a person behind that many
+    devices, by the exact composition of sensitivities ``copies`` times larger)."""
+    return {relation: accountant.epsilon_under(plan.factors(relation).times(copies)) for relation in RELATIONS}
+
+
+def guarantees(plan: PrivacyPlan, accountant: PrivacyAccountant) -> dict:
+    """The two guarantees of a private run, each under both neighbouring relations (report.json)."""
+    eps = epsilons(plan, accountant)
+    head = {"epsilon": eps[plan.adjacency], "epsilon_zero_out": eps[ZERO_OUT],
+            "epsilon_replace_one": eps[REPLACE_ONE], "delta": plan.target_delta, "adjacency": plan.adjacency}
+    return {
+        "against_the_coordinator": {
+            **head,
+            "statement": "the coordinator knows who took part in every round and sees only the noisy secure sums: "
+                         "the whole run is (ε, δ)-DP for each device's data under " + DESCRIPTION[ZERO_OUT]
+                         + f" — ε = {eps[ZERO_OUT]:.3g} — and under " + DESCRIPTION[REPLACE_ONE]
+                         + f" — ε = {eps[REPLACE_ONE]:.3g}; no amplification by sampling"},
+        "against_observers_of_the_outputs": {
+            **head,
+            "statement": "anyone who sees only the published model and synthetic data gets post-processing of the "
+                         "released sums: the same (ε, δ) under each relation; every device is asked every round "
+                         "(no cohort sampling), so no amplification by sampling applies — a fleet that sampled "
+                         "cohorts secretly could claim a smaller ε here, never against the coordinator"},
+    }
+
+
+def person_guarantee(plan: PrivacyPlan, accountant: PrivacyAccountant, copies: int) -> dict:
+    """A resampled population's guarantee for a person: the guarantees above are per device, and a person
+    whose data sits on ``copies`` devices moves every release ``copies`` times as far (group privacy, computed
+    exactly on the composition rather than by the generic k·ε bound)."""
+    eps = epsilons(plan, accountant, copies)
+    return {"max_copies": int(copies), "epsilon_zero_out": eps[ZERO_OUT], "epsilon_replace_one": eps[REPLACE_ONE],
+            "delta": plan.target_delta,
+            "statement": f"the guarantees above are per device: this resampled population holds up to {copies} "
+                         f"copies of one person, and such a person gets ε = {eps[ZERO_OUT]:.3g} (zero-out) / "
+                         f"{eps[REPLACE_ONE]:.3g} (replace-one) at δ = {plan.target_delta:.3g}"}
+
+
+def _relations(section: dict) -> str:
+    g = section["guarantees"]["against_the_coordinator"]
+    return (f"ε = {g['epsilon_zero_out']:.3g} under zero-out adjacency, {g['epsilon_replace_one']:.3g} under "
+            f"replace-one, at δ = {g['delta']:.3g} (target ε {section['epsilon_target']:g} under "
+            f"{g['adjacency']})")
 
 
 def privacy_line(section: dict) -> str:
@@ -107,32 +146,46 @@ def privacy_line(section: dict) -> str:
         return section["mechanism"]
     if section.get("noise_multiplier") is not None:
         parts = section["epsilon_parts"]
-        return (f"{section['mechanism']}, granularity {section['granularity']}: total ε = "
-                f"{section['epsilon_total']:.3g} at δ = {section['delta']:g} (target {section['epsilon_target']:g}; "
-                f"environment {parts['environment']:.3g} + rewards {parts['rewards']:.3g} at δ/2 each); clip norm "
+        return (f"{section['mechanism']}, granularity {section['granularity']}: {_relations(section)}; each part "
+                f"alone, at δ/2 and under {section['adjacency']} (parts of a joint composition do not add up): "
+                f"environment ε {parts['environment']:.3g}, rewards ε {parts['rewards']:.3g}; clip norm "
                 f"{section['clip_norm']:.3g}, noise multiplier {section['noise_multiplier']:.3g} (environment "
                 f"{section['env_noise_multiplier']:.3g}); noise std {section['noise_std_on_mean']:.3g} on each "
                 "released mean reward")
     env = section.get("epsilon_parts", {}).get("environment")
-    return (f"total ε = {section['epsilon_total']:.3g} at δ = {section['delta']:g} (target "
-            f"{section['epsilon_target']:g}); per-query ε = {section['epsilon_per_query']:.3g}; λ = "
-            f"{section['lambda']:.3g}, λ_c = {section['lambda_c']:.3g}" + (
-                "" if env is None else f"; environment: one vector query, ε = {env:.3g}, noise std "
-                                       f"{section['env_noise_std']:.3g} on each released sum"))
+    return (f"{section['mechanism']}: {_relations(section)}; per-query ε = {section['epsilon_per_query']:.3g}; "
+            f"λ = {section['lambda']:.3g}, λ_c = {section['lambda_c']:.3g}" + (
+                "" if env is None else f"; environment: one vector query, pure ε = {env:.3g} under zero-out, noise "
+                                       f"std {section['env_noise_std']:.3g} on each released sum"))
 
 
 def guarantee_lines(section: dict) -> list[str]:
-    """report.md's lines for the two guarantees and the collusion assumption (none without privacy)."""
+    """report.md's lines for the two guarantees, the per-person figure of a resampled population and the
+    collusion assumption (none without privacy)."""
     if not section.get("guarantees"):
         return []
     g = section["guarantees"]
-    return [f"- Against the coordinator: (ε = {g['against_the_coordinator']['epsilon']:.3g}, δ = "
-            f"{g['against_the_coordinator']['delta']:g}) — {g['against_the_coordinator']['statement']}.",
-            f"- Against observers of the published model and synthetic data: (ε = "
-            f"{g['against_observers_of_the_outputs']['epsilon']:.3g}, δ = "
-            f"{g['against_observers_of_the_outputs']['delta']:g}) — "
-            f"{g['against_observers_of_the_outputs']['statement']}.",
-            f"- Collusion assumption: {section['collusion']}."]
+    lines = []
+    for key, who in (("against_the_coordinator", "Against the coordinator"),
+                     ("against_observers_of_the_outputs",
+                      "Against observers of the published model and synthetic data")):
+        lines.append(f"- {who}: (ε = {g[key]['epsilon_zero_out']:.3g} zero-out / {g[key]['epsilon_replace_one']:.3g} "
+                     f"replace-one, δ = {g[key]['delta']:.3g}) — {g[key]['statement']}.")
+    person = section.get("per_person")
+    if person:
+        lines.append(f"- Per person: {person['statement']}.")
+    if section.get("cell_table"):
+        lines.append(f"- Cell table: {section['cell_table']}.")
+    lines.append(f"- Collusion assumption: {section['collusion']}.")
+    return lines
+
+
+def _target(plan: PrivacyPlan, devices: int) -> str:
+    """The target, its relation, δ against 1/N, and what the whole budget is under both relations."""
+    both = {r: plan.epsilon_under(r, reserve=True) for r in RELATIONS}
+    return (f"(ε={plan.target_epsilon:g} under {plan.adjacency} adjacency, δ={plan.target_delta:.3g}; 1/N = "
+            f"{1 / devices:.3g} for N = {devices:,} devices; the whole budget is ε {both[ZERO_OUT]:.3g} under "
+            f"zero-out, {both[REPLACE_ONE]:.3g} under replace-one, per device)")
 
 
 def plan_line(plan: PrivacyPlan, devices: int, beta: float, config=None) -> str:
@@ -143,13 +196,14 @@ def plan_line(plan: PrivacyPlan, devices: int, beta: float, config=None) -> str:
         return f"privacy: {plan.mechanism}: the same protocol, masked sums released without noise"
     if plan.is_gaussian:
         g = plan.gaussian
-        return (f"privacy: total (ε={plan.target_epsilon:g}, δ={plan.target_delta:g}); {plan.mechanism}; granularity "
+        return (f"privacy: total {_target(plan, devices)}; {plan.mechanism}; granularity "
                 f"{plan.granularity} ({plan.reward_values} values a round); clip norm {g['clip_norm']:.3g}, noise "
                 f"multiplier {g['noise_multiplier']:.3g} (std {g['noise_std'] / devices:.3g} on each released mean "
-                f"over {devices} devices); environment ε {g['env_epsilon']:.3g}, rewards ε {g['rewards_epsilon']:.3g} "
-                f"over {g['reward_releases']} releases (joint composition: {plan.expected_epsilon:.4g})")
+                f"over {devices} devices); parts, each alone at δ/2 (not additive): environment ε {g['env_epsilon']:.3g}, "
+                f"rewards ε {g['rewards_epsilon']:.3g} over {g['reward_releases']} releases (joint composition: "
+                f"{plan.expected_epsilon:.4g})")
     b = plan.sum_noise_scale
-    return (f"privacy: total (ε={plan.target_epsilon:g}, δ={plan.target_delta:g}) over {plan.budgeted_queries} "
+    return (f"privacy: total {_target(plan, devices)} over {plan.budgeted_queries} "
             f"queries ({plan.planned_queries} planned + {plan.reserve_queries} in reserve for retries; together "
             f"they compose to ε={plan.expected_epsilon:.4g}); per-query ε "
             f"{plan.per_query_epsilon:.3g}; Laplace scale on each sum {b:.3g} (std {math.sqrt(2) * b / devices:.3g} "

@@ -1,0 +1,69 @@
+"""The privacy settings a run gets when the user names only ε: δ and the environment's share of the budget,
+both chosen from the run's device count — pure functions.
+
+``TrainConfig.for_devices`` applies them once the devices are known; the privacy plan records the result.
+"""
+from __future__ import annotations
+
+DELTA_CAP = 1e-5
+"""The largest default δ."""
+DELTA_EXPONENT = 1.1
+"""The default δ is at most N^-1.1 for N devices: well below 1/N — a mechanism that publishes one random
+user's data outright is (0, 1/N)-DP, so δ near 1/N promises nothing (user-level DP deployments report far
+smaller δ, e.g. 1e-10 over millions of devices)."""
+
+SHARE_RANGE = (0.1, 0.5)
+"""The environment's share of ε is chosen in this range. 0.1: the rewards keep 90% wherever they need it (at 83
+devices and ε = 8 the day granularity's reward noise is then just under its tolerance). 0.5: the environment
+never gets more than the rewards; at 1,000 devices and ε = 8 it cut the environment's noise ~5× against 0.1
+while the rewards stayed ~4× below their tolerance (BENCHMARKS.md, "Privacy–utility at 83, 1,000 and 10,000
+devices")."""
+SHARE_STEP = 0.05
+"""The shares tried, from the largest down (a grid, so that a plan does not move with float rounding)."""
+LAPLACE_SHARE = 0.1
+"""The Laplace mechanism's default share (no measured tolerance compares its reward noise with the
+environment's: the share it was measured with)."""
+TOLERANCE_MARGIN = 1.0
+"""The rewards keep their noise std on a mean at most this share of the measured tolerance
+(pategail.server.privacy.feasibility.MEASURED_TOLERANCE). 1, the tolerance itself: at 1,000 devices and ε = 1 a
+margin of ½ left the environment share 0.1 (reward std 0.156, environment σ 109 per sum), share 0.5 (reward std
+0.219, under the tolerance 0.3; σ 19.8) was better on all five km metrics and made 8.2% invented days against
+27.5% (one seed each on a public Beijing map; BENCHMARKS.md, "Private defaults, both neighbouring relations, δ
+from N and a public map")."""
+
+
+def default_delta(devices: int) -> float:
+    """min(1e-5, N^-1.1) for a run of N devices."""
+    if devices < 1:
+        raise ValueError(f"devices must be at least 1, got {devices}")
+    return min(DELTA_CAP, float(devices) ** -DELTA_EXPONENT)
+
+
+def environment_share(config, devices: int) -> float:
+    """The share of ε a run of ``config`` (target ε and δ set) over ``devices`` devices gives its environment
+    release: with the Gaussian mechanism the largest share in ``SHARE_RANGE`` (on a ``SHARE_STEP`` grid) at
+    which the rewards' noise std on a mean reward stays within ``TOLERANCE_MARGIN`` × the measured tolerance
+    of the run's granularity — the rewards get what learning needs, the environment the rest — and the
+    smallest share when none does or no tolerance was measured; ``LAPLACE_SHARE`` with Laplace. The noise of
+    the rewards does not depend on the environment vector's length, so no cell table is needed."""
+    from pategail.sdk.contribution import Granularity
+    from pategail.server.privacy.feasibility import tolerance_for
+    from pategail.server.privacy.gaussian import plan_gaussian
+
+    low, high = SHARE_RANGE
+    if not config.private:
+        return low
+    if config.mechanism != "gaussian":
+        return LAPLACE_SHARE
+    tolerance = tolerance_for(config.granularity)
+    if not tolerance:
+        return low
+    values = Granularity.parse(config.granularity).count(config.days_per_round)
+    steps = round((high - low) / SHARE_STEP)
+    for i in range(steps, -1, -1):
+        share = round(low + i * SHARE_STEP, 10)
+        g = plan_gaussian(config.target_epsilon, config.target_delta, values, config.rounds + config.retry_rounds,
+                          1, config.clip_share, share, adjacency=config.adjacency)
+        if g.noise_std / devices <= TOLERANCE_MARGIN * tolerance:
+            return share
+    return low
