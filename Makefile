@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run test mutation clean
+.PHONY: setup run test lint mutation clean
 
 setup: $(STAMP)
 
@@ -27,6 +27,11 @@ run: setup
 	$(PY) -m pategail data prepare --format pategail --allow-pickle --input data/default --out $(RUN)/data
 	rm -rf $(RUN)/train
 	$(PY) -m pategail train --data $(RUN)/data --out $(RUN)/train --no-privacy
+
+# ruff's pyflakes and pycodestyle error classes over the whole tree (configured in pyproject.toml); CI runs it
+# before the tests.
+lint: setup
+	$(PY) -m ruff check .
 
 # On every core (pytest-xdist), a test file to a worker so that its module fixtures are built once.
 # While editing: `.venv/bin/python -m pytest -q -m "not slow" tests/secagg` (README "Testing").

@@ -32,7 +32,6 @@ def probe(coordinator, devices, n_days: int, rng: np.random.Generator) -> dict:
     std_r = (r_hat - r_hat.mean()) / (r_hat.std() + 1e-8)
     adv, _ = compute_gae(std_r, rollout.values, coordinator.config.ppo.gamma, coordinator.config.ppo.gae_lambda)
     distinct = np.rint(state_features(rollout.cells, homes, coordinator.geometry.cells)[:, :-1, 5] * 48)
-    probs = np.exp(rollout.log_probs)
     out = {}
     for lo, hi in zip(STATE_BINS[:-1], STATE_BINS[1:]):
         in_bin = (distinct >= lo) & (distinct < hi)

@@ -219,15 +219,19 @@ def breakdown(bundle_dir: Path, rows: np.ndarray, threads: int, reps: int) -> di
         env.reset(np.asarray(rows[:, 0], dtype=np.int32), rows[:, 1])
         decoder.reset(len(rows))
         while not env.done:
-            c0 = clock(); f = env.state.features()
-            c1 = clock(); m = env.state.mask()
+            c0 = clock()
+            f = env.state.features()
+            c1 = clock()
+            m = env.state.mask()
             c2 = clock()
             feeds = decoder.feeds(env.state.current, f, m)   # ("ORT call" includes the moves between stages)
             log_probs, *new = session.run(decoder._outputs, feeds)
             c3 = clock()
             decoder.write(new)
-            c4 = clock(); a = sample_actions(log_probs[:, -1], rng)
-            c5 = clock(); env.step(a)
+            c4 = clock()
+            a = sample_actions(log_probs[:, -1], rng)
+            c5 = clock()
+            env.step(a)
             c6 = clock()
             for name, (x, y) in zip(parts, ((c0, c1), (c1, c2), (c2, c3), (c3, c4), (c4, c5), (c5, c6))):
                 spent[name] += y - x
@@ -357,7 +361,7 @@ def main() -> None:
 
 def _cpu_model() -> str:
     try:
-        return next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name"))
+        return next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
     except (OSError, StopIteration):
         return platform.processor() or "unknown"
 
@@ -381,7 +385,7 @@ def _print_table(r: dict) -> None:
         print(f"| old full-prefix path, in process | {f['days']:,} | {f['cpu_s']:.2f} | {f['days'] / f['cpu_s']:,.0f} "
               f"| {1e6 * f['cpu_s'] / f['days']:,.0f} | {f['wall_s']:.2f} | | {f['load'][0]}–{f['load'][1]} |")
     for name, x in r["in_process"].items():
-        loads = [l for run in x["runs"] for l in run["load"]]
+        loads = [load for run in x["runs"] for load in run["load"]]
         print(f"| {_LABEL[name]}, in process (best of {len(x['runs'])}; mean {x['mean_cpu_s']:.3f} s) | "
               f"{x['days']:,} | {x['best_cpu_s']:.3f} | {x['days'] / x['best_cpu_s']:,.0f} | "
               f"{1e6 * x['best_cpu_s'] / x['days']:,.0f} | {x['best_wall_s']:.3f} | | {min(loads)}–{max(loads)} |")

@@ -100,7 +100,6 @@ def feasibility_table(devices: int, config, env_values: int, granularities, gaus
 
 
 def run_privacy_plan(args) -> int:
-    from dataclasses import replace
 
     from pategail.sdk.contribution import Granularity
     from pategail.server.config import TrainConfig

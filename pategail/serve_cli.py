@@ -299,7 +299,7 @@ def run_devices(args) -> int:
         try:
             with urllib.request.urlopen(request, timeout=10, context=context) as r:
                 answer = json.loads(r.read())
-            rows, now = answer["devices"], answer["now"]
+            rows = answer["devices"]
         except urllib.error.HTTPError as err:
             raise PategailError(f"{url}/devices: {err.code} {err.read()[:200].decode('utf-8', 'replace')}") \
                 from None
@@ -311,7 +311,6 @@ def run_devices(args) -> int:
         source = f"{args.run / 'roster.json'} (the service does not answer: no activity figures)"
         rows = [{"id": d, "key_fingerprint": hashlib.sha256(k.signing).hexdigest()[:16], "last_seen": None,
                  "orders_answered": None, "dropouts": None} for d, k in sorted(roster.devices.items())]
-        now = None
     if args.json:
         print(json.dumps({"devices": rows}, indent=1))
         return 0

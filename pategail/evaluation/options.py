@@ -55,7 +55,6 @@ def policy_session_from_bundle(bundle_dir: Path):
 def extend_run_report(run: Path, dataset, config) -> dict:
     """Add ``utility`` and ``attacks`` to RUN/report.json (the run's synthetic.csv; white-box on
     RUN/bundle's policy, its reference on RUN/bundle-initial's), their tables to RUN/report.md and the four figures to RUN/."""
-    import numpy as np
 
     from pategail.evaluation.downstream import downstream
     from pategail.evaluation.render import markdown, write_figures

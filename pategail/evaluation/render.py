@@ -52,7 +52,6 @@ def markdown(result: dict) -> str:
         if not a.get("available"):
             rows.append([label, f"not available: {a['reason']}", "", "", ""])
             continue
-        ci = int(round(a["confidence"] * 100))
         rows.append([label, f"{a['auc']:.3f} [{a['auc_interval'][0]:.3f}, {a['auc_interval'][1]:.3f}]",
                      f"{a['accuracy']:.3f} [{a['accuracy_interval'][0]:.3f}, {a['accuracy_interval'][1]:.3f}]",
                      f"{a['users']['members']} / {a['users']['nonmembers']}", f"{a['auc_days']:.3f}"])

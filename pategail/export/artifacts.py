@@ -155,7 +155,8 @@ class OrderFreeClipGradNorm(onnxblock.Block):
 
     def build(self, gradients_name: str) -> str:
         graph, h, T = self.base.graph, onnx.helper, onnx.TensorProto
-        name = lambda s: f"{self._prefix}.{s}"
+        def name(s):
+            return f"{self._prefix}.{s}"
 
         def node(op, inputs, output, **attrs):
             graph.node.append(h.make_node(op, inputs, [name(output)], name=name(output), **attrs))

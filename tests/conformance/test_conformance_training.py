@@ -234,7 +234,8 @@ def _optimizer_stepper(model: onnx.ModelProto, params, grads, step=3, lr=1e-3):
     zeros = [np.zeros_like(p) for p in params]
 
     def run(order):
-        pick = lambda arrays: [arrays[i].copy() for i in order]
+        def pick(arrays):
+            return [arrays[i].copy() for i in order]
         updated = session.run(["updated_params"], {
             "learning_rate": np.array([lr], np.float32), "step": np.array([step], np.int64), "params": pick(params),
             "gradients": pick(grads), "first_order_moments": pick(zeros), "second_order_moments": pick(zeros)})[0]

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 import numpy as np
-import pytest
 
 from pategail.cli import main
 from pategail.data.dataset import load_dataset

@@ -75,7 +75,8 @@ def test_round_request_bounds(raw_round_request):
     assert _code(raw_round_request(1, 5, 8, days, homes, actions, n=5)) == m.MALFORMED
     assert from_bytes(raw_round_request(1, 5, 8, days, homes, actions), n_cells=10).n_queries == 4 * 47
     assert _code(raw_round_request(1, 5, 8, days, homes, actions), n_cells=5) == m.CELL_RANGE
-    bad = days.copy(); bad[1, 3] = -2
+    bad = days.copy()
+    bad[1, 3] = -2
     assert _code(raw_round_request(1, 5, 8, bad, homes, actions)) == m.CELL_RANGE
     assert _code(raw_round_request(1, 5, 8, days, homes + 10, actions), n_cells=10) == m.CELL_RANGE
     assert _code(raw_round_request(1, 5, 8, days, homes, actions + 4)) == m.MALFORMED

@@ -3,7 +3,6 @@ a planted leak (a generator that copies training days) is caught by the black-bo
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 

@@ -40,7 +40,7 @@ def test_attack_sample_balances_users_and_caps_days():
     assert len(np.unique(users[labels == 1])) == 2 and set(users[labels == 0]) == {7, 8}
     assert np.bincount(users).max() <= 10 and (users == 8).sum() == 3
     # each day stays with its user
-    assert all(member_users[d[0]] == u for d, u, l in zip(days, users, labels) if l == 1)
+    assert all(member_users[d[0]] == u for d, u, label in zip(days, users, labels) if label == 1)
     with pytest.raises(ValueError, match="--holdout-users"):
         attack_sample(days_m, member_users, days_n[:3], nonmember_users[:3] * 0 + 7, 10, np.random.default_rng(0))
 

@@ -5,7 +5,6 @@ device tests' leak detector, on every request body the service received)."""
 from __future__ import annotations
 
 import importlib.util
-import threading
 
 import numpy as np
 import pytest

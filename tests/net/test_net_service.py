@@ -7,7 +7,6 @@ import http.client
 import json
 import threading
 
-import numpy as np
 import pytest
 
 from pategail.sdk.messages import Ack, from_bytes

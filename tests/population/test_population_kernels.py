@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from pategail.population.draws import loop_draws, minibatch_draws
-from pategail.population.stacked import (CLIP_EPS, Layout, OptimiserSettings, adamw_step, gradients, logits,
+from pategail.population.stacked import (Layout, OptimiserSettings, adamw_step, gradients, logits,
                                          probabilities, stable_bce)
 
 

@@ -11,7 +11,7 @@ from dp_accounting import dp_event
 from dp_accounting.pld import pld_privacy_accountant
 from dp_accounting.rdp import rdp_privacy_accountant
 
-from pategail.sdk.accounting import GaussianRelease, QueryRelease, gaussian_sensitivity
+from pategail.sdk.accounting import GaussianRelease, gaussian_sensitivity
 from pategail.server.config import TrainConfig
 from pategail.server.privacy.accountant import PrivacyAccountant
 from pategail.server.privacy.adjacency import (REPLACE_ONE, ZERO_OUT, gaussian_env_factor, laplace_env_factor,

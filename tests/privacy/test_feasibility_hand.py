@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 from types import SimpleNamespace
 
-import pytest
 
 from pategail.server.privacy.feasibility import (MEASURED_TOLERANCE, Feasibility, plan_feasibility,
                                                  tolerance_for)

@@ -19,7 +19,6 @@ from pategail.server.checkpoint import read_intents
 from pategail.server.config import TrainConfig
 from pategail.server.privacy.plan import ReleaseNoise
 from pategail.server.releases import SecureReleases
-from pategail.server.secagg.aggregator import Aggregator
 from pategail.server.secagg.round import Dropouts, SecureRoundConfig, run_secure_round
 
 from .malicious import MaliciousAggregator

@@ -8,7 +8,7 @@ import torch
 
 from pategail.sdk.action_rates import RATE_SHAPE, action_rate_length, count_bucket, decision_counts
 from pategail.sdk.epr import CellGeometry, EPREnvironment
-from pategail.sdk.features import EXPLORE, HOME, N_ACTIONS, RETURN, STAY
+from pategail.sdk.features import EXPLORE, HOME, RETURN, STAY
 from pategail.server.action_prior import (ActionRates, action_rates_from_noisy_sums, behaviour_clone,
                                           sample_rule_days)
 from pategail.server.policy import Policy, PolicyConfig

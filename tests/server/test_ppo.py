@@ -153,7 +153,6 @@ def test_distinct_balance_weights_give_every_count_the_same_total_weight():
 def test_balancing_lets_a_rare_state_outweigh_a_common_one():
     """One decision in a rare state (5 cells) is rewarded for "home", 31 in the common state (1 cell) for
     "stay"; with balance_distinct the rare state's preference moves its probability more than without."""
-    from dataclasses import replace
     rng = np.random.default_rng(4)
     cells, feats, masks = _rollout(rng)
     feats[..., 5] = 1 / 48
