@@ -31,9 +31,8 @@ def _one_round() -> float:
     return composed_epsilon([QueryRelease(B, B, DAYS * 47)], DELTA, LEDGER_INTERVAL)
 
 
-@pytest.fixture(scope="module")
-def bundle_dir(tmp_path_factory, dataset):
-    """A runnable bundle whose declared plan affords 1.5 rounds of DAYS days at scale B on both sums."""
+def _export(out, dataset, privacy=None):
+    """A runnable bundle of a small seeded model, declaring ``privacy`` (None: no privacy section)."""
     import torch
 
     from pategail.export.bundle import export_bundle
@@ -45,9 +44,14 @@ def bundle_dir(tmp_path_factory, dataset):
         torch.manual_seed(0)
         policy, discriminator = Policy(PolicyConfig(n_cells=dataset.n_cells, d_model=16, n_layers=1)), Discriminator()
     states = np.array([[0, 0]], dtype=np.int64)
-    plan = DeclaredPlan(1.5 * _one_round(), DELTA, B, B, 0.5)
-    return export_bundle(policy, discriminator, tmp_path_factory.mktemp("bundle") / "bundle",
-                         environment=Environment(dataset.cells, 1.0, 50, states, np.ones(1)), privacy=plan)
+    return export_bundle(policy, discriminator, out, environment=Environment(dataset.cells, 1.0, 50, states, np.ones(1)),
+                         privacy=privacy)
+
+
+@pytest.fixture(scope="module")
+def bundle_dir(tmp_path_factory, dataset):
+    """A runnable bundle whose declared plan affords 1.5 rounds of DAYS days at scale B on both sums."""
+    return _export(tmp_path_factory.mktemp("bundle") / "bundle", dataset, DeclaredPlan(1.5 * _one_round(), DELTA, B, B, 0.5))
 
 
 def _request(bundle_dir, dataset):
@@ -99,19 +103,7 @@ def test_the_bundle_declares_the_plan_and_the_device_keeps_its_budget(tmp_path, 
 @pytest.fixture(scope="module")
 def plain_bundle_dir(tmp_path_factory, dataset):
     """The same model without a privacy section: what a coordinator could serve to lift the device's floors."""
-    import torch
-
-    from pategail.export.bundle import export_bundle
-    from pategail.export.discriminator import Discriminator
-    from pategail.sdk.bundle import Environment
-    from pategail.server.policy import Policy, PolicyConfig
-
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        policy, discriminator = Policy(PolicyConfig(n_cells=dataset.n_cells, d_model=16, n_layers=1)), Discriminator()
-    states = np.array([[0, 0]], dtype=np.int64)
-    return export_bundle(policy, discriminator, tmp_path_factory.mktemp("plain") / "bundle",
-                         environment=Environment(dataset.cells, 1.0, 50, states, np.ones(1)))
+    return _export(tmp_path_factory.mktemp("plain") / "bundle", dataset)
 
 
 def test_a_bundle_without_a_plan_does_not_lift_the_floors_or_the_budget(tmp_path, dataset, bundle_dir,
