@@ -44,14 +44,15 @@ def _export(out, dataset, privacy=None):
         torch.manual_seed(0)
         policy, discriminator = Policy(PolicyConfig(n_cells=dataset.n_cells, d_model=16, n_layers=1)), Discriminator()
     states = np.array([[0, 0]], dtype=np.int64)
-    return export_bundle(policy, discriminator, out, environment=Environment(dataset.cells, 1.0, 50, states, np.ones(1)),
-                         privacy=privacy)
+    return export_bundle(policy, discriminator, out,
+                         environment=Environment(dataset.cells, 1.0, 50, states, np.ones(1)), privacy=privacy)
 
 
 @pytest.fixture(scope="module")
 def bundle_dir(tmp_path_factory, dataset):
     """A runnable bundle whose declared plan affords 1.5 rounds of DAYS days at scale B on both sums."""
-    return _export(tmp_path_factory.mktemp("bundle") / "bundle", dataset, DeclaredPlan(1.5 * _one_round(), DELTA, B, B, 0.5))
+    plan = DeclaredPlan(1.5 * _one_round(), DELTA, B, B, 0.5)
+    return _export(tmp_path_factory.mktemp("bundle") / "bundle", dataset, plan)
 
 
 def _request(bundle_dir, dataset):
