@@ -93,14 +93,24 @@ class SecAggClientTest {
         return r;
     }
 
+    /** The neighbours of device {@code me}. */
+    static long[] neighbours(SecAggRound r, long me) {
+        return r.neighbours(me).stream().mapToLong(Long::longValue).toArray();
+    }
+
+    /** The participants that are neither {@code me} nor one of its neighbours. */
+    static long[] farFrom(SecAggRound r, long me) {
+        Set<Long> near = new HashSet<>(r.neighbours(me));
+        near.add(me);
+        return r.others(near);
+    }
+
     @Test
     void unmaskNeedsACertificateOfAMajorityOfTheParticipants() throws Exception {
         SecAggRound r = acknowledged();
         long me = 10;
-        long[] nb = r.neighbours(me).stream().mapToLong(Long::longValue).toArray();
-        Set<Long> near = new HashSet<>(r.neighbours(me));
-        near.add(me);
-        long[] far = r.others(near);
+        long[] nb = neighbours(r, me);
+        long[] far = farFrom(r, me);
         SecAggClient c = r.clients.get(me);
         // both neighbours confirmed (t = 3 with this device), but 3 signers are no majority of 7
         refused(SecAggException.Kind.ABORT, "only 3 devices certified the survivor set; 4 of the round's "
@@ -121,10 +131,8 @@ class SecAggClientTest {
     void unmaskCountsEverySignerOnce() throws Exception {
         SecAggRound r = acknowledged();
         long me = 10;
-        long[] nb = r.neighbours(me).stream().mapToLong(Long::longValue).toArray();
-        Set<Long> near = new HashSet<>(r.neighbours(me));
-        near.add(me);
-        long[] far = r.others(near);
+        long[] nb = neighbours(r, me);
+        long[] far = farFrom(r, me);
         SecAggClient c = r.clients.get(me);
         refused(SecAggException.Kind.PROTOCOL, "two acknowledgements from device " + nb[0],
                 () -> c.unmask(r.ackSet(nb[0], nb[0], nb[1], far[0])));
@@ -139,10 +147,8 @@ class SecAggClientTest {
     void unmaskRefusesAcknowledgementsOfOtherSurvivorSets() throws Exception {
         SecAggRound r = acknowledged();
         long me = 10;
-        long[] nb = r.neighbours(me).stream().mapToLong(Long::longValue).toArray();
-        Set<Long> near = new HashSet<>(r.neighbours(me));
-        near.add(me);
-        long[] far = r.others(near);
+        long[] nb = neighbours(r, me);
+        long[] far = farFrom(r, me);
         SecAggClient c = r.clients.get(me);
         // another view of the round: one participant's signature on a survivor set without far[3]
         Set<Long> split = new TreeSet<>(r.inputs.keySet());
@@ -171,7 +177,7 @@ class SecAggClientTest {
         SecAggClient c = r.clients.get(me);
         Set<Long> u3 = r.inputs.keySet();
         byte[] ghost = r.signedAck(28, u3);
-        long[] nb = r.neighbours(me).stream().mapToLong(Long::longValue).toArray();
+        long[] nb = neighbours(r, me);
         byte[] set = new Messages.AckSet(r.config.roundId, r.digest, Arrays.asList(ghost, r.acks.get(nb[0]),
                 r.acks.get(nb[1]))).encode();
         refused(SecAggException.Kind.PROTOCOL, "acknowledgement from device 28, which is not a survivor",
