@@ -8,15 +8,17 @@ STAMP := $(VENV)/.installed
 
 setup: $(STAMP)
 
-# Two distributions: the torch-free device SDK (sdk/, pategail-sdk) and everything else (., pategail), which
-# depends on it; both editable, path-based (compat) so that the namespace package pategail spans both folders.
+# Five distributions, each a folder with its own pyproject.toml, installed in dependency order: the torch-free
+# device SDK (sdk/, pategail-sdk), the coordinator (server/), torch -> ONNX (export/), the research tooling
+# (research/) and the command line (cli/, the top-level pyproject.toml, pategail). All editable, path-based
+# (compat), so that the namespace package pategail spans the five folders.
 # The SDK's own dependencies are also kept as wheels in $(WHEELS): a test installs the SDK alone from them,
 # offline, into a fresh virtual environment.
 WHEELS := $(VENV)/sdk-wheels
-$(STAMP): pyproject.toml sdk/pyproject.toml
+$(STAMP): pyproject.toml sdk/pyproject.toml server/pyproject.toml export/pyproject.toml research/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check --config-settings editable_mode=compat \
-		-e ./sdk -e '.[test,ray]'
+		-e ./sdk -e ./server -e ./export -e ./research -e '.[test,ray]'
 	$(PY) -m pip download --quiet --disable-pip-version-check -d $(WHEELS) ./sdk setuptools wheel
 	touch $(STAMP)
 
@@ -49,4 +51,4 @@ mutation: setup
 	$(PY) benchmarks/mutation.py $(MUTATION_ARGS)
 
 clean:
-	rm -rf $(VENV) build *.egg-info sdk/build sdk/*.egg-info .pytest_cache
+	rm -rf $(VENV) build *.egg-info */build */*.egg-info cli/*.egg-info .pytest_cache

@@ -25,7 +25,7 @@ from pategail.sdk.places import place_contribution
 from pategail.server.config import TrainConfig
 from pategail.sdk.regions import REGION_CELLS, CellTree, regions
 from pategail.server.spatial import two_level_histogram
-from pategail.privacy_cli import _environment_values
+from pategail.cli.privacy import _environment_values
 from pategail.server.privacy.gaussian import plan_gaussian
 from pategail.sdk.contribution import Granularity
 

@@ -32,7 +32,7 @@ from pategail.data.dataset import Dataset, load_dataset
 from pategail.emulator import EmulatedFleet
 from pategail.server.config import TrainConfig
 from pategail.server.coordinator import Coordinator, run_plan
-from pategail.train_cli import write_initial_bundle
+from pategail.training import write_initial_bundle
 
 ORT_TYPES = ("InferenceSession", "Module", "Optimizer", "CheckpointState")
 

@@ -46,7 +46,7 @@ from pategail.sdk.secagg.fixedpoint import decode, encode
 from pategail.server.secagg.round import AggregateResult, RoundStats as SecAggStats
 from pategail.server.config import TrainConfig
 from pategail.server.coordinator import Coordinator
-from pategail.train_cli import write_initial_bundle
+from pategail.training import write_initial_bundle
 
 BINS = (1, 4, 8, 16, 25, 49)
 """Distinct-cell bins of generated days: 1–3, 4–7, 8–15, 16–24, 25+."""
@@ -201,7 +201,7 @@ summary = {"data": str(args.data), "seed": args.seed, "config": config.to_dict()
            "spatial": spatial, "warm_start": warm, "rounds": rounds}
 if args.test:
     from pategail.metrics.evaluate import evaluate
-    from pategail.baselines.cli import compare
+    from pategail.cli.baselines import compare
     n = len(ds.test_days)
     coord.average.sum = saved_sum
     days = coord.generate(n, np.random.default_rng([args.seed, 0x5E]))

@@ -1,9 +1,8 @@
 """Mutation testing of the privacy-, security- and learning-critical modules with mutmut (a benchmark).
 
-mutmut derives a module's import name from its file path, while the SDK's code lives in its own
-distribution's folder (sdk/pategail/sdk/ is pategail.sdk; pategail.server and pategail.export are under
-pategail/). So the run happens
-in a staged copy laid out the way Python imports it (build/mutation/pategail/{sdk,server,export}, tests/,
+mutmut derives a module's import name from its file path, while each distribution's code lives in its own
+folder (sdk/pategail/sdk/ is pategail.sdk, server/pategail/server/ is pategail.server, and so on). So the run
+happens in a staged copy laid out the way Python imports it (build/mutation/pategail/{sdk,server,...}, tests/,
 data/ and a link to ../shared), where mutmut's own machinery works unchanged: it mutates the listed
 modules, records which tests reach each function (its test selection) and runs only those per mutant.
 
@@ -74,8 +73,8 @@ def _stage_tree(tests_ref: str | None) -> None:
         shutil.rmtree(STAGE)
     STAGE.mkdir(parents=True)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    shutil.copytree(ROOT / "pategail", STAGE / "pategail", ignore=ignore)
-    shutil.copytree(ROOT / "sdk" / "pategail" / "sdk", STAGE / "pategail" / "sdk", ignore=ignore)
+    for root in ("sdk", "server", "export", "research", "cli"):
+        shutil.copytree(ROOT / root / "pategail", STAGE / "pategail", ignore=ignore, dirs_exist_ok=True)
     shutil.copytree(ROOT / "data", STAGE / "data", ignore=ignore)
     if tests_ref is None:
         shutil.copytree(ROOT / "tests", STAGE / "tests", ignore=ignore)

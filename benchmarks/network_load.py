@@ -97,7 +97,7 @@ def in_process(args, out: Path) -> dict:
     from pategail.emulator import EmulatedFleet, choose_users
     from pategail.server.config import TrainConfig
     from pategail.server.coordinator import Coordinator
-    from pategail.train_cli import ensure_initial_bundle
+    from pategail.training import ensure_initial_bundle
 
     torch.set_num_threads(1)
     dataset = load_dataset(args.data)

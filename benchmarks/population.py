@@ -24,7 +24,7 @@ from pategail.population.fleet import PopulationFleet
 from pategail.population.resample import resample_population
 from pategail.server.config import TrainConfig, secagg_degree_for
 from pategail.server.coordinator import Coordinator, run_plan
-from pategail.train_cli import write_initial_bundle
+from pategail.training import write_initial_bundle
 
 
 def peak_rss_gb() -> float:

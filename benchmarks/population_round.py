@@ -33,7 +33,7 @@ from pategail.population.resample import resample_population
 from pategail.sdk.features import infer_home, label_actions
 from pategail.sdk.messages import RoundRequest, to_bytes
 from pategail.server.config import TrainConfig
-from pategail.train_cli import write_initial_bundle
+from pategail.training import write_initial_bundle
 
 
 def peak_rss_gb() -> float:

@@ -6,7 +6,7 @@ devices (pategail-geolife's environment length; no cell table needed). Markdown 
 """
 from __future__ import annotations
 
-from pategail.privacy_cli import ENV_REGIONS_GEOLIFE, ENV_VALUES_GEOLIFE, run_plan_of
+from pategail.cli.privacy import ENV_REGIONS_GEOLIFE, ENV_VALUES_GEOLIFE, run_plan_of
 from pategail.server.config import TrainConfig
 from pategail.server.privacy.feasibility import plan_feasibility
 

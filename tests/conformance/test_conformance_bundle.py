@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 
-from pategail.errors import PategailError
+from pategail.server.errors import PategailError
 from pategail.sdk.bundle import BundleError, check_runtime, load_bundle, open_policy_session
 
 
@@ -109,7 +109,7 @@ def _export_args(argv):
 
 
 def test_export_command_writes_a_loadable_bundle_and_replaces_an_old_one(tmp_path):
-    from pategail.export.cli import run_export
+    from pategail.cli.export import run_export
 
     out = tmp_path / "b"
     assert run_export(_export_args(["export", "--out", str(out), "--n-cells", "50", "--seed", "3"])) == 0
@@ -121,7 +121,7 @@ def test_export_command_writes_a_loadable_bundle_and_replaces_an_old_one(tmp_pat
 
 
 def test_export_command_is_seeded(tmp_path):
-    from pategail.export.cli import run_export
+    from pategail.cli.export import run_export
 
     for name in ("x", "y"):
         run_export(_export_args(["export", "--out", str(tmp_path / name), "--n-cells", "20", "--seed", "5"]))
@@ -130,7 +130,7 @@ def test_export_command_is_seeded(tmp_path):
 
 
 def test_export_command_from_a_policy_checkpoint(tmp_path, torch_models):
-    from pategail.export.cli import run_export
+    from pategail.cli.export import run_export
     from pategail.server.policy import save_policy
 
     save_policy(torch_models[0], tmp_path / "p.pt")
@@ -145,7 +145,7 @@ def test_export_command_from_a_policy_checkpoint(tmp_path, torch_models):
 @pytest.mark.parametrize("argv, message", [([], "say how many cells"), (["--n-cells", "1"], "at least 2"),
                                            (["--policy-checkpoint", "/nonexistent.pt"], "no such policy")])
 def test_export_command_user_errors(tmp_path, argv, message):
-    from pategail.export.cli import run_export
+    from pategail.cli.export import run_export
 
     with pytest.raises(PategailError, match=message):
         run_export(_export_args(["export", "--out", str(tmp_path / "b"), *argv]))
@@ -227,7 +227,7 @@ def test_prefix_features_equal_the_full_day_features(geolife):
 
 
 def test_export_refuses_to_replace_a_directory_that_is_not_a_bundle(tmp_path):
-    from pategail.export.cli import run_export
+    from pategail.cli.export import run_export
 
     (tmp_path / "notes.txt").write_text("precious")
     with pytest.raises(BundleError, match="is not a model bundle; refusing"):

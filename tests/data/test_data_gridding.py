@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from pategail.data.gridding import fill_forward, fixes_to_days, grid_keys, key_centres, slots_per_day, split_last_days
-from pategail.errors import DataError
+from pategail.server.errors import DataError
 
 DAY0 = 1224720000  # 2008-10-23 00:00 UTC
 A, B, C = (39.905, 116.405), (39.915, 116.405), (39.905, 116.415)  # grid squares (3990,11640) (3991,11640) (3990,11641)

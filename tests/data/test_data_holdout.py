@@ -8,7 +8,7 @@ import pytest
 from pategail.cli import main
 from pategail.data.dataset import load_dataset
 from pategail.data.holdout import choose_holdout_users
-from pategail.errors import DataError
+from pategail.server.errors import DataError
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -11,7 +11,7 @@ from numpy.lib import format as npy_format
 from pategail.data.dataset import load_dataset
 from pategail.data.pategail_format import RestrictedUnpickler, load_user_days
 from pategail.data.prepare import prepare_dataset
-from pategail.errors import DataError
+from pategail.server.errors import DataError
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 PAPER = SHARED / "pategail-geolife"

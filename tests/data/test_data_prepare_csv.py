@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 import numpy as np
 import pytest
 
-from pategail.data.cli import register
+from pategail.cli.data import register
 from pategail.data.dataset import load_dataset
 from pategail.data.prepare import prepare_dataset
 

@@ -6,7 +6,7 @@ import pytest
 
 from pategail.data.dataset import load_dataset
 from pategail.data.prepare import prepare_dataset
-from pategail.errors import DataError
+from pategail.server.errors import DataError
 
 GOOD = ["user_id,timestamp,lat,lon",
         "1,1224730384,39.98,116.31", "1,1224734384,39.98,116.32", "1,1224820000,39.99,116.31",

@@ -5,7 +5,7 @@ import pytest
 from pategail.data.dataset import load_dataset
 from pategail.data.gridding import thin_fixes
 from pategail.data.prepare import prepare_dataset
-from pategail.errors import DataError
+from pategail.server.errors import DataError
 from pategail.metrics.guard import distinct_cells
 
 DAY0 = 1224720000  # 2008-10-23 00:00 UTC

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pategail.errors import DataError
+from pategail.server.errors import DataError
 from pategail.sdk.contribution import initial_state_contribution
 from pategail.sdk.store import TrajectoryStore
 

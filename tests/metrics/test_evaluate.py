@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from pategail.data.dataset import Dataset
-from pategail.errors import DataError
+from pategail.server.errors import DataError
 from pategail.metrics import km, paper
 from pategail.metrics import (METRIC_NAMES, evaluate, evaluate_days, evaluate_days_paper, floor, format_table)
 

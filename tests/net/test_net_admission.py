@@ -23,7 +23,7 @@ def _service(run, dataset, admission, poll_wait_s=0.5):
     from pategail.server.net.hub import Hub
     from pategail.server.net.roster import Roster
     from pategail.server.net.service import RunStatus, Service, ServiceLimits
-    from pategail.train_cli import ensure_initial_bundle
+    from pategail.training import ensure_initial_bundle
 
     bundle = ensure_initial_bundle(TrainConfig.from_dict({**TINY, "rounds": 1}, where="test"), dataset, 0, run)
     key = Ed25519PrivateKey.generate()
@@ -85,7 +85,7 @@ def test_squatters_without_a_token_cannot_enrol_and_a_token_enrols_one_device(tm
 
 
 def test_an_allow_list_admits_only_its_keys(tmp_path, dataset):
-    from pategail.errors import PategailError
+    from pategail.server.errors import PategailError
     from pategail.server.net.admission import Admission, read_allowed_keys
 
     phone = DeviceIdentity.generate()

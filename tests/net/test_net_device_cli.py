@@ -11,15 +11,16 @@ from pategail.cli import main
 
 
 def test_days_come_from_a_synthetic_csv_or_a_data_set_user(tmp_path, dataset, data_dir):
+    from pategail.data.dataset import load_user_days
     from pategail.sdk.net.cli import days_loader
     from pategail.sdk.synthetic import write_synthetic_csv
 
     user = int(dataset.users[2])
     days = dataset.user_days(user)
     write_synthetic_csv(tmp_path / "mine.csv", days, dataset.cells)
-    args = argparse.Namespace(days=tmp_path / "mine.csv", data=None, user=None)
+    args = argparse.Namespace(days=tmp_path / "mine.csv", data=None, user=None, user_days=load_user_days)
     np.testing.assert_array_equal(days_loader(args)(), days)
-    args = argparse.Namespace(days=None, data=data_dir, user=user)
+    args = argparse.Namespace(days=None, data=data_dir, user=user, user_days=load_user_days)
     np.testing.assert_array_equal(days_loader(args)(), days)
     assert days_loader(argparse.Namespace(days=None, data=None, user=None)) is None
 

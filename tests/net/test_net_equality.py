@@ -31,7 +31,7 @@ def _config():
 def _in_process(dataset, run):
     from pategail.emulator import EmulatedFleet, choose_users
     from pategail.server.coordinator import Coordinator
-    from pategail.train_cli import ensure_initial_bundle
+    from pategail.training import ensure_initial_bundle
 
     config = _config()
     bundle = ensure_initial_bundle(config, dataset, SEED, run)
@@ -52,7 +52,7 @@ def test_a_run_over_the_network_ends_with_the_in_process_policy(dataset, data_di
     from pategail.server.net.hub import Hub
     from pategail.server.net.roster import Roster
     from pategail.server.net.service import RunStatus, Service
-    from pategail.train_cli import ensure_initial_bundle
+    from pategail.training import ensure_initial_bundle
 
     torch.set_num_threads(1)
     bodies: list[tuple[str, bytes]] = []

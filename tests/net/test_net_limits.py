@@ -21,7 +21,7 @@ def serve(tmp_path, dataset):
     from pategail.server.net.hub import Hub
     from pategail.server.net.roster import Roster
     from pategail.server.net.service import RunStatus, Service
-    from pategail.train_cli import ensure_initial_bundle
+    from pategail.training import ensure_initial_bundle
 
     bundle = ensure_initial_bundle(TrainConfig.from_dict({**TINY, "rounds": 1}, where="test"), dataset, 0,
                                    tmp_path / "run")
@@ -124,7 +124,7 @@ def test_an_address_refused_too_often_is_answered_429_before_any_work(serve, cap
 def test_refusal_logs_and_statistics_stay_bounded(caplog, tmp_path):
     from pategail.server.net.limits import LogLimiter
     from pategail.server.net.status import Traffic
-    from pategail.train_cli import _run_log
+    from pategail.training import run_log
 
     logger = logging.getLogger("test.limits")
     limiter = LogLimiter(logger, burst=10, window_s=0.3)
@@ -142,7 +142,7 @@ def test_refusal_logs_and_statistics_stay_bounded(caplog, tmp_path):
     assert len(traffic.latency_s["/v1/poll"]) == Traffic.KEEP
     assert traffic.summary()["latency_ms"]["/v1/poll"]["n"] == 3 * Traffic.KEEP
 
-    with _run_log(tmp_path / "train.log", quiet_terminal=True, max_bytes=2000):
+    with run_log(tmp_path / "train.log", quiet_terminal=True, max_bytes=2000):
         for i in range(200):
             logging.getLogger("pategail.test").info("line %d of a long log", i)
     sizes = sorted(p.name for p in tmp_path.glob("train.log*"))

@@ -35,7 +35,7 @@ def run_with_two_devices(tmp_path, dataset):
     from pategail.server.net.roster import Roster
     from pategail.server.net.service import RunStatus, Service, ServiceLimits
 
-    from pategail.train_cli import ensure_initial_bundle
+    from pategail.training import ensure_initial_bundle
 
     run = tmp_path / "run"
     bundle = ensure_initial_bundle(TrainConfig.from_dict({**TINY, "rounds": 1}, where="test"), dataset, 0, run)

@@ -26,7 +26,7 @@ def service(tmp_path_factory, dataset):
     from pategail.server.net.hub import Hub
     from pategail.server.net.roster import Roster
     from pategail.server.net.service import RunStatus, Service, ServiceLimits
-    from pategail.train_cli import ensure_initial_bundle
+    from pategail.training import ensure_initial_bundle
 
     run = tmp_path_factory.mktemp("service-run")
     config = TrainConfig.from_dict({**TINY, "rounds": 1}, where="test")

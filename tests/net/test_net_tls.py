@@ -44,7 +44,7 @@ def test_a_device_talks_to_the_service_over_tls(tmp_path, dataset):
     from pategail.server.net.hub import Hub
     from pategail.server.net.roster import Roster
     from pategail.server.net.service import RunStatus, Service
-    from pategail.train_cli import ensure_initial_bundle
+    from pategail.training import ensure_initial_bundle
 
     cert, key_pem = _self_signed(tmp_path)
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
@@ -78,7 +78,7 @@ def _serve(tmp_path, dataset, context=None):
     from pategail.server.net.hub import Hub
     from pategail.server.net.roster import Roster
     from pategail.server.net.service import RunStatus, Service
-    from pategail.train_cli import ensure_initial_bundle
+    from pategail.training import ensure_initial_bundle
 
     run = tmp_path / "run"
     bundle = ensure_initial_bundle(TrainConfig.from_dict({**TINY, "rounds": 1}, where="test"), dataset, 0, run)

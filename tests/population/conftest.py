@@ -18,7 +18,7 @@ def short_config():
 @pytest.fixture(scope="session")
 def run_bundle(tmp_path_factory, dataset, short_config) -> Path:
     """The initial bundle `pategail train` writes for ``short_config`` (seed 0)."""
-    from pategail.train_cli import write_initial_bundle
+    from pategail.training import write_initial_bundle
     return write_initial_bundle(short_config, dataset, 0, tmp_path_factory.mktemp("population") / "bundle")
 
 

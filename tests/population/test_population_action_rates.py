@@ -13,7 +13,7 @@ from pategail.sdk.features import infer_home
 from pategail.sdk.messages import InitialStatesRequest, to_bytes
 from pategail.server.config import TrainConfig
 from pategail.server.secagg.config import SecureRoundConfig
-from pategail.train_cli import write_initial_bundle
+from pategail.training import write_initial_bundle
 
 
 def test_the_environment_sums_with_the_action_rates_agree(tmp_path, dataset, sdk_secure_sum):

@@ -12,7 +12,7 @@ from pategail.cli import main
 from pategail.population.resample import resample_population
 from pategail.data.dataset import save_dataset
 from pategail.server.config import ALL_PAIRS_MAX, TrainConfig, secagg_degree_for
-from pategail.errors import PategailError
+from pategail.server.errors import PategailError
 
 TINY = {"rounds": 1, "days_per_round": 4, "disc_steps": 2, "disc_batch_size": 16, "candidates": 50, "d_model": 16,
         "n_layers": 1, "average_rounds": 1, "ppo": {"n_epochs": 1, "batch_size": 2},

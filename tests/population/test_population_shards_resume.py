@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from pategail.errors import PategailError
+from pategail.server.errors import PategailError
 from pategail.population.fleet import PopulationFleet, _picklable
 from pategail.population.resample import resample_population
 

@@ -189,7 +189,7 @@ def test_the_budget_check_counts_in_the_target_s_relation():
 
 def test_the_relation_and_the_mechanism_are_options_of_a_private_run(tmp_path, capsys):
     from pategail.cli import main
-    from pategail.errors import PategailError
+    from pategail.server.errors import PategailError
 
     with pytest.raises(PategailError, match="adjacency must be one of zero-out, replace-one"):
         TrainConfig(target_epsilon=1.0, adjacency="add-remove")

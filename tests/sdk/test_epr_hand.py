@@ -4,7 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pategail.sdk.epr import (CellGeometry, EPREnvironment, candidate_count, explore_rank_weights, isin_rows,
+from pategail.sdk.day_state import isin_rows
+from pategail.sdk.epr import (CellGeometry, EPREnvironment, candidate_count, explore_rank_weights,
                               nearest_cells)
 from pategail.sdk.features import EXPLORE, HOME, RETURN, STAY
 

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from pategail.errors import PategailError
+from pategail.server.errors import PategailError
 from pategail.server.config import TrainConfig, setting_differences
 
 

@@ -3,7 +3,7 @@ incremental model and the sampler, and a bad value is one clear error."""
 import pytest
 import torch
 
-from pategail.errors import PategailError
+from pategail.server.errors import PategailError
 from pategail.export.bundle import export_bundle
 from pategail.export.discriminator import Discriminator
 from pategail.sdk.bundle import load_bundle, open_generation_session

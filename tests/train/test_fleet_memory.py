@@ -53,7 +53,7 @@ def _run(work: Path, keep_sessions: bool) -> None:
     from pategail.server.config import TrainConfig
     from pategail.server.coordinator import Coordinator
     from pategail.server.ppo import PPOConfig
-    from pategail.train_cli import write_initial_bundle
+    from pategail.training import write_initial_bundle
 
     prepare_dataset("pategail", ROOT / "data" / "default", work / "data", allow_pickle=True)
     dataset = load_dataset(work / "data")

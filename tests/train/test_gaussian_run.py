@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from pategail.emulator import EmulatedFleet, choose_users
-from pategail.errors import PategailError
+from pategail.server.errors import PategailError
 from pategail.sdk.accounting import GaussianRelease, composed_epsilon, gaussian_sensitivity
 from pategail.sdk.secagg.ledger import PrivacyLedger
 from pategail.server import coordinator as coordinator_module
@@ -20,7 +20,7 @@ from pategail.server.coordinator import Coordinator, environment_length, run_pla
 from pategail.server.ppo import PPOConfig
 from pategail.server.privacy.gaussian import ENV_L2_BOUND
 from pategail.server.rewards import rewards_from_release
-from pategail.train_cli import write_initial_bundle
+from pategail.training import write_initial_bundle
 
 TINY = dict(rounds=2, days_per_round=6, disc_steps=2, disc_batch_size=16, candidates=50, d_model=16,
             n_layers=1, ppo=PPOConfig(n_epochs=2, batch_size=3))

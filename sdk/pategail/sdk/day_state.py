@@ -94,7 +94,6 @@ class DayState:
     def visited(self, rows: np.ndarray, candidates: np.ndarray) -> np.ndarray:
         """bool (m, K): whether day rows[i] has visited cell candidates[i, j] in slots 0..t."""
         if self._visited is None:
-            from pategail.sdk.epr import isin_rows
             return isin_rows(candidates, self.history()[rows])
         # one flat gather: faster than indexing the table with a pair of (m, 1) and (m, K) arrays
         flat = np.asarray(rows, dtype=np.int64)[:, None] * self._visited.shape[1] + candidates
@@ -146,3 +145,16 @@ class DayState:
         out[:, 9] = self._home_slots / cnt
         out[:, 10] = visits_here / _SCALE
         return out
+
+
+def isin_rows(values: np.ndarray, sets: np.ndarray) -> np.ndarray:
+    """bool, shape of ``values`` (m, K): whether values[i, j] is among sets[i, :] (m, S); ids are >= 0 and
+    negative entries of ``sets`` are padding. One sort and one binary search instead of an (m, K, S) cube."""
+    if values.size == 0 or sets.size == 0:
+        return np.zeros(values.shape, dtype=bool)
+    base = int(max(values.max(), sets.max())) + 2
+    off = np.arange(len(values), dtype=np.int64)[:, None] * base
+    keys = np.sort((np.where(sets < 0, base - 1, sets) + off).ravel())
+    query = (values + off).ravel()
+    pos = np.minimum(np.searchsorted(keys, query), len(keys) - 1)
+    return (keys[pos] == query).reshape(values.shape)

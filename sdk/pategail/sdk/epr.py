@@ -27,7 +27,7 @@ import numpy as np
 
 from pategail.sdk import explore_draw
 from pategail.sdk.contribution import DAYS_CAP, contribution_weight
-from pategail.sdk.day_state import DayState
+from pategail.sdk.day_state import DayState, isin_rows
 from pategail.sdk.features import EXPLORE, HOME, RETURN, SLOTS, STAY, label_actions
 from pategail.sdk.geo import HalfAngleTable, haversine_km, km_of_haversine
 from pategail.sdk.places import PlaceLaw
@@ -480,19 +480,6 @@ class EPREnvironment:
             i = int(np.argmax(bad))
             raise ValueError(f"agent {i}: cell {int(realised[i])} cannot follow action {int(actions[i])} "
                              f"at slot {self.t}")
-
-
-def isin_rows(values: np.ndarray, sets: np.ndarray) -> np.ndarray:
-    """bool, shape of ``values`` (m, K): whether values[i, j] is among sets[i, :] (m, S); ids are >= 0 and
-    negative entries of ``sets`` are padding. One sort and one binary search instead of an (m, K, S) cube."""
-    if values.size == 0 or sets.size == 0:
-        return np.zeros(values.shape, dtype=bool)
-    base = int(max(values.max(), sets.max())) + 2
-    off = np.arange(len(values), dtype=np.int64)[:, None] * base
-    keys = np.sort((np.where(sets < 0, base - 1, sets) + off).ravel())
-    query = (values + off).ravel()
-    pos = np.minimum(np.searchsorted(keys, query), len(keys) - 1)
-    return (keys[pos] == query).reshape(values.shape)
 
 
 def _pick(values: np.ndarray, weights: np.ndarray, rng: np.random.Generator) -> np.ndarray:

@@ -149,6 +149,12 @@ def pair_features(days: np.ndarray, homes: np.ndarray, actions: np.ndarray, cell
     return np.concatenate([states, onehot], axis=-1)
 
 
+def distinct_cells(days) -> np.ndarray:
+    """int (n,): the number of distinct cells each day (int (n, T) cell ids) visits (1..T)."""
+    s = np.sort(np.asarray(days), axis=1)
+    return 1 + np.count_nonzero(s[:, 1:] != s[:, :-1], axis=1)
+
+
 def infer_home(days: np.ndarray, night_slots: int = 12) -> int:
     """The home cell of one user from that user's days: the most visited cell in the first ``night_slots``
     slots (00:00–06:00 for half-hour slots), as TimeGeo does; the smallest id among ties.

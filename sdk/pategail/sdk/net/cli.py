@@ -2,8 +2,9 @@
 
 Its store (``--store``) is the app's private storage: identity, days, bundle, discriminator, ledger and
 network state; a device restarted on the same store resumes. Its days come from ``--days FILE`` (a CSV in
-the synthetic form: agent,day,slot,cell,lat,lon — the owner's own days) or ``--data DIR --user U`` (one user
-of a prepared data set; needs the full pategail install), read once, at the first start. Its enrolment is
+the synthetic form: agent,day,slot,cell,lat,lon — the owner's own days), read once, at the first start; the
+full install's command line adds ``--data DIR --user U`` (one user of a prepared data set), which the SDK
+alone cannot read. Its enrolment is
 admitted by ``--token`` (single-use, from the operator) or by its key being on the service's allow-list
 (``--show-key`` prints it).
 """
@@ -17,7 +18,9 @@ from pategail.sdk.errors import SdkError
 log = logging.getLogger(__name__)
 
 
-def register(sub) -> None:
+def register(sub, user_days=None) -> None:
+    """Add the ``device`` command. ``user_days(data_dir, user)`` returns one user's days of a prepared data set:
+    given, the command also takes ``--data DIR --user U``."""
     p = sub.add_parser("device", help="run one device of a served run (polls the service over HTTP(S))",
                        description=__doc__.splitlines()[0])
     p.add_argument("--server", default=None, metavar="URL", help="the service, http(s)://HOST:PORT (required)")
@@ -25,8 +28,9 @@ def register(sub) -> None:
     days = p.add_mutually_exclusive_group()
     days.add_argument("--days", type=Path, default=None, metavar="FILE",
                       help="the owner's days, a CSV in the synthetic form (agent,day,slot,cell,lat,lon)")
-    days.add_argument("--data", type=Path, default=None, metavar="DIR", help="a prepared data set (with --user)")
-    p.add_argument("--user", type=int, default=None, metavar="U", help="the data set's user whose days it holds")
+    if user_days is not None:
+        days.add_argument("--data", type=Path, default=None, metavar="DIR", help="a prepared data set (with --user)")
+        p.add_argument("--user", type=int, default=None, metavar="U", help="the data set's user whose days it holds")
     p.add_argument("--device-id", type=int, default=None, metavar="I", help="ask to enrol as this id (default: any)")
     p.add_argument("--seed", type=int, default=0, help="seed of the device's minibatch draws (with its id and round)")
     p.add_argument("--coordinator-key", default=None, metavar="HEX",
@@ -39,29 +43,17 @@ def register(sub) -> None:
                    help="print the device's signing key (for the service's --allow-keys) and exit")
     p.add_argument("--give-up", type=float, default=900.0, metavar="S",
                    help="seconds without an answer from the service before the device stops (default 900)")
-    p.set_defaults(func=run_device)
+    p.set_defaults(func=run_device, user_days=user_days)
 
 
 def days_loader(args):
     """A function returning the device's days from --days or --data/--user (None when neither is given)."""
-    if args.data is not None:
-        if args.user is None:
+    data, user = getattr(args, "data", None), getattr(args, "user", None)
+    if data is not None:
+        if user is None:
             raise SdkError("--data needs --user")
-
-        def from_dataset():
-            try:
-                from pategail.data.dataset import load_dataset
-            except ImportError:
-                raise SdkError("--data needs the full pategail install; give the device --days FILE") from None
-            dataset = load_dataset(args.data)
-            if args.user not in set(int(u) for u in dataset.users):
-                raise SdkError(f"{args.data}: no user {args.user}")
-            days = dataset.user_days(args.user)
-            if not len(days):
-                raise SdkError(f"{args.data}: user {args.user} has no days")
-            return days
-        return from_dataset
-    if args.user is not None:
+        return lambda: args.user_days(data, user)
+    if user is not None:
         raise SdkError("--user goes with --data")
     if args.days is not None:
         from pategail.sdk.synthetic import read_synthetic_csv

@@ -1,0 +1,169 @@
+"""`pategail privacy-plan`: before training, the guarantees a private run will report and whether it can learn —
+for each mechanism and reward granularity, the noise std on each released mean reward against the measured
+tolerance; then the run's own mechanism, its ε under both neighbouring relations and what its δ costs."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from pategail.server.errors import PategailError
+
+GRANULARITIES = ("pair", "block:8", "day")
+ENV_VALUES_GEOLIFE = 12_657
+"""Environment values of pategail-geolife's 4,210 cells (initial states, explore law and place law); used
+without --data."""
+ENV_REGIONS_GEOLIFE = 180
+"""Regions of pategail-geolife's cell table (``pategail.sdk.regions.REGION_CELLS`` = 64): the Gaussian
+mechanism's environment vector adds 3 values per region; used without --data."""
+
+
+def register(sub) -> None:
+    p = sub.add_parser("privacy-plan", help="the guarantees a private run will report, and the noise on each released "
+                                            "mean reward per mechanism and granularity against the measured "
+                                            "tolerance", description=__doc__.splitlines()[0])
+    p.add_argument("--devices", required=True, type=int, help="devices taking part in every round")
+    p.add_argument("--epsilon", required=True, type=float, help="total ε of the whole run")
+    p.add_argument("--delta", type=float, default=None,
+                   help="total δ (default: the config's, else min(1e-5, N^-1.1) for N devices)")
+    p.add_argument("--adjacency", choices=("zero-out", "replace-one"), default=None,
+                   help="the relation the target ε applies to (default: the config's, zero-out)")
+    p.add_argument("--mechanism", choices=("gaussian", "laplace"), default=None,
+                   help="the run's mechanism (default: the config's, gaussian under --epsilon)")
+    p.add_argument("--config", type=Path, default=None, help="JSON file of TrainConfig settings (rounds, days "
+                                                             "per round, clip_share, env_epsilon_fraction, ...)")
+    p.add_argument("--data", type=Path, default=None,
+                   help=f"prepared data set whose cell table sizes the environment release (default: "
+                        f"{ENV_VALUES_GEOLIFE:,} values, pategail-geolife's)")
+    p.add_argument("--granularity", nargs="+", default=list(GRANULARITIES),
+                   help=f"granularities of the Gaussian mechanism (default: {' '.join(GRANULARITIES)})")
+    p.set_defaults(func=run_privacy_plan)
+
+
+def _environment_values(data: Path | None, candidates: int, region_cells: int = 0,
+                        action_rates: bool = False) -> int:
+    if data is None:
+        from pategail.sdk.action_rates import action_rate_length
+        return (ENV_VALUES_GEOLIFE + (3 * ENV_REGIONS_GEOLIFE if region_cells else 0)
+                + (action_rate_length() if action_rates else 0))
+    import numpy as np
+
+    from pategail.data.dataset import load_dataset
+    from pategail.sdk.epr import CellGeometry
+    from pategail.server.coordinator import environment_length
+    cells = load_dataset(data).cells
+    return environment_length(cells, CellGeometry.build(np.asarray(cells, dtype=np.float64), candidates=candidates),
+                              region_cells, action_rates)
+
+
+def run_plan_of(config, env_values: int, gaussian_env_values: int):
+    """The privacy plan a run of ``config`` (resolved for its devices) makes, without a cell table: the same
+    calibration as ``pategail.server.coordinator.run_plan``."""
+    from pategail.sdk.contribution import env_l1_bound, reward_count
+    from pategail.server.privacy.gaussian import env_l2_bound
+    from pategail.server.privacy.plan import GaussianSpec, plan_gaussian_run, plan_privacy
+
+    days = config.days_per_round
+    if config.mechanism == "gaussian":
+        spec = GaussianSpec(config.granularity, config.reward_granularity.count(days),
+                            config.rounds + config.retry_rounds, gaussian_env_values, config.clip_share,
+                            config.env_epsilon_fraction, env_l2_bound(config.uses_action_prior), config.adjacency)
+        return plan_gaussian_run(config.target_epsilon, config.target_delta, config.kappa,
+                                 gaussian_env_values + config.rounds * reward_count(days),
+                                 config.retry_rounds * reward_count(days), spec)
+    return plan_privacy(config.target_epsilon, config.target_delta, config.kappa, 1 + config.rounds * reward_count(days),
+                        reserve_queries=config.retry_rounds * reward_count(days), env_values=env_values,
+                        env_fraction=config.env_epsilon_fraction, env_l1_bound=env_l1_bound(config.uses_action_prior),
+                        adjacency=config.adjacency)
+
+
+def feasibility_table(devices: int, config, env_values: int, granularities, gaussian_env_values: int | None = None,
+                      laplace: bool = True) -> list:
+    """One Feasibility per mechanism and granularity: the paper's Laplace (pair), then the Gaussian mechanism
+    at each of ``granularities`` — each calibrated as a run of ``config`` over ``devices`` devices would be (its
+    environment share, when the config leaves it unset, chosen for that mechanism and granularity).
+    ``gaussian_env_values``: the Gaussian mechanism's environment vector (with its coarse parts), default
+    ``env_values``; ``laplace`` False: the Gaussian rows only. A config that forces ``action_prior`` on is
+    planned with the larger environment bounds its action-rate part needs."""
+    from dataclasses import replace
+
+    from pategail.server.privacy.feasibility import plan_feasibility
+
+    gaussian_env_values = env_values if gaussian_env_values is None else gaussian_env_values
+    rows = []
+    runs = ([("laplace", "pair")] if laplace else []) + [("gaussian", name) for name in granularities]
+    for mechanism, name in runs:
+        run = replace(config, mechanism=mechanism, granularity=name).for_devices(devices)
+        plan = run_plan_of(run, env_values, gaussian_env_values)
+        row = plan_feasibility(plan, devices)
+        rows.append(replace(row, env_share=run.env_epsilon_fraction))
+    return rows
+
+
+def run_privacy_plan(args) -> int:
+
+    from pategail.sdk.contribution import Granularity
+    from pategail.server.config import TrainConfig
+    from pategail.server.privacy.feasibility import TOLERANCE_SOURCE
+
+    if args.devices < 1:
+        raise PategailError(f"--devices {args.devices}: must be at least 1")
+    for name in args.granularity:
+        try:
+            Granularity.parse(name)
+        except ValueError as err:
+            raise PategailError(f"--granularity: {err}") from None
+    overrides = {"target_epsilon": args.epsilon} | ({} if args.delta is None else {"target_delta": args.delta})
+    overrides |= {k: getattr(args, k) for k in ("adjacency", "mechanism") if getattr(args, k) is not None}
+    unresolved = (TrainConfig.from_file(args.config, **overrides) if args.config
+                  else TrainConfig.from_dict(overrides, where="options"))
+    config = unresolved.for_devices(args.devices)
+    from pategail.sdk.regions import REGION_CELLS
+    env_values = _environment_values(args.data, config.candidates, action_rates=config.uses_action_prior)
+    gaussian_env = _environment_values(args.data, config.candidates, REGION_CELLS, config.uses_action_prior)
+    print(f"{args.devices:,} devices, total ε = {config.target_epsilon:g} under {config.adjacency} adjacency, "
+          f"δ = {config.target_delta:.3g}, {config.rounds} rounds of {config.days_per_round} generated days "
+          f"(+{config.retry_rounds} in reserve), {env_values:,} environment values ({gaussian_env:,} with the "
+          f"Gaussian mechanism's region sums); tolerance: {TOLERANCE_SOURCE}", flush=True)
+    for row in feasibility_table(args.devices, unresolved, env_values, args.granularity, gaussian_env):
+        need = "" if not row.tolerance or row.can_learn else \
+            f"; needs about {math.ceil(args.devices * row.noise_std / row.tolerance):,} devices"
+        print(row.line() + need, flush=True)
+    for line in guarantee_report(unresolved, config, args.devices, env_values, gaussian_env):
+        print(line, flush=True)
+    return 0
+
+
+def guarantee_report(unresolved, config, devices: int, env_values: int, gaussian_env: int) -> list[str]:
+    """The guarantees the run will report (both relations; per device) and what its δ costs."""
+    from dataclasses import replace
+
+    from pategail.server.privacy.adjacency import REPLACE_ONE, ZERO_OUT
+    from pategail.server.privacy.defaults import DELTA_CAP, DELTA_EXPONENT
+    from pategail.server.privacy.feasibility import plan_feasibility
+
+    plan = run_plan_of(config, env_values, gaussian_env)
+    eps = {r: plan.epsilon_under(r) for r in (ZERO_OUT, REPLACE_ONE)}
+    share = ("set in the config" if unresolved.env_epsilon_fraction is not None
+             else "chosen for this device count: pategail.server.privacy.defaults.environment_share")
+    delta = ("set" if unresolved.target_delta is not None
+             else f"the default min({DELTA_CAP:g}, N^-{DELTA_EXPONENT:g})")
+    lines = [f"The run over {devices:,} devices: "
+             f"{plan.mechanism_name}, granularity {plan.granularity}, environment share "
+             f"{config.env_epsilon_fraction:g} ({share}); it will report, per device:",
+             f"  against the coordinator: ε = {eps[ZERO_OUT]:.3g} under zero-out adjacency (one user's data "
+             f"replaced by nothing, the device still taking part), {eps[REPLACE_ONE]:.3g} under replace-one (one "
+             f"user's data swapped for another's), at δ = {config.target_delta:.3g}; the target "
+             f"{config.target_epsilon:g} applies to {config.adjacency} and holds with the retry reserve spent "
+             f"({plan.epsilon_under(config.adjacency, reserve=True):.4g})",
+             "  against observers of the published model and synthetic data: the same figures (every device is "
+             "asked every round: no amplification by sampling applies)"]
+    weakest = 1.0 / devices
+    if weakest > config.target_delta and plan.private:
+        at_weakest = plan_feasibility(run_plan_of(replace(config, target_delta=weakest), env_values, gaussian_env),
+                                      devices)
+        ours = plan_feasibility(plan, devices)
+        lines.append(f"  δ = {config.target_delta:.3g} ({delta}; 1/N = {weakest:.3g}): its cost, noise std "
+                     f"{ours.noise_std:.3g} on each released mean reward and {ours.env_noise_std:.3g} on each "
+                     f"environment sum, against {at_weakest.noise_std:.3g} and {at_weakest.env_noise_std:.3g} "
+                     f"at δ = 1/N (+{100 * (ours.noise_std / at_weakest.noise_std - 1):.0f}%)")
+    return lines

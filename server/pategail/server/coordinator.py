@@ -1,0 +1,383 @@
+"""The coordinator: the paper's Algorithm 1 over a population of devices it reaches only through bytes.
+
+Each round: sample generated days from π_θ with the EPR environment → send them to every device
+(``RoundRequest``) → each device trains its discriminator and scores the generated pairs → secure noisy
+aggregation of Σ D_u and Σ D_u² (:mod:`pategail.server.releases`) → R, ξ, R̂ = R − βξ
+(:mod:`pategail.server.rewards`) → a PPO update of π_θ. Before the first round, the initial states (home,
+first cell) of generated days are learned through the same secure noisy aggregation.
+
+The coordinator never sees a data set: it gets a :class:`~pategail.server.fleet.Fleet` (device ids, public
+keys, a request/reply byte channel and one secure sum per release) and the public cell table; ``signing_key``
+is its Ed25519 key (a served run keeps one across restarts: devices pin it).
+"""
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+
+from pategail.sdk.contribution import EnvironmentLayout, env_l1_bound, reward_count
+from pategail.sdk.epr import CellGeometry, EPREnvironment, n_rank_bins
+from pategail.sdk.features import STAY, distinct_cells
+from pategail.sdk.messages import InitialStatesRequest, PolicyUpdate, RoundRequest, to_bytes
+from pategail.sdk.regions import region_map
+from pategail.sdk.secagg.policy import DeclaredPlan
+from pategail.server.action_prior import SIGNAL_GATE, behaviour_clone, sample_rule_days
+from pategail.server.averaging import TailAverage
+from pategail.server.checkpoint import load_checkpoint, save_checkpoint
+from pategail.server.config import TrainConfig, setting_differences
+from pategail.server.fleet import Fleet
+from pategail.server.initial_states import FirstCellLaw, InitialStates
+from pategail.server.places import rank_calibrated_factors
+from pategail.server.policy import Policy, PolicyConfig
+from pategail.server.ppo import ppo_update
+from pategail.server.privacy.gaussian import env_l2_bound
+from pategail.server.privacy.plan import GaussianSpec, PrivacyPlan, load_or_make_plan
+from pategail.server.privacy.summary import privacy_section
+from pategail.server.releases import SecureReleases
+from pategail.server.rewards import ensemble_verdict, rewards_from_release
+from pategail.server.run_state import RoundStats, RunState, RunSummary
+from pategail.server.sampling import sample_rollout
+
+LEGACY_N_HEADS = 4
+"""The policy's attention heads in checkpoints written before ``TrainConfig.n_heads`` was a setting."""
+
+log = logging.getLogger(__name__)
+
+
+def environment_layout(cells: np.ndarray, geometry: CellGeometry, region_cells: int = 0,
+                       action_rates: bool = False) -> EnvironmentLayout:
+    """The environment release's layout: initial states, explore law, the place law's n_cells + 3, with
+    ``region_cells`` > 0 the coarse parts over the table's regions (``TrainConfig.region_cells``), and with
+    ``action_rates`` the action-rate part (``TrainConfig.action_prior``)."""
+    n_regions = int(region_map(cells, region_cells).max()) + 1 if region_cells else 0
+    return EnvironmentLayout(len(cells), n_rank_bins(geometry.candidates), place_law=True, n_regions=n_regions,
+                             action_rates=action_rates)
+
+
+def environment_length(cells: np.ndarray, geometry: CellGeometry, region_cells: int = 0,
+                       action_rates: bool = False) -> int:
+    """Values of the environment release (:func:`environment_layout`)."""
+    return environment_layout(cells, geometry, region_cells, action_rates).length
+
+
+def planned_queries(config: TrainConfig, cells: np.ndarray, geometry: CellGeometry) -> int:
+    """Every query an uninterrupted run releases: the environment vector (one vector query with the Laplace
+    mechanism; the Gaussian plan counts its values, for the record), then 47 per generated day of every
+    round."""
+    env = 1 if config.mechanism == "laplace" else environment_length(cells, geometry, config.region_cells,
+                                                                     config.uses_action_prior)
+    return env + config.rounds * reward_count(config.days_per_round)
+
+
+def reserve_queries(config: TrainConfig) -> int:
+    """The retry reserve: ``retry_rounds`` rounds' worth of queries."""
+    return config.retry_rounds * reward_count(config.days_per_round)
+
+
+def run_plan(config: TrainConfig, cells: np.ndarray, ckpt_dir: Path,
+             geometry: CellGeometry | None = None) -> PrivacyPlan:
+    """The run's privacy plan: made once, the first time it is asked for (before the initial bundle that
+    declares it), and read back from ``ckpt_dir`` by every later caller — the coordinator included."""
+    if not config.resolved:
+        if config.private:
+            raise ValueError("a private run's plan needs its device count: call run_plan with "
+                             "config.for_devices(devices)")
+        config = config.for_devices(1)        # without privacy δ and the share do not depend on it
+    geometry = geometry or CellGeometry.build(np.asarray(cells, dtype=np.float64), candidates=config.candidates)
+    gaussian = None
+    if config.mechanism == "gaussian":
+        gaussian = GaussianSpec(config.granularity, config.reward_granularity.count(config.days_per_round),
+                                config.rounds + config.retry_rounds,
+                                environment_length(cells, geometry, config.region_cells, config.uses_action_prior),
+                                config.clip_share, config.env_epsilon_fraction, env_l2_bound(config.uses_action_prior),
+                                config.adjacency)
+    env_values = environment_length(cells, geometry, config.region_cells,
+                                     config.uses_action_prior) if gaussian is None else 0
+    return load_or_make_plan(ckpt_dir, config.target_epsilon, config.target_delta, config.kappa,
+                             planned_queries(config, cells, geometry), reserve_queries(config), gaussian,
+                             env_values, config.env_epsilon_fraction, env_l1_bound(config.uses_action_prior),
+                             config.adjacency)
+
+
+def policy_config(config: TrainConfig, n_cells: int) -> PolicyConfig:
+    """The shape of a run's policy (the coordinator's and the initial bundle's)."""
+    return PolicyConfig(n_cells=n_cells, d_model=config.d_model, n_heads=config.n_heads,
+                        n_layers=config.n_layers, distinct_embedding=config.distinct_embedding)
+
+
+class Coordinator:
+    """Runs and checkpoints a training run in ``run_dir``; ``train()`` resumes where a checkpoint left off."""
+
+    def __init__(self, config: TrainConfig, fleet: Fleet, cells: np.ndarray, run_dir: Path, seed: int = 0,
+                 geometry: CellGeometry | None = None, signing_key=None):
+        config = config.for_devices(len(fleet.device_ids))       # δ and the environment's share, when unset
+        self.config = config
+        self.fleet = fleet
+        self.cells = np.asarray(cells, dtype=np.float64)
+        self.run_dir = Path(run_dir)
+        self.ckpt_dir = self.run_dir / "checkpoint"
+        self.seed = seed
+        self.geometry = geometry or CellGeometry.build(self.cells, candidates=config.candidates)
+        streams = np.random.SeedSequence(seed).spawn(3)
+        self.rng_sampling = np.random.default_rng(streams[0])    # initial states, actions, destinations
+        self.torch_gen = torch.Generator().manual_seed(int(streams[2].generate_state(1)[0]))
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            self.policy = Policy(policy_config(config, len(self.cells)))
+        self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=config.ppo.learning_rate)
+        self.anchor: Policy | None = None
+        """The behaviour-cloned warm start PPO's KL anchor pulls towards (``action_prior`` with
+        ``ppo.anchor_coef`` > 0), else None."""
+        self.average = TailAverage(first_round=config.rounds - config.average_rounds)
+        self.state = RunState()
+        self.releases = SecureReleases(config, fleet, self.ckpt_dir, seed, signing_key)
+        self.plan: PrivacyPlan = run_plan(config, self.cells, self.ckpt_dir, self.geometry)
+        """The run's privacy, fixed when the run was created (kept in the checkpoint directory)."""
+        self.releases.factors = self.plan.factors(self.plan.adjacency)
+
+    @property
+    def round(self) -> int:
+        """Rounds completed."""
+        return self.state.round
+
+    @property
+    def initial_states(self) -> InitialStates | None:
+        return self.state.initial_states
+
+    @property
+    def history(self) -> list[dict]:
+        """One RoundStats (as a dict) per completed round."""
+        return self.state.history
+
+    @property
+    def accountant(self):
+        """The privacy accountant: every release of the run so far (rebuilt from the journal)."""
+        return self.releases.accountant
+
+    @property
+    def policy_sum_count(self) -> int:
+        """Rounds in the tail average so far."""
+        return self.average.count
+
+    # -- plan ---------------------------------------------------------------------------------------------
+    def planned_queries(self) -> int:
+        """Every query the run releases: the environment vector (initial states, explore law and the place
+        law's n_cells + 3 entries), then 47 per generated day of every round."""
+        return planned_queries(self.config, self.cells, self.geometry)
+
+    def _environment_length(self) -> int:
+        return environment_length(self.cells, self.geometry, self.config.region_cells, self.config.uses_action_prior)
+
+    def declared_plan(self) -> DeclaredPlan | None:
+        """The privacy plan the run's bundles declare to devices (None without privacy)."""
+        return self.plan.declare(self.config.min_survivors, self.config.secagg_colluders)
+
+    def _check_budget(self, round_: int, length: int, kind: str) -> None:
+        """No release past the target is started (BudgetExhausted, exit status 4): checked before the devices
+        are asked for round ``round_``."""
+        self.releases.check_budget(round_, length, self.plan.release_noise(kind), self.config.retry_rounds)
+
+    def _released_length(self, n_queries: int) -> int:
+        """Values the secure aggregation sums for a round of ``n_queries`` scored pairs: one per pair, or one
+        per block of the Gaussian mechanism's granularity."""
+        if self.plan.is_gaussian:
+            return self.config.reward_granularity.count(self.config.days_per_round)
+        return n_queries
+
+    # -- checkpoint ---------------------------------------------------------------------------------------
+    def resume(self) -> bool:
+        """Load the last checkpoint (and the release journal); False when there is none."""
+        state = load_checkpoint(self.ckpt_dir)
+        if state is None:
+            return False
+        from pategail.server.errors import PategailError
+        if "privacy_plan" not in state:
+            raise PategailError(f"{self.ckpt_dir}: the checkpoint was made by an older version of pategail (it "
+                                "has no privacy plan) and cannot be resumed; start the run again in another --out")
+        # settings added by a later version are absent from an older checkpoint: read at their defaults, except
+        # where the default changed since: a checkpoint from before ``n_heads`` existed has four heads (the head
+        # count changes no parameter's shape, so reading it at today's default would load it silently)
+        saved = TrainConfig.from_dict({"n_heads": LEGACY_N_HEADS, **state["config"]},
+                                      where=str(self.ckpt_dir)).to_dict()
+        changed = setting_differences({**saved, "seed": state["seed"]}, {**self.config.to_dict(), "seed": self.seed},
+                                      "the checkpoint")
+        if changed:
+            raise PategailError(f"{self.ckpt_dir}: the checkpoint was made with another configuration or seed "
+                                f"({'; '.join(changed)}); use the same settings to resume, or another --out")
+        self.state = RunState.from_dict(state)
+        self.policy.load_state_dict(state["policy"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.rng_sampling.bit_generator.state = state["rng_sampling"]
+        self.torch_gen.set_state(state["torch_gen"])
+        self.plan = PrivacyPlan.from_dict(state["privacy_plan"])
+        self.average.sum, self.average.count = state["policy_sum"], state["policy_sum_count"]
+        if state.get("anchor") is not None:
+            self.anchor = Policy(self.policy.config)
+            self.anchor.load_state_dict(state["anchor"])
+        log.info("resumed %s after round %d", self.run_dir, self.round)
+        return True
+
+    def _checkpoint(self) -> None:
+        save_checkpoint(self.ckpt_dir, {
+            **self.state.to_dict(), "config": self.config.to_dict(), "seed": self.seed,
+            "policy": self.policy.state_dict(), "policy_config": vars(self.policy.config),
+            "optimizer": self.optimizer.state_dict(), "rng_sampling": self.rng_sampling.bit_generator.state,
+            "torch_gen": self.torch_gen.get_state(), "privacy_plan": self.plan.to_dict(),
+            "policy_sum": self.average.sum, "policy_sum_count": self.average.count,
+            **({} if self.anchor is None else {"anchor": self.anchor.state_dict()})})
+
+    # -- the run ------------------------------------------------------------------------------------------
+    def learn_initial_states(self) -> None:
+        t0 = time.perf_counter()
+        participants = []
+        noise = self.plan.release_noise("initial_states")
+        if 0 not in self.releases.journal():               # else the journalled release is re-used
+            self._check_budget(0, self._environment_length(), "initial_states")
+            request = InitialStatesRequest(0, self.config.region_cells)
+            participants, _, _ = self.releases.broadcast(to_bytes(request),
+                                                         self._environment_length())
+        release, _, _ = self.releases.release(0, "initial_states", participants, self._environment_length(),
+                                              noise)
+        # a Laplace(b) has standard deviation b·√2; the Gaussian's scale is its standard deviation
+        std = release.sum_scale * (1.0 if noise.mechanism == "gaussian" else math.sqrt(2))
+        region_of = region_map(self.cells, self.config.region_cells) if self.config.region_cells else None
+        self.state.initial_states = InitialStates.from_noisy_sums(
+            release.sum, len(self.cells), n_rank_bins(self.geometry.candidates), noise_std=std, region_of=region_of,
+            action_rates=self.config.uses_action_prior)
+        states = self.state.initial_states
+        if self.place_law() is not None:
+            # the released factors calibrate the classic law; re-scale them for the relevance-weighted one
+            # (post-processing of released values), from the cells days start from: the homes
+            self.state.initial_states = replace(states, explore_factors=rank_calibrated_factors(
+                self.geometry.neighbours, self.config.alpha, states.explore_factors, states.places.relevance,
+                states.home_weights))
+        log.info("initial states learned from %d devices", release.n_survivors)
+        if self.config.uses_action_prior:
+            self.warm_start()
+        self.state.initial_seconds += time.perf_counter() - t0
+        self._checkpoint()
+
+    def warm_start(self) -> None:
+        """Behaviour-clone the policy on days of the released rule model (``TrainConfig.action_prior``), from
+        streams of its own (the seed's), so a run resumed after the release clones the same; keep a copy as
+        PPO's anchor when ``ppo.anchor_coef`` > 0."""
+        cfg = self.config
+        rates = self.initial_states.action_rates
+        if not rates.usable:
+            log.warning("action prior: the released rates are %.1f noise standard deviations (< %g): no warm start",
+                        rates.signal, SIGNAL_GATE)
+            return
+        rng = np.random.default_rng([self.seed, 0xB0C])
+        homes, firsts = self.sample_initial_states(cfg.action_prior_days, rng)
+        env = EPREnvironment(self.geometry, alpha=cfg.alpha, explore_factors=self.initial_states.explore_factors,
+                             rng=rng, places=self.place_law())
+        days = sample_rule_days(rates, env, homes, firsts, rng)
+        t0 = time.perf_counter()
+        losses = behaviour_clone(self.policy, days, self.cells, epochs=cfg.action_prior_epochs,
+                                 lr=cfg.action_prior_lr, batch_size=cfg.ppo.batch_size,
+                                 generator=torch.Generator().manual_seed(self.seed))
+        log.info("warm start: policy cloned on %d rule-model days in %.1f s (cross-entropy %s)", len(homes),
+                 time.perf_counter() - t0, f"{losses[-1]:.4f}" if losses else "n/a")
+        if cfg.ppo.anchor_coef > 0:
+            self.anchor = Policy(self.policy.config)
+            self.anchor.load_state_dict(self.policy.state_dict())
+
+    def run_round(self, round_: int) -> RoundStats:
+        t0 = time.perf_counter()
+        cfg = self.config
+        homes, firsts = self.sample_initial_states(cfg.days_per_round, self.rng_sampling)
+        rollout, homes = sample_rollout(self.policy, self.geometry, homes, firsts, self.rng_sampling, cfg.alpha,
+                                        self.initial_states.explore_factors, self.place_law())
+        journal = self.releases.journal()
+        down = up = None                           # unknown for a release re-used after a crash
+        if round_ in journal:
+            release = journal[round_]
+        else:
+            request = RoundRequest(round_, cfg.disc_steps, cfg.disc_batch_size, rollout.cells.astype(np.int32),
+                                   homes, rollout.actions.astype(np.int8))
+            released = self._released_length(request.n_queries)
+            self._check_budget(round_, released, "rewards")
+            participants, down, up = self.releases.broadcast(to_bytes(request), request.n_queries)
+            release, d2, u2 = self.releases.release(round_, "rewards", participants, released,
+                                                    self.plan.release_noise("rewards"))
+            down, up = down + d2, up + u2
+        public_count = self.releases.public_count()
+        # the tolerance experiment's noise: its own stream of (seed, round), so a resumed run draws the same
+        noise_rng = np.random.default_rng([self.seed, round_, 0x7013])
+        rollout = replace(rollout, rewards=rewards_from_release(release, cfg, noise_rng, public_count))
+        ppo_stats = ppo_update(self.policy, self.optimizer, rollout, cfg.ppo, self.torch_gen, self.anchor)
+        n = len(self.fleet.device_ids)
+        per_device = (None, None) if down is None else (down / n, up / n)
+        if down is not None:
+            self.state.bytes_by_round.append(per_device)
+        mean_reward, disc_accuracy = ensemble_verdict(release, cfg, public_count)
+        return RoundStats(round=round_, devices=n, survivors=release.n_survivors, mean_reward=mean_reward,
+                          disc_accuracy=disc_accuracy, ppo=ppo_stats, bytes_up=per_device[1],
+                          bytes_down=per_device[0], seconds=time.perf_counter() - t0, epsilon=None,
+                          stay_share=float(np.mean(rollout.actions == STAY)),
+                          distinct_histogram=np.bincount(distinct_cells(rollout.cells)).tolist())
+
+    def train(self, on_round: Callable[[RoundStats], None] | None = None) -> None:
+        self.releases.rebuild_accountant()
+        if self.initial_states is None:
+            self.learn_initial_states()
+        while self.round < self.config.rounds:
+            stats = self.run_round(self.round + 1)
+            self.state.round += 1
+            self.average.add(self.round, self.policy)
+            self.state.wall_seconds += stats.seconds
+            if self.config.private:
+                stats.epsilon = self.accountant.epsilon_under(self.releases.factors)   # the target's relation
+            self.state.history.append(vars(stats))
+            self._checkpoint()
+            log.info("round %d: mean reward %.4f, discriminator accuracy %.3f, approx_kl %.4f, clip_fraction "
+                     "%.3f, explained_variance %.3f", stats.round, stats.mean_reward, stats.disc_accuracy,
+                     stats.ppo["approx_kl"], stats.ppo["clip_fraction"], stats.ppo["explained_variance"])
+            if on_round is not None:
+                on_round(stats)
+
+    # -- results ------------------------------------------------------------------------------------------
+    def averaged_policy(self) -> Policy:
+        """The policy to publish: the mean of the weights after each averaged round so far (the current
+        policy before the first of them)."""
+        return self.average.averaged(self.policy)
+
+    def sample_initial_states(self, n_days: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """(homes, first cells) of ``n_days`` generated days from the released initial states, with the
+        configured first-cell law (``TrainConfig.first_cell_alpha``)."""
+        alpha = self.config.first_cell_alpha
+        law = None if alpha is None else FirstCellLaw(self.geometry.neighbours, alpha)
+        return self.initial_states.sample(n_days, rng, near_home=law)
+
+    def place_law(self):
+        """The released place law the environment uses (None: the classic EPR laws, by configuration or for a
+        run checkpointed before place laws existed)."""
+        return self.initial_states.places if self.config.uses_place_law(len(self.fleet.device_ids)) else None
+
+    def publish_policy(self, onnx_bytes: bytes) -> int:
+        """Send a new policy model (hash-checked by the devices, and signature-checked where a network carries
+        it); return how many accepted it."""
+        accepted, _, _ = self.releases.broadcast(to_bytes(PolicyUpdate.for_model(self.round, onnx_bytes)))
+        return len(accepted)
+
+    def generate(self, n_days: int, rng: np.random.Generator) -> np.ndarray:
+        """Synthetic days (n_days, 48) from the averaged policy and the released initial states."""
+        homes, firsts = self.sample_initial_states(n_days, rng)
+        rollout, _ = sample_rollout(self.averaged_policy(), self.geometry, homes, firsts, rng, self.config.alpha,
+                                    self.initial_states.explore_factors, self.place_law())
+        return rollout.cells.astype(np.int32)
+
+    def summary(self) -> RunSummary:
+        """What a report says about the run so far."""
+        n_dev = len(self.fleet.device_ids)
+        privacy = privacy_section(self.plan, self.accountant, n_dev, self.config.beta, len(self.releases.journal()),
+                                  self.config)
+        return RunSummary.of(self.state, self.config, self.seed, n_dev, self.geometry.candidates, privacy,
+                             self.place_law())
