@@ -101,7 +101,7 @@ def test_check_runtime_bounds():
 
 
 def _export_args(argv):
-    from pategail.export import cli
+    from pategail.cli import export as cli
 
     parser = argparse.ArgumentParser(prog="pategail")
     cli.register(parser.add_subparsers(dest="command"))

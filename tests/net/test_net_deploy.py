@@ -46,14 +46,15 @@ def test_the_compose_files_coordinator_and_devices_fit_together():
     assert compose["services"]["coordinator"]["ports"] == [f"127.0.0.1:{serve.port}:{serve.port}"]
 
 
-def test_the_image_copies_what_exists_and_installs_both_distributions():
+def test_the_image_copies_what_exists_and_installs_every_distribution():
     text = (DEPLOY / "Dockerfile").read_text()
     for line in re.findall(r"^COPY (.+)$", text, re.M):
         *sources, _ = line.split()
         for source in sources:
             assert (ROOT / source).exists(), source
     installs = re.findall(r"^RUN pip install (.+)$", text, re.M)
-    assert installs == ["./sdk", "."]                 # pategail-sdk, then pategail (which depends on it)
+    # each after those it depends on: pategail-sdk, -server, -export, -research, then pategail (the command line)
+    assert installs == ["./sdk", "./server", "./export", "./research", "."]
     cmd = json.loads(re.search(r"^CMD (.+)$", text, re.M).group(1))
     args = _parse(cmd)
     assert args.func.__name__ == "run_serve" and args.resume_if_any and str(args.out).startswith("/srv/pategail")
