@@ -59,7 +59,7 @@ def run_shape(ds, run: Path, n_days: int, seed: int) -> dict:
     state = load_checkpoint(run / "checkpoint")
     config = TrainConfig.from_dict(state["config"])
     initial = RunState.from_dict(state).initial_states
-    geometry = CellGeometry.build(ds.cells, candidates=config.candidates)
+    geometry = CellGeometry.build(ds.cells, candidates=config.environment.candidates)
     policy = Policy(PolicyConfig(**state["policy_config"]))
     weights = state["policy"] if state["policy_sum"] is None else \
         {k: v / state["policy_sum_count"] for k, v in state["policy_sum"].items()}
@@ -67,8 +67,8 @@ def run_shape(ds, run: Path, n_days: int, seed: int) -> dict:
     rng = np.random.default_rng(seed)
     law = None if config.first_cell_alpha is None else FirstCellLaw(geometry.neighbours, config.first_cell_alpha)
     homes, firsts = initial.sample(n_days, rng, near_home=law)
-    rollout, homes = sample_rollout(policy, geometry, homes, firsts, rng, config.alpha, initial.explore_factors,
-                                    initial.places if config.place_law else None)
+    rollout, homes = sample_rollout(policy, geometry, homes, firsts, rng, config.environment.alpha, initial.explore_factors,
+                                    initial.places if config.environment.place_law else None)
     return shape(rollout.cells, homes, rollout.features, rollout.actions)
 
 

@@ -86,7 +86,7 @@ def main() -> None:
     sums = exact_sums(ds, args.devices, args.seed)
     tree = CellTree.from_coordinates(ds.cells[:, 0], ds.cells[:, 1])
     cfg = TrainConfig().for_devices(args.devices)
-    env_values = _environment_values(args.data, cfg.candidates, REGION_CELLS)
+    env_values = _environment_values(args.data, cfg.environment.candidates, REGION_CELLS)
     values = Granularity.parse(args.granularity).count(cfg.days_per_round)
     region_maps = {m: regions(tree, m) for m in args.region_cells}
     print(json.dumps({"regions": {m: int(r.max()) + 1 for m, r in region_maps.items()}}))
@@ -94,8 +94,8 @@ def main() -> None:
     one = np.zeros(ds.n_cells, dtype=np.int64)
     for eps in args.epsilon:
         for f in args.fractions:
-            g = plan_gaussian(eps, cfg.target_delta, values, cfg.rounds + cfg.retry_rounds, env_values,
-                              cfg.clip_share, f)
+            g = plan_gaussian(eps, cfg.privacy.delta, values, cfg.rounds + cfg.privacy.retry_rounds, env_values,
+                              cfg.privacy.clip_share, f)
             with_regions = g.env_noise_std               # the plan's: the vector with region sums (L2 √12)
             plain = with_regions / COARSE_RATIO          # the same ε on the vector without them (L2 3)
             row = {"epsilon": eps, "fraction": f, "env_std_plain": round(plain, 3),

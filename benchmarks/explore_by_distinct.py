@@ -45,8 +45,8 @@ def real_rates(ds) -> dict:
 def policy_rates(policy: Policy, run_state: RunState, config: TrainConfig, geometry, n_days: int, seed: int):
     rng = np.random.default_rng(seed)
     homes, firsts = run_state.initial_states.sample(n_days, rng)
-    places = run_state.initial_states.places if config.place_law else None
-    rollout, _ = sample_rollout(policy, geometry, homes, firsts, rng, config.alpha,
+    places = run_state.initial_states.places if config.environment.place_law else None
+    rollout, _ = sample_rollout(policy, geometry, homes, firsts, rng, config.environment.alpha,
                                 run_state.initial_states.explore_factors, places)
     with torch.no_grad():
         logits, _ = policy(torch.from_numpy(rollout.cells), torch.from_numpy(rollout.features))
@@ -72,7 +72,7 @@ def main():
         state = load_checkpoint(run / "checkpoint")
         config = TrainConfig.from_dict(state["config"])
         run_state = RunState.from_dict(state)
-        geometry = CellGeometry.build(ds.cells, candidates=config.candidates)
+        geometry = CellGeometry.build(ds.cells, candidates=config.environment.candidates)
         policy = Policy(PolicyConfig(**state["policy_config"]))
         policy.load_state_dict(state["policy"])
         variants = {"last iterate": dict(state["policy"])}

@@ -41,7 +41,7 @@ def main():
     config = coord.config
     rng = np.random.default_rng(7)
     homes, firsts = coord.sample_initial_states(args.days, rng)
-    rollout, homes = sample_rollout(coord.policy, coord.geometry, homes, firsts, rng, config.alpha,
+    rollout, homes = sample_rollout(coord.policy, coord.geometry, homes, firsts, rng, config.environment.alpha,
                                     coord.initial_states.explore_factors, coord.place_law())
     generated = stay_pairs_at(pair_features(rollout.cells, homes, rollout.actions, ds.cells), rollout.actions, args.k)
     days = ds.train_days

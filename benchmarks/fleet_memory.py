@@ -90,7 +90,7 @@ def main() -> None:
     overrides["rounds"] = args.rounds
     overrides["average_rounds"] = min(overrides.get("average_rounds", 20), args.rounds)
     if args.degree is not None:
-        overrides["secagg_degree"] = args.degree
+        overrides["secagg"] = {"degree": args.degree}
     config = TrainConfig.from_dict(overrides, where="options").for_devices(args.devices)
     if args.tracemalloc:
         tracemalloc.start(8)
@@ -110,7 +110,7 @@ def main() -> None:
         t0 = time.perf_counter()
         bundle = write_initial_bundle(config, dataset, args.seed, root / "bundle-initial",
                                       privacy=run_plan(config, dataset.cells, root / "run" / "checkpoint").declare(
-                                          config.min_survivors, config.secagg_colluders))
+                                          config.secagg.min_survivors, config.secagg.colluders))
         # (keep_sessions is passed only when asked for, so the script also measures code from before it existed)
         fleet = EmulatedFleet(dataset, users, root / "devices", bundle, seed=args.seed,
                               **({"keep_sessions": True} if args.keep_sessions else {}))
@@ -134,10 +134,7 @@ def main() -> None:
         if len(snapshots) == 2:
             for stat in snapshots[1].compare_to(snapshots[0], "filename")[:10]:
                 print("tracemalloc:", stat)
-        summary = {"devices": args.devices, "secagg_degree": config.secagg_degree, "rounds": config.rounds,
-                   "keep_sessions": args.keep_sessions,
-                   "days_per_round": config.days_per_round, "disc_steps": config.disc_steps,
-                   "population": "resampled", "points": points}
+        summary = {"devices": args.devices, "secagg": {"degree": config.secagg.degree}, "rounds": config.rounds, "keep_sessions": args.keep_sessions, "days_per_round": config.days_per_round, "discriminator": {"steps": config.discriminator.steps}, "population": "resampled", "points": points}
         if args.json:
             args.json.write_text(json.dumps(summary, indent=1) + "\n")
     finally:

@@ -79,7 +79,7 @@ users = choose_users(ds.users, None, args.seed)
 config = config.for_devices(len(users))
 write_initial_bundle(config, ds, args.seed, args.out / "bundle-initial",   # private runs declare their plan
                      privacy=coordinator_module.run_plan(config, ds.cells, args.out / "checkpoint").declare(
-                         config.min_survivors, config.secagg_colluders))
+                         config.secagg.min_survivors, config.secagg.colluders))
 fleet = EmulatedFleet(ds, users, args.out / "devices", args.out / "bundle-initial", seed=args.seed)
 coord = Coordinator(config, fleet, ds.cells, args.out, seed=args.seed)
 
@@ -172,7 +172,7 @@ def above_test(days):
 picked = np.random.default_rng(1).choice(len(ds.train_days), min(args.eval_days, len(ds.train_days)), replace=False)
 ref = ds.train_days[picked]
 rest = np.delete(ds.train_days, picked, axis=0)     # the floor: other training days against the same reference
-geometry = CellGeometry.build(ds.cells, candidates=config.candidates)
+geometry = CellGeometry.build(ds.cells, candidates=config.environment.candidates)
 results, spatial = {}, {}
 
 

@@ -20,14 +20,14 @@ STATE_BINS = (1, 2, 3, 4, 5, 6, 8, 16, 49)
 def probe(coordinator, devices, n_days: int, rng: np.random.Generator) -> dict:
     homes, firsts = coordinator.sample_initial_states(n_days, rng)
     rollout, homes = sample_rollout(coordinator.policy, coordinator.geometry, homes, firsts, rng,
-                                    coordinator.config.alpha, coordinator.initial_states.explore_factors,
+                                    coordinator.config.environment.alpha, coordinator.initial_states.explore_factors,
                                     coordinator.place_law())
     pairs = pair_features(rollout.cells, homes, rollout.actions, coordinator.geometry.cells)
     flat = pairs.reshape(-1, N_PAIR_FEATURES)
     scores = np.array([dev.score(flat) for dev in devices])
     d = scores.mean(axis=0).reshape(rollout.actions.shape)
     # R̂ = R − βξ as the coordinator computes it (ξ: the devices' standard deviation), without noise
-    r_hat = d - coordinator.config.beta * scores.std(axis=0).reshape(rollout.actions.shape)
+    r_hat = d - coordinator.config.privacy.beta * scores.std(axis=0).reshape(rollout.actions.shape)
     # the advantages PPO would compute from these rewards (standardised per round, GAE with the value head)
     std_r = (r_hat - r_hat.mean()) / (r_hat.std() + 1e-8)
     adv, _ = compute_gae(std_r, rollout.values, coordinator.config.ppo.gamma, coordinator.config.ppo.gae_lambda)
@@ -57,11 +57,11 @@ def gradient_norms(coordinator, devices, n_days: int, rng: np.random.Generator) 
 
     cfg = coordinator.config
     homes, firsts = coordinator.sample_initial_states(n_days, rng)
-    rollout, homes = sample_rollout(coordinator.policy, coordinator.geometry, homes, firsts, rng, cfg.alpha,
+    rollout, homes = sample_rollout(coordinator.policy, coordinator.geometry, homes, firsts, rng, cfg.environment.alpha,
                                     coordinator.initial_states.explore_factors, coordinator.place_law())
     flat = pair_features(rollout.cells, homes, rollout.actions, coordinator.geometry.cells).reshape(-1, N_PAIR_FEATURES)
     scores = np.array([dev.score(flat) for dev in devices])
-    r = (scores.mean(0) - cfg.beta * scores.std(0)).reshape(rollout.actions.shape)
+    r = (scores.mean(0) - cfg.privacy.beta * scores.std(0)).reshape(rollout.actions.shape)
     r = (r - r.mean()) / r.std()
     adv, ret = compute_gae(r, rollout.values, cfg.ppo.gamma, cfg.ppo.gae_lambda)
     policy = coordinator.policy

@@ -26,8 +26,7 @@ import threading
 import time
 from pathlib import Path
 
-TINY = {"days_per_round": 6, "disc_steps": 2, "disc_batch_size": 16, "candidates": 50, "d_model": 16, "n_layers": 1,
-        "ppo": {"n_epochs": 2, "batch_size": 3}, "action_prior_days": 16, "action_prior_epochs": 2, "rounds": 1}
+TINY = {"days_per_round": 6, "discriminator": {"steps": 2, "batch_size": 16}, "environment": {"candidates": 50, "action_prior_days": 16, "action_prior_epochs": 2}, "policy": {"d_model": 16, "n_layers": 1}, "ppo": {"n_epochs": 2, "batch_size": 3}, "rounds": 1}
 
 
 def _figures(pid: int, run: Path) -> dict:

@@ -101,7 +101,7 @@ def in_process(args, out: Path) -> dict:
 
     torch.set_num_threads(1)
     dataset = load_dataset(args.data)
-    overrides = {"rounds": args.rounds, "target_epsilon": args.epsilon}
+    overrides = {"rounds": args.rounds, "privacy": {"epsilon": args.epsilon}}
     config = (TrainConfig.from_file(args.config, **overrides) if args.config
               else TrainConfig.from_dict(overrides, where="options"))
     run = out / "in-process"

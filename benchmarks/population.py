@@ -51,7 +51,7 @@ def main():
         t0 = time.perf_counter()
         bundle = write_initial_bundle(config, ds, 0, root / "bundle-initial",
                                       privacy=run_plan(config, ds.cells, root / "checkpoint").declare(
-                                          config.min_survivors, config.secagg_colluders))
+                                          config.secagg.min_survivors, config.secagg.colluders))
         population = resample_population(ds.users, args.devices, seed=0)
         fleet = PopulationFleet(ds, population, bundle, seed=0, state_dir=root / "population",
                                 ray_workers=args.ray_workers, processes=args.processes)
@@ -62,14 +62,7 @@ def main():
         environment = time.perf_counter() - t
         times = []
         coordinator.train(on_round=lambda s: times.append(s.seconds))
-        print(json.dumps({"devices": args.devices, "source_users": len(ds.users), "rounds": args.rounds,
-                          "ray_workers": args.ray_workers, "processes": args.processes,
-                          "shards": len(fleet.shards),
-                          "secagg_degree_sdk_default": secagg_degree_for(args.devices),
-                          "setup_seconds": round(setup, 1), "environment_release_seconds": round(environment, 1),
-                          "seconds_per_round": [round(x, 1) for x in times],
-                          "peak_rss_gb_driver": round(peak_rss_gb(), 2),
-                          "days_per_round": config.days_per_round, "disc_steps": config.disc_steps}))
+        print(json.dumps({"devices": args.devices, "source_users": len(ds.users), "rounds": args.rounds, "ray_workers": args.ray_workers, "processes": args.processes, "shards": len(fleet.shards), "secagg_degree_sdk_default": secagg_degree_for(args.devices), "setup_seconds": round(setup, 1), "environment_release_seconds": round(environment, 1), "seconds_per_round": [round(x, 1) for x in times], "peak_rss_gb_driver": round(peak_rss_gb(), 2), "days_per_round": config.days_per_round, "discriminator": {"steps": config.discriminator.steps}}))
     finally:
         if "fleet" in locals():
             fleet.close()

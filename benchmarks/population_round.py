@@ -50,7 +50,7 @@ def stand_in_request(dataset, round_: int, n_days: int, config: TrainConfig, rng
         days.append(own[rng.integers(len(own))])
         homes.append(infer_home(own))
     days, homes = np.asarray(days, dtype=np.int32), np.asarray(homes, dtype=np.int32)
-    return RoundRequest(round_, config.disc_steps, config.disc_batch_size, days, homes,
+    return RoundRequest(round_, config.discriminator.steps, config.discriminator.batch_size, days, homes,
                         label_actions(days, homes).astype(np.int8))
 
 
@@ -92,14 +92,7 @@ def main():
             fleet.request(0, message)
             times.append(time.perf_counter() - t)
             cpu.append(time.process_time() - c)
-        out = {"devices": args.devices, "source_users": len(dataset.users), "days_per_round": args.days,
-               "disc_steps": config.disc_steps, "threads": torch.get_num_threads(), "shards": len(fleet.shards),
-               "workers": getattr(fleet.shards[0], "workers", None) if not args.ray_workers else 1,
-               "ray_workers": args.ray_workers, "setup_seconds": round(setup, 1),
-               "seconds_per_round": [round(x, 2) for x in times],
-               "ms_per_device_round": round(1000 * min(times) / args.devices, 3),
-               "cpu_seconds_per_round": [round(x, 2) for x in cpu],
-               "peak_rss_gb": round(peak_rss_gb(), 2), "load_average": [round(x, 2) for x in os.getloadavg()]}
+        out = {"devices": args.devices, "source_users": len(dataset.users), "days_per_round": args.days, "discriminator": {"steps": config.discriminator.steps}, "threads": torch.get_num_threads(), "shards": len(fleet.shards), "workers": getattr(fleet.shards[0], "workers", None) if not args.ray_workers else 1, "ray_workers": args.ray_workers, "setup_seconds": round(setup, 1), "seconds_per_round": [round(x, 2) for x in times], "ms_per_device_round": round(1000 * min(times) / args.devices, 3), "cpu_seconds_per_round": [round(x, 2) for x in cpu], "peak_rss_gb": round(peak_rss_gb(), 2), "load_average": [round(x, 2) for x in os.getloadavg()]}
         print(json.dumps(out), flush=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -29,7 +29,7 @@ KS = (1, 2, 3, 4, 5, 6)
 
 def rollout_of(coord, policy, n_days, rng):
     homes, firsts = coord.sample_initial_states(n_days, rng)
-    return sample_rollout(policy, coord.geometry, homes, firsts, rng, coord.config.alpha,
+    return sample_rollout(policy, coord.geometry, homes, firsts, rng, coord.config.environment.alpha,
                           coord.initial_states.explore_factors, coord.place_law())
 
 
@@ -57,7 +57,7 @@ def main():
         rollout, homes = rollout_of(coord, coord.policy, config.days_per_round, np.random.default_rng(100 + trial))
         pairs = pair_features(rollout.cells, homes, rollout.actions, coord.geometry.cells)
         scores = np.array([d.score(pairs.reshape(-1, N_PAIR_FEATURES)) for d in devices])
-        r_hat = (scores.mean(0) - config.beta * scores.std(0)).reshape(rollout.actions.shape)
+        r_hat = (scores.mean(0) - config.privacy.beta * scores.std(0)).reshape(rollout.actions.shape)
         rewards = ((r_hat - r_hat.mean()) / r_hat.std()).astype(np.float32)
         scaled = rewards / (discounted_returns(rewards, config.ppo.gamma).std() + 1e-8)
         adv, _ = compute_gae(scaled, rollout.values, config.ppo.gamma, config.ppo.gae_lambda)

@@ -21,11 +21,11 @@ def rows() -> list[str]:
            "replace-one) |", "|---|---|---|---|---|---|---|---|"]
     for n in DEVICES:
         for e in EPSILONS:
-            config = TrainConfig(target_epsilon=e).for_devices(n)
+            config = TrainConfig(privacy={"epsilon": e}).for_devices(n)
             plan = run_plan_of(config, ENV_VALUES_GEOLIFE, ENV_VALUES_GEOLIFE + 3 * ENV_REGIONS_GEOLIFE)
             noise = plan_feasibility(plan, n)
             person = [plan.epsilon_under(r, COPIES) for r in ("zero-out", "replace-one")]
-            out.append(f"| {n:,} | {e:g} | {config.target_delta:.3g} | {config.env_epsilon_fraction:g} | "
+            out.append(f"| {n:,} | {e:g} | {config.privacy.delta:.3g} | {config.privacy.env_epsilon_fraction:g} | "
                        f"{noise.noise_std:.3g} / {noise.env_noise_std:.3g} | {plan.epsilon_under('zero-out'):.3g} | "
                        f"{plan.epsilon_under('replace-one'):.3g} | {person[0]:.3g} / {person[1]:.3g} |")
     return out

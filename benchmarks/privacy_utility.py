@@ -36,7 +36,7 @@ def run(job):
     name = f"{args.mechanism}-{args.granularity.replace(':', '')}-eps{eps}-seed{seed}"
     out = args.out / name
     if not (out / "game.json").is_file():
-        settings = {"mechanism": args.mechanism, "granularity": args.granularity}
+        settings = {"privacy": {"mechanism": args.mechanism, "granularity": args.granularity}}
         if eps != "inf":
             settings["target_epsilon"] = float(eps)
         cfg = args.out / f"{name}.json"

@@ -54,22 +54,19 @@ def main():
     logging.basicConfig(level=logging.WARNING)
     ds = load_dataset(args.data)
     degree = secagg_degree_for(args.devices, args.degree)
-    config = TrainConfig(rounds=args.rounds, secagg_degree=degree)
+    config = TrainConfig(rounds=args.rounds, secagg={"degree": degree})
     root = Path(tempfile.mkdtemp(prefix="pategail-scale-"))
     try:
         t0 = time.perf_counter()
         bundle = export_bundle(Policy(PolicyConfig(n_cells=ds.n_cells)), Discriminator(), root / "bundle",
-                               environment=Environment(ds.cells, config.alpha, config.candidates))
+                               environment=Environment(ds.cells, config.environment.alpha, config.environment.candidates))
         fleet = CopiedFleet(ds, args.devices, root / "devices", bundle)
         setup = time.perf_counter() - t0
         coordinator = Coordinator(config, fleet, ds.cells, root / "run", seed=0)
         times = []
         t = time.perf_counter()
         coordinator.train(on_round=lambda s: times.append(s.seconds))
-        print(json.dumps({"devices": args.devices, "secagg_degree": degree, "setup_seconds": round(setup, 1),
-                          "initial_state_round_plus_training_seconds": round(time.perf_counter() - t, 1),
-                          "seconds_per_round": [round(x, 1) for x in times],
-                          "days_per_round": config.days_per_round, "disc_steps": config.disc_steps}))
+        print(json.dumps({"devices": args.devices, "secagg": {"degree": degree}, "setup_seconds": round(setup, 1), "initial_state_round_plus_training_seconds": round(time.perf_counter() - t, 1), "seconds_per_round": [round(x, 1) for x in times], "days_per_round": config.days_per_round, "discriminator": {"steps": config.discriminator.steps}}))
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

@@ -38,13 +38,13 @@ def sampling_noise(run: Path, data: Path, draws: int) -> np.ndarray:
     policy = Policy(PolicyConfig(**state["policy_config"]))
     policy.load_state_dict(state["policy"])
     config = TrainConfig.from_dict(state["config"])
-    geometry = CellGeometry.build(load_dataset(data).cells, candidates=config.candidates)
+    geometry = CellGeometry.build(load_dataset(data).cells, candidates=config.environment.candidates)
     initial = InitialStates.from_dict(state["initial_states"])
     rng = np.random.default_rng(0)
     shares = []
     for _ in range(draws):
         homes, firsts = initial.sample(config.days_per_round, rng)
-        rollout, _ = sample_rollout(policy, geometry, homes, firsts, rng, config.alpha, initial.explore_factors, None)
+        rollout, _ = sample_rollout(policy, geometry, homes, firsts, rng, config.environment.alpha, initial.explore_factors, None)
         shares.append(float(np.mean(rollout.actions == STAY)))
     return np.array(shares)
 

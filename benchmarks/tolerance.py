@@ -40,7 +40,7 @@ def run(job):
     if not result.is_file():
         cfg = args.out / f"{name}.json"
         # β = 0: every row releases means only, as the Gaussian mechanism does (s = 0 at pair included)
-        cfg.write_text(json.dumps({"granularity": granularity, "tolerance_noise_std": s, "beta": 0.0}))
+        cfg.write_text(json.dumps({"privacy": {"granularity": granularity, "beta": 0.0}, "tolerance_noise_std": s}))
         cmd = [sys.executable, str(HERE / "game.py"), "--data", str(args.data), "--out", str(out), "--config",
                str(cfg), "--rounds", str(args.rounds), "--seed", str(args.seed), "--plain-sums"]
         with open(args.out / f"{name}.log", "w") as log:
@@ -48,8 +48,7 @@ def run(job):
     g = json.loads(result.read_text())
     ours, epr = g["results"]["ours"], g["results"]["epr"]
     wins = sum(ours[k] < epr[k] for k in ours)
-    return {"granularity": granularity, "noise_std": s, "ours": ours, "epr": epr, "wins": wins,
-            "seconds": g["seconds"]}
+    return {"privacy": {"granularity": granularity}, "noise_std": s, "ours": ours, "epr": epr, "wins": wins, "seconds": g["seconds"]}
 
 
 jobs = [(gr, s) for gr in args.granularity for s in args.noise]

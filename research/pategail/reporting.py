@@ -50,7 +50,7 @@ def write_outputs(coordinator, dataset, run: Path, seed: int = 0, fleet: dict | 
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed + 1)
         discriminator = Discriminator()
-    env = Environment(dataset.cells, cfg.alpha, cfg.candidates, np.column_stack([homes, firsts]),
+    env = Environment(dataset.cells, cfg.environment.alpha, cfg.environment.candidates, np.column_stack([homes, firsts]),
                       np.full(len(homes), 1.0 / len(homes)), summary.explore_factors, summary.places)
     export_bundle(coordinator.averaged_policy(), discriminator, run / "bundle", environment=env,
                   privacy=coordinator.declared_plan())
@@ -76,7 +76,7 @@ def write_outputs(coordinator, dataset, run: Path, seed: int = 0, fleet: dict | 
                      "last_round": summary.last_round},
         "communication": {"bytes_up_per_device_per_round": summary.bytes_up_per_device_per_round,
                           "bytes_down_per_device_per_round": summary.bytes_down_per_device_per_round},
-        "environment": {"alpha": cfg.alpha, "candidates": summary.candidates,
+        "environment": {"alpha": cfg.environment.alpha, "candidates": summary.candidates,
                         "explore_factors": summary.explore_factors.tolist(),
                         "place_law": summary.places is not None,
                         "return_last": None if summary.places is None else summary.places.return_last,

@@ -80,7 +80,7 @@ def ensure_initial_bundle(config, dataset, seed: int, run: Path) -> Path:
     if not (initial_bundle / "manifest.json").is_file():
         write_initial_bundle(config, dataset, seed, initial_bundle,
                              privacy=run_plan(config, dataset.cells, run / "checkpoint").declare(
-                                 config.min_survivors, config.secagg_colluders))
+                                 config.secagg.min_survivors, config.secagg.colluders))
     return initial_bundle
 
 
@@ -98,11 +98,9 @@ def run_coordinator(config, dataset, run: Path, fleet, *, seed: int, resume: boo
     if resume and not coordinator.resume():
         log.info("%s: no round was checkpointed yet; starting again (journalled releases are re-used)", run)
     n_devices = len(fleet.device_ids)
-    line = plan_line(coordinator.plan, n_devices, config.beta, config)
+    line = plan_line(coordinator.plan, n_devices, config.privacy.beta, config)
     log.info(line)
-    if config.tolerance_experiment:        # on the terminal whatever the log level: this run is not private
-        print(line, flush=True)
-    elif coordinator.plan.private:         # issue 13 point 5: say whether it can learn, before training
+    if coordinator.plan.private:           # say whether it can learn, before training
         from pategail.server.privacy.feasibility import plan_feasibility
         feasible = plan_feasibility(coordinator.plan, n_devices)
         print(f"privacy plan: {feasible.line()}", flush=True)
@@ -110,7 +108,7 @@ def run_coordinator(config, dataset, run: Path, fleet, *, seed: int, resume: boo
             log.warning("this run cannot be expected to learn: the noise on each released mean reward (std %.3g) "
                         "is above the measured tolerance %g at granularity %s (pategail privacy-plan --devices %d "
                         "--epsilon %g compares mechanisms and granularities)", feasible.noise_std,
-                        feasible.tolerance, feasible.granularity, n_devices, config.target_epsilon)
+                        feasible.tolerance, feasible.granularity, n_devices, config.privacy.epsilon)
     if on_progress is not None:
         on_progress(coordinator)
 
@@ -216,12 +214,8 @@ def run_log(path: Path, quiet_terminal: bool, max_bytes: int = 0):
 def discriminator_training(config):
     """The devices' discriminator training settings (baked into a bundle) for a TrainConfig."""
     from pategail.export.artifacts import TrainingConfig
-    from pategail.sdk.replay import ReplaySettings
-    replay = None
-    if config.disc_replay_share > 0:
-        replay = ReplaySettings(config.disc_replay_share, config.disc_replay_rounds, config.disc_replay_pairs)
-    return TrainingConfig(expert_label=1.0 - config.disc_label_smoothing, weight_decay=config.disc_weight_decay,
-                          replay=replay, owner_scaling=config.disc_owner_scaling)
+    return TrainingConfig(expert_label=1.0 - config.discriminator.label_smoothing,
+                          weight_decay=config.discriminator.weight_decay)
 
 
 def write_initial_bundle(config, dataset, seed: int, out: Path, privacy=None) -> Path:
@@ -241,7 +235,7 @@ def write_initial_bundle(config, dataset, seed: int, out: Path, privacy=None) ->
         torch.manual_seed(seed + 1)
         discriminator = Discriminator()
     return export_bundle(policy0, discriminator, out, training_config=discriminator_training(config),
-                         environment=Environment(dataset.cells, config.alpha, config.candidates,
+                         environment=Environment(dataset.cells, config.environment.alpha, config.environment.candidates,
                                                        action_rates=config.uses_action_prior), privacy=privacy)
 
 

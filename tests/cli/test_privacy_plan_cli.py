@@ -103,7 +103,7 @@ def test_privacy_plan_counts_the_action_rate_part_when_a_config_forces_it_on(tmp
     lines = {}
     for forced in (False, True):
         cfg = tmp_path / f"{forced}.json"
-        cfg.write_text(json.dumps({"rounds": 3, "days_per_round": 8, "action_prior": forced}))
+        cfg.write_text(json.dumps({"rounds": 3, "days_per_round": 8, "environment": {"action_prior": forced}}))
         assert main(["privacy-plan", "--devices", "20", "--epsilon", "2", "--config", str(cfg),
                      "--granularity", "day"]) == 0
         lines[forced] = capsys.readouterr().out.splitlines()

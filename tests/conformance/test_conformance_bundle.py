@@ -65,6 +65,15 @@ def test_another_format_version_is_refused(bundle_copy):
         load_bundle(bundle_copy)
 
 
+@pytest.mark.parametrize("field, value", [("replay", {"share": 0.5, "rounds": 3, "pairs": 40}),
+                                          ("input_scaling", "owner")])
+def test_a_discriminator_option_this_sdk_no_longer_has_is_refused_not_ignored(bundle_copy, field, value):
+    _edit_manifest(bundle_copy, lambda m: m["discriminator"].update({field: value}))
+    with pytest.raises(BundleError, match=f"declares {field}, which this version of the SDK does not do") as err:
+        load_bundle(bundle_copy)
+    assert "\n" not in str(err.value)
+
+
 def test_an_incompatible_onnxruntime_is_refused(bundle_copy):
     with pytest.raises(BundleError, match="needs onnxruntime >= 1.19.0 and < 1.20.0, but onnxruntime 1.20.1"):
         load_bundle(bundle_copy, onnxruntime_version="1.20.1")

@@ -91,3 +91,17 @@ def test_save_and_load_policy_round_trip(tmp_path, torch_models):
     features = torch.zeros(2, 48, 11)
     with torch.no_grad():
         assert torch.equal(policy.eval()(cells, features)[0], back.eval()(cells, features)[0])
+
+
+def test_a_policy_file_with_settings_that_no_longer_exist_is_refused_in_one_line(tmp_path, torch_models):
+    import dataclasses
+
+    from pategail.server.errors import PategailError
+    from pategail.server.policy import load_policy, save_policy
+
+    save_policy(torch_models[0], tmp_path / "policy.pt")
+    blob = torch.load(tmp_path / "policy.pt", weights_only=True)
+    blob["config"] = {**dataclasses.asdict(torch_models[0].config), "retired_knob": True}
+    torch.save(blob, tmp_path / "old.pt")
+    with pytest.raises(PategailError, match="retired_knob"):
+        load_policy(tmp_path / "old.pt")

@@ -49,26 +49,6 @@ def other_bundle_dir(tmp_path_factory, dataset) -> Path:
 
 
 @pytest.fixture(scope="session")
-def replay_bundle_dir(tmp_path_factory, dataset) -> Path:
-    """bundle_dir's models (same seed) with a manifest that declares replay: half of each minibatch's generated
-    pairs from the last 3 rounds, 40 pairs a round."""
-    from pategail.export.artifacts import TrainingConfig
-    from pategail.sdk.replay import ReplaySettings
-
-    return _export(tmp_path_factory.mktemp("device-bundle-replay") / "bundle", dataset, seed=0,
-                   training_config=TrainingConfig(replay=ReplaySettings(0.5, 3, 40)))
-
-
-@pytest.fixture(scope="session")
-def scaling_bundle_dir(tmp_path_factory, dataset) -> Path:
-    """bundle_dir's models (same seed) with a manifest whose discriminator takes owner-standardised inputs."""
-    from pategail.export.artifacts import TrainingConfig
-
-    return _export(tmp_path_factory.mktemp("device-bundle-scaling") / "bundle", dataset, seed=0,
-                   training_config=TrainingConfig(owner_scaling=True))
-
-
-@pytest.fixture(scope="session")
 def bundle(bundle_dir):
     from pategail.sdk.bundle import load_bundle
 

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from pategail.server.config import merge_settings
+
 ROOT = Path(__file__).resolve().parents[2]
-TINY = {"days_per_round": 6, "disc_steps": 2, "disc_batch_size": 16, "candidates": 50, "d_model": 16, "n_layers": 1,
-        "ppo": {"n_epochs": 2, "batch_size": 3},
-        "action_prior_days": 16, "action_prior_epochs": 2}
+TINY = {"days_per_round": 6, "discriminator": {"steps": 2, "batch_size": 16}, "environment": {"candidates": 50, "action_prior_days": 16, "action_prior_epochs": 2}, "policy": {"d_model": 16, "n_layers": 1}, "ppo": {"n_epochs": 2, "batch_size": 3}}
 
 
 @pytest.fixture(scope="session")
@@ -34,7 +34,7 @@ def dataset(data_dir):
 
 
 def tiny_config(path: Path, **overrides) -> Path:
-    path.write_text(json.dumps({**TINY, **overrides}))
+    path.write_text(json.dumps(merge_settings(TINY, overrides)))
     return path
 
 

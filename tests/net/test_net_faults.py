@@ -24,7 +24,7 @@ def test_device_and_service_killed_mid_round(data_dir, dataset, tmp_path, proces
     from pategail.server.checkpoint import read_intents, read_journal
 
     run = tmp_path / "run"
-    config = tiny_config(tmp_path / "tiny.json", rounds=3, min_survivors=0.6)
+    config = tiny_config(tmp_path / "tiny.json", rounds=3, secagg={"min_survivors": 0.6})
     serve_args = ["serve", "--data", str(data_dir), "--out", str(run), "--epsilon", "50", "--data-derived-cells",
                   "--config", str(config),
                   "--no-downstream", "--no-progress", "--min-devices", str(N_DEVICES), "--round-deadline", "20"]

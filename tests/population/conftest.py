@@ -12,7 +12,7 @@ def short_config():
     from pategail.server.config import TrainConfig
     # a short warm start: it is on without privacy, and at its defaults (2,048 days, 30 epochs) it took 24 of
     # a run's 25 s while these tests compare fleets, not warm starts
-    return TrainConfig(rounds=3, days_per_round=8, average_rounds=1, action_prior_days=64, action_prior_epochs=2)
+    return TrainConfig(rounds=3, days_per_round=8, average_rounds=1, environment={"action_prior_days": 64, "action_prior_epochs": 2})
 
 
 @pytest.fixture(scope="session")

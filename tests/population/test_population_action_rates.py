@@ -17,7 +17,7 @@ from pategail.training import write_initial_bundle
 
 
 def test_the_environment_sums_with_the_action_rates_agree(tmp_path, dataset, sdk_secure_sum):
-    bundle = write_initial_bundle(TrainConfig(rounds=1, days_per_round=8, action_prior=True), dataset, 0,
+    bundle = write_initial_bundle(TrainConfig(rounds=1, days_per_round=8, environment={"action_prior": True}), dataset, 0,
                                   tmp_path / "bundle")
     assert device_model(bundle, 0).action_rates
     population = resample_population(dataset.users, 6, seed=0)

@@ -14,9 +14,7 @@ from pategail.data.dataset import save_dataset
 from pategail.server.config import ALL_PAIRS_MAX, TrainConfig, secagg_degree_for
 from pategail.server.errors import PategailError
 
-TINY = {"rounds": 1, "days_per_round": 4, "disc_steps": 2, "disc_batch_size": 16, "candidates": 50, "d_model": 16,
-        "n_layers": 1, "average_rounds": 1, "ppo": {"n_epochs": 1, "batch_size": 2},
-        "action_prior_days": 16, "action_prior_epochs": 1}
+TINY = {"rounds": 1, "days_per_round": 4, "discriminator": {"steps": 2, "batch_size": 16}, "environment": {"candidates": 50, "action_prior_days": 16, "action_prior_epochs": 1}, "policy": {"d_model": 16, "n_layers": 1}, "average_rounds": 1, "ppo": {"n_epochs": 1, "batch_size": 2}}
 
 
 @pytest.fixture(scope="module")
@@ -114,18 +112,6 @@ def test_secure_aggregation_defaults_follow_the_cohort():
     degrees = [secagg_degree_for(n) for n in (1_000, 10_000, 100_000, 1_000_000)]
     assert degrees == sorted(degrees) and all(k % 2 == 0 for k in degrees) and degrees[-1] < 100   # O(log n)
     assert secagg_degree_for(100_000, configured=0) == 0             # overridable
-    assert TrainConfig().secagg_degree is None
+    assert TrainConfig().secagg.degree is None
     with pytest.raises(PategailError):
-        TrainConfig(secagg_degree=3)
-
-
-@pytest.mark.parametrize("option", [{"disc_replay_share": 0.5}, {"disc_owner_scaling": True}])
-def test_device_options_the_population_does_not_simulate_are_refused(data, tmp_path, capsys, option):
-    d, _ = data
-    config = tmp_path / "with-option.json"
-    config.write_text(json.dumps({**TINY, **option}))
-    assert main(["-q", "train", "--data", str(d), "--out", str(tmp_path / "run"), "--no-privacy", "--config",
-                 str(config), "--population", "12", "--fleet", "population", "--no-downstream",
-                 "--no-progress"]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "population fleet does not simulate" in err[0], err
+        TrainConfig(secagg={"degree": 3})

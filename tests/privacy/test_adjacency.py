@@ -32,15 +32,15 @@ def _rdp(events, delta):
 
 
 def test_epsilon_alone_gives_the_gaussian_day_mechanism_and_no_privacy_keeps_the_paper_s_layout():
-    private = TrainConfig(target_epsilon=8.0)
-    assert (private.mechanism, private.granularity, private.adjacency) == ("gaussian", "day", "zero-out")
-    assert private.region_cells > 0                                     # region sums for the environment
+    private = TrainConfig(privacy={"epsilon": 8.0})
+    assert (private.privacy.mechanism, private.privacy.granularity, private.privacy.adjacency) == ("gaussian", "day", "zero-out")
+    assert private.privacy.region_cells > 0                                     # region sums for the environment
     plain = TrainConfig()                                               # `make run`: --no-privacy
-    assert (plain.mechanism, plain.granularity, plain.region_cells) == ("laplace", "pair", 0)
+    assert (plain.privacy.mechanism, plain.privacy.granularity, plain.privacy.region_cells) == ("laplace", "pair", 0)
     resolved = plain.for_devices(10)                                    # what a no-privacy run records
-    assert (resolved.target_delta, resolved.env_epsilon_fraction) == (1e-5, 0.1)
-    paper = TrainConfig(target_epsilon=8.0, mechanism="laplace")
-    assert paper.granularity == "pair" and paper.for_devices(1000).env_epsilon_fraction == 0.1
+    assert (resolved.privacy.delta, resolved.privacy.env_epsilon_fraction) == (1e-5, 0.1)
+    paper = TrainConfig(privacy={"epsilon": 8.0, "mechanism": "laplace"})
+    assert paper.privacy.granularity == "pair" and paper.for_devices(1000).privacy.env_epsilon_fraction == 0.1
 
 
 def test_default_delta_is_well_below_one_over_n():
@@ -48,17 +48,17 @@ def test_default_delta_is_well_below_one_over_n():
     assert default_delta(100_000) == pytest.approx(10 ** -5.5) and default_delta(10 ** 7) == pytest.approx(10 ** -7.7)
     for n in (10, 1000, 35_000, 10 ** 6):
         assert default_delta(n) <= n ** -1.1 + 1e-18 and default_delta(n) < 1 / n
-    assert TrainConfig(target_epsilon=1.0).for_devices(100_000).target_delta == pytest.approx(10 ** -5.5)
-    assert TrainConfig(target_epsilon=1.0, target_delta=1e-7).for_devices(100_000).target_delta == 1e-7
+    assert TrainConfig(privacy={"epsilon": 1.0}).for_devices(100_000).privacy.delta == pytest.approx(10 ** -5.5)
+    assert TrainConfig(privacy={"epsilon": 1.0, "delta": 1e-7}).for_devices(100_000).privacy.delta == 1e-7
 
 
 def test_the_environment_share_follows_the_device_count():
     """The rewards keep within the day tolerance (0.3): at 83 devices only share 0.1 does, at 1,000 share 0.5
     does even at ε = 1; in between the largest share on the 0.05 grid that does."""
-    config = TrainConfig(target_epsilon=8.0, target_delta=1e-5)
+    config = TrainConfig(privacy={"epsilon": 8.0, "delta": 1e-5})
     assert environment_share(config, 83) == 0.1 and environment_share(config, 1000) == 0.5
-    assert environment_share(TrainConfig(target_epsilon=1.0, target_delta=1e-5), 1000) == 0.5
-    low = TrainConfig(target_epsilon=4.0, target_delta=1e-5)
+    assert environment_share(TrainConfig(privacy={"epsilon": 1.0, "delta": 1e-5}), 1000) == 0.5
+    low = TrainConfig(privacy={"epsilon": 4.0, "delta": 1e-5})
     share = environment_share(low, 200)
     assert 0.1 < share < 0.5
 
@@ -165,10 +165,7 @@ def test_the_report_states_both_relations_and_a_person_s_group_figure():
     p = person_guarantee(plan, acc, 12)
     assert p["epsilon_zero_out"] == pytest.approx(person, rel=1e-6) and 200 < person < 300
     # report.md: the parts are said to be parts (at δ/2, not additive), never written as a sum
-    section = {"epsilon_target": 8.0, "noise_multiplier": g["noise_multiplier"], "mechanism": "gaussian",
-               "granularity": "day", "adjacency": "zero-out", "clip_norm": 1.0, "env_noise_multiplier": 1.0,
-               "noise_std_on_mean": 0.03, "epsilon_parts": {"environment": g["env_epsilon"], "rewards": 5.5},
-               "guarantees": guarantees(plan, acc), "collusion": "none", "per_person": p}
+    section = {"epsilon_target": 8.0, "noise_multiplier": g["noise_multiplier"], "mechanism": "gaussian", "granularity": "day", "adjacency": "zero-out", "clip_norm": 1.0, "env_noise_multiplier": 1.0, "noise_std_on_mean": 0.03, "epsilon_parts": {"environment": g["env_epsilon"], "rewards": 5.5}, "guarantees": guarantees(plan, acc), "collusion": "none", "per_person": p}
     line = privacy_line(section)
     assert " + " not in line and "do not add up" in line and f"{replace:.3g} under replace-one" in line
     lines = guarantee_lines(section)
@@ -192,8 +189,8 @@ def test_the_relation_and_the_mechanism_are_options_of_a_private_run(tmp_path, c
     from pategail.server.errors import PategailError
 
     with pytest.raises(PategailError, match="adjacency must be one of zero-out, replace-one"):
-        TrainConfig(target_epsilon=1.0, adjacency="add-remove")
-    assert TrainConfig.from_dict({"adjacency": "replace-one", "target_epsilon": 2}).adjacency == "replace-one"
+        TrainConfig(privacy={"epsilon": 1.0, "adjacency": "add-remove"})
+    assert TrainConfig.from_dict({"privacy": {"adjacency": "replace-one", "epsilon": 2}}).privacy.adjacency == "replace-one"
     for option in (["--adjacency", "replace-one"], ["--mechanism", "laplace"]):
         assert main(["-q", "train", "--data", str(tmp_path), "--out", str(tmp_path / "run"), "--no-privacy",
                      *option]) == 2

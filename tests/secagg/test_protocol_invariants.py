@@ -234,7 +234,7 @@ def test_a_release_unmasked_by_a_device_aggregator_counts(federation, tmp_path, 
             agg.unmasks[first] = kept             # one holder's shares: below every threshold
 
     fleet = _Fleet(federation, 8, {"below_n_min": below_n_min, "lost_shares": lost_shares}[attack])
-    config = TrainConfig(aggregator="device", min_survivors=0.75).for_devices(8)
+    config = TrainConfig(secagg={"aggregator": "device", "min_survivors": 0.75}).for_devices(8)
     releases = SecureReleases(config, fleet, tmp_path, seed=0)
     noise = ReleaseNoise(sum_scale=0.05, sq_sum_scale=0.05)
     with pytest.raises(error):
@@ -247,7 +247,7 @@ def test_a_release_unmasked_by_a_device_aggregator_counts(federation, tmp_path, 
 def test_a_round_that_ends_before_unmasking_is_not_counted(federation, tmp_path):
     fleet = _Fleet(federation, 8, None)
     fleet.dropouts = Dropouts(after_share_keys=frozenset(fleet.device_ids[:4]))   # half stop before their input
-    config = TrainConfig(aggregator="device", min_survivors=0.75).for_devices(8)
+    config = TrainConfig(secagg={"aggregator": "device", "min_survivors": 0.75}).for_devices(8)
     releases = SecureReleases(config, fleet, tmp_path, seed=0)
     with pytest.raises(SecAggAbort) as err:
         releases.release(3, "rewards", list(fleet.device_ids), 4, ReleaseNoise(sum_scale=0.05, sq_sum_scale=0.05))

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from pategail.server.config import merge_settings
 from pategail.cli import main
 from pategail.data.prepare import prepare_dataset
 from pategail.sdk.secagg.client import SecAggClient
@@ -16,8 +17,7 @@ from pategail.sdk.secagg.prg import P61
 from pategail.server.checkpoint import read_intents
 
 ROOT = Path(__file__).resolve().parents[2]
-TINY = dict(rounds=2, days_per_round=6, disc_steps=2, disc_batch_size=16, candidates=50, d_model=16, n_layers=1,
-            ppo={"n_epochs": 2, "batch_size": 3})
+TINY = dict(rounds=2, days_per_round=6, discriminator={"steps": 2, "batch_size": 16}, environment={"candidates": 50}, policy={"d_model": 16, "n_layers": 1}, ppo={"n_epochs": 2, "batch_size": 3})
 EPSILON = 50.0
 
 
@@ -35,7 +35,7 @@ def _argv(data, run, config, *extra):
 
 def _config(tmp_path, **overrides) -> Path:
     path = tmp_path / "tiny.json"
-    path.write_text(json.dumps({**TINY, **overrides}))
+    path.write_text(json.dumps(merge_settings(TINY, overrides)))
     return path
 
 
@@ -76,7 +76,7 @@ def test_tampering_is_one_line_exit_3_and_the_resumed_run_keeps_the_target(data,
 
 
 def test_without_a_reserve_the_retry_is_not_started(data, tmp_path, monkeypatch, capsys):
-    run, config = tmp_path / "run", _config(tmp_path, retry_rounds=0)
+    run, config = tmp_path / "run", _config(tmp_path, privacy={"retry_rounds": 0})
     _corrupt_checksum_word_in(monkeypatch, 2)
     status = main(_argv(data, run, config))
     err = capsys.readouterr().err

@@ -132,7 +132,7 @@ def test_the_anchor_off_is_the_update_as_before_and_on_pulls_toward_the_anchor()
         return p, stats
 
     plain, _ = update(PPOConfig(n_epochs=3, learning_rate=3e-3), None)
-    zero, stats = update(PPOConfig(n_epochs=3, learning_rate=3e-3), anchor)      # coefficient 0: no term
+    zero, stats = update(PPOConfig(n_epochs=3, learning_rate=3e-3, anchor_coef=0.0), anchor)   # no term
     assert "anchor_kl" not in stats
     assert all(torch.equal(a, b) for a, b in zip(plain.state_dict().values(), zero.state_dict().values()))
     strong, stats = update(PPOConfig(n_epochs=3, learning_rate=3e-3, anchor_coef=50.0), anchor)
@@ -150,65 +150,6 @@ def test_the_anchor_off_is_the_update_as_before_and_on_pulls_toward_the_anchor()
     assert kl_to_anchor(strong) < 0.5 * kl_to_anchor(plain)
     with pytest.raises(ValueError, match="anchor_coef"):
         PPOConfig(anchor_coef=-1.0)
-
-
-def test_the_explore_ceiling_penalises_only_explore_above_the_anchor():
-    from pategail.server.ppo import anchor_penalty
-    anchor = torch.log(torch.tensor([[0.6, 0.1, 0.1, 0.2]] * 3))
-    masks = torch.tensor([[True, True, True, True]] * 2 + [[True, True, True, False]])
-    # rows: explore above the anchor's 0.2; below it; above it but impossible (masked)
-    logits = torch.log(torch.tensor([[0.3, 0.1, 0.1, 0.5], [0.7, 0.1, 0.1, 0.1], [0.3, 0.1, 0.1, 0.5]]))
-    logits.requires_grad_(True)
-    term = anchor_penalty(torch.log_softmax(logits, -1), anchor, masks, "explore_ceiling")
-    p, q = 0.5, 0.2
-    assert term[0].item() == pytest.approx(q * np.log(q / p) + (1 - q) * np.log((1 - q) / (1 - p)), rel=1e-5)
-    assert term[1].item() == 0.0 and term[2].item() == 0.0
-    term.sum().backward()
-    assert logits.grad[0, EXPLORE] > 0                     # descending the term lowers explore ...
-    assert torch.all(logits.grad[1:] == 0)                 # ... and nothing where explore is at or below
-    # the term sees explore alone: moving mass between stay, home and return changes nothing (the KL does)
-    other = torch.log(torch.tensor([[0.1, 0.3, 0.1, 0.5]]))
-    same = anchor_penalty(other, anchor[:1], masks[:1], "explore_ceiling")
-    assert same.item() == pytest.approx(term[0].item(), rel=1e-6)
-    assert anchor_penalty(other, anchor[:1], masks[:1], "kl").item() != pytest.approx(
-        anchor_penalty(torch.log_softmax(logits[:1].detach(), -1), anchor[:1], masks[:1], "kl").item())
-    with pytest.raises(ValueError, match="anchor_mode"):
-        from pategail.server.ppo import PPOConfig
-        PPOConfig(anchor_mode="ceiling")
-
-
-def test_the_explore_ceiling_holds_explore_down_in_an_update_that_rewards_it():
-    from pategail.server.ppo import PPOConfig, anchor_log_probs, ppo_update
-    geometry = _geometry()
-    torch.manual_seed(0)
-    base = Policy(PolicyConfig(n_cells=40, d_model=16, n_layers=1))
-    rollout = _rollout(base, geometry, n=32)
-    # every explore decision pays 1, everything else 0: PPO alone raises explore everywhere
-    rollout = rollout.__class__(**{**vars(rollout),
-                                   "rewards": (rollout.actions == EXPLORE).astype(np.float32)})
-    anchor = Policy(base.config)
-    anchor.load_state_dict(base.state_dict())
-    cells = torch.from_numpy(rollout.cells)
-    feats = torch.from_numpy(rollout.features)
-    masks = torch.from_numpy(rollout.masks[:, :-1])
-    ref = anchor_log_probs(anchor, cells, feats, masks).exp()
-
-    def update(cfg, anchor_policy):
-        p = Policy(base.config)
-        p.load_state_dict(base.state_dict())
-        opt = torch.optim.Adam(p.parameters(), lr=cfg.learning_rate)
-        ppo_update(p, opt, rollout, cfg, torch.Generator().manual_seed(0), anchor_policy)
-        return p, anchor_log_probs(p, cells, feats, masks).exp()
-
-    plain, plain_probs = update(PPOConfig(n_epochs=4, learning_rate=3e-3), None)
-    off, _ = update(PPOConfig(n_epochs=4, learning_rate=3e-3, anchor_mode="explore_ceiling"), anchor)
-    assert all(torch.equal(a, b) for a, b in zip(plain.state_dict().values(), off.state_dict().values()))
-    _, ceiled = update(PPOConfig(n_epochs=4, learning_rate=3e-3, anchor_coef=50.0,
-                                 anchor_mode="explore_ceiling"), anchor)
-    possible = masks[..., EXPLORE]
-    rise_plain = (plain_probs - ref)[..., EXPLORE][possible].mean()
-    rise_ceiled = (ceiled - ref)[..., EXPLORE][possible].mean()
-    assert rise_plain > 0.05 and rise_ceiled < 0.3 * rise_plain
 
 
 def test_the_plan_accounts_the_larger_l1_bound_and_old_plans_read_as_before():

@@ -14,8 +14,8 @@ from pategail.server.policy import Policy
 
 
 def test_the_policy_of_a_one_head_run_has_one_head_and_attends_differently():
-    one = Policy(policy_config(TrainConfig(n_heads=1, d_model=16), n_cells=9))
-    four = Policy(policy_config(TrainConfig(n_heads=4, d_model=16), n_cells=9))
+    one = Policy(policy_config(TrainConfig(policy={"n_heads": 1, "d_model": 16}), n_cells=9))
+    four = Policy(policy_config(TrainConfig(policy={"n_heads": 4, "d_model": 16}), n_cells=9))
     assert four.config.n_heads == 4 and one.config.n_heads == 1
     assert all(block.attn.n_heads == 1 and block.attn.head_dim == 16 for block in one.blocks)
     # the heads change no parameter's shape, only how the same weights attend: a run resumed or exported with
@@ -28,13 +28,13 @@ def test_the_policy_of_a_one_head_run_has_one_head_and_attends_differently():
 
 
 def test_the_exported_incremental_model_declares_the_runs_heads(tmp_path):
-    policy = Policy(policy_config(TrainConfig(n_heads=2, d_model=16, n_layers=1), n_cells=12))
+    policy = Policy(policy_config(TrainConfig(policy={"n_heads": 2, "d_model": 16, "n_layers": 1}), n_cells=12))
     bundle = load_bundle(export_bundle(policy, Discriminator(), tmp_path / "bundle"))
     assert CacheLayout.of_session(open_generation_session(bundle)) == CacheLayout(1, 2, 8)
 
 
 @pytest.mark.parametrize("heads", [0, 3, -4])
 def test_a_head_count_that_does_not_divide_the_width_is_one_error_naming_the_setting(heads):
-    with pytest.raises(PategailError, match=r"n_heads must be >= 1 and divide d_model \(64\), got") as err:
-        TrainConfig.from_dict({"n_heads": heads})
+    with pytest.raises(PategailError, match=r"policy.n_heads must be >= 1 and divide policy.d_model \(64\), got") as err:
+        TrainConfig.from_dict({"policy": {"n_heads": heads}})
     assert "\n" not in str(err.value)

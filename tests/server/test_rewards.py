@@ -14,7 +14,7 @@ def test_rewards_from_release_by_hand():
     d = np.array([[0.2] * 47, [0.6] * 47])
     d[:, 0] = 0.9
     release = Release(1, "rewards", d.sum(0), (d ** 2).sum(0), 2, 0.0, 0.0)
-    config = TrainConfig(days_per_round=1, beta=1.0)
+    config = TrainConfig(days_per_round=1, privacy={"beta": 1.0})
     rewards = rewards_from_release(release, config)
     # R = 0.4, ξ = 0.2 → R̂ = 0.2 on 46 pairs; R = 0.9, ξ = 0 → R̂ = 0.9 on the first
     r_hat = np.full(47, 0.2)
@@ -24,19 +24,3 @@ def test_rewards_from_release_by_hand():
     np.testing.assert_allclose(rewards[0], expected, rtol=1e-5, atol=1e-5)
     mean_reward, accuracy = ensemble_verdict(release)
     assert mean_reward == pytest.approx((0.9 + 46 * 0.4) / 47) and accuracy == pytest.approx(46 / 47)
-
-
-def test_log_reward_is_the_log_of_the_floored_r_hat():
-    d = np.array([[0.2] * 47, [0.6] * 47])
-    d[:, 0] = 0.9
-    d[:, 1] = 0.0                                           # R̂ = 0: floored
-    release = Release(1, "rewards", d.sum(0), (d ** 2).sum(0), 2, 0.0, 0.0)
-    rewards = rewards_from_release(release, TrainConfig(days_per_round=1, beta=1.0, reward="log", reward_floor=0.01))
-    r = np.full(47, np.log(0.2))
-    r[0], r[1] = np.log(0.9), np.log(0.01)
-    np.testing.assert_allclose(rewards[0], (r - r.mean()) / (r.std() + 1e-8), rtol=1e-5, atol=1e-5)
-    # the invented pair now lies far further below the typical one than under R̂
-    linear = rewards_from_release(release, TrainConfig(days_per_round=1, beta=1.0))
-    assert rewards[0, 2] - rewards[0, 1] > 2 * (linear[0, 2] - linear[0, 1])
-    with pytest.raises(Exception, match="reward"):
-        TrainConfig(reward="logit")

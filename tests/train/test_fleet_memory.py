@@ -60,9 +60,7 @@ def _run(work: Path, keep_sessions: bool) -> None:
     users = np.resize(dataset.users, DEVICES)
     # 48 generated days a round: the devices score 2,256 pairs, a batch large enough that buffers kept per
     # device between rounds (an ONNX Runtime memory arena, for one) would show
-    config = TrainConfig(rounds=ROUNDS, days_per_round=48, disc_steps=4, disc_batch_size=64, candidates=50,
-                         d_model=16, n_layers=1, average_rounds=2, ppo=PPOConfig(n_epochs=1, batch_size=16),
-                         action_prior_days=64, action_prior_epochs=2)
+    config = TrainConfig(rounds=ROUNDS, days_per_round=48, discriminator={"steps": 4, "batch_size": 64}, environment={"candidates": 50, "action_prior_days": 64, "action_prior_epochs": 2}, policy={"d_model": 16, "n_layers": 1}, average_rounds=2, ppo=PPOConfig(n_epochs=1, batch_size=16))
     torch.set_num_threads(1)            # as `pategail train` (--threads 1): no per-thread allocator pools
     bundle = write_initial_bundle(config, dataset, 0, work / "bundle-initial")
     gc.collect()

@@ -1,6 +1,6 @@
-"""Issue 13: a small private run with the Gaussian mechanism at day granularity, end to end — the devices
-check the declared plan and keep their ledgers, the coordinator accounts exactly what was released, and
-PPO gets one reward per generated day; and the non-private tolerance experiment's noise."""
+"""A small private run with the Gaussian mechanism at day granularity, end to end — the devices check the
+declared plan and keep their ledgers, the coordinator accounts exactly what was released, and PPO gets one
+reward per generated day."""
 from __future__ import annotations
 
 import glob
@@ -14,23 +14,20 @@ from pategail.server.errors import PategailError
 from pategail.sdk.accounting import GaussianRelease, composed_epsilon, gaussian_sensitivity
 from pategail.sdk.secagg.ledger import PrivacyLedger
 from pategail.server import coordinator as coordinator_module
-from pategail.server.checkpoint import Release
-from pategail.server.config import TrainConfig
+from pategail.server.config import TrainConfig, merge_settings
 from pategail.server.coordinator import Coordinator, environment_length, run_plan
 from pategail.server.ppo import PPOConfig
 from pategail.server.privacy.gaussian import ENV_L2_BOUND
-from pategail.server.rewards import rewards_from_release
 from pategail.training import write_initial_bundle
 
-TINY = dict(rounds=2, days_per_round=6, disc_steps=2, disc_batch_size=16, candidates=50, d_model=16,
-            n_layers=1, ppo=PPOConfig(n_epochs=2, batch_size=3))
+TINY = dict(rounds=2, days_per_round=6, discriminator={"steps": 2, "batch_size": 16}, environment={"candidates": 50}, policy={"d_model": 16, "n_layers": 1}, ppo=PPOConfig(n_epochs=2, batch_size=3))
 
 
 def test_a_private_gaussian_run_at_day_granularity(dataset, tmp_path, monkeypatch):
-    config = TrainConfig(**TINY, mechanism="gaussian", granularity="day", target_epsilon=8.0).for_devices(3)
+    config = TrainConfig(**TINY, privacy={"mechanism": "gaussian", "granularity": "day", "epsilon": 8.0}).for_devices(3)
     plan = run_plan(config, dataset.cells, tmp_path / "checkpoint")
     write_initial_bundle(config, dataset, 0, tmp_path / "bundle-initial",
-                         privacy=plan.declare(config.min_survivors, config.secagg_colluders))
+                         privacy=plan.declare(config.secagg.min_survivors, config.secagg.colluders))
     fleet = EmulatedFleet(dataset, choose_users(dataset.users, 3, 0), tmp_path / "devices",
                           tmp_path / "bundle-initial", seed=0)
     coordinator = Coordinator(config, fleet, dataset.cells, tmp_path, seed=0)
@@ -45,8 +42,8 @@ def test_a_private_gaussian_run_at_day_granularity(dataset, tmp_path, monkeypatc
     shares = 3                                                     # n_min = ⌈0.8 · 3⌉, no colluders
     # the environment vector carries the region sums (3 per region) and the accountant counts them: its
     # discretisation term is that of the whole vector, its clip the bound with the region parts (√12)
-    released = environment_length(dataset.cells, coordinator.geometry, config.region_cells)
-    assert config.region_cells > 0 and released > environment_length(dataset.cells, coordinator.geometry)
+    released = environment_length(dataset.cells, coordinator.geometry, config.privacy.region_cells)
+    assert config.privacy.region_cells > 0 and released > environment_length(dataset.cells, coordinator.geometry)
     assert ENV_L2_BOUND == pytest.approx(math.sqrt(12))
     env = GaussianRelease(g["env_noise_std"], gaussian_sensitivity(ENV_L2_BOUND, released), 1, shares)
     rewards = GaussianRelease(g["noise_std"], gaussian_sensitivity(g["clip_norm"], 6), 2, shares)
@@ -72,19 +69,21 @@ def test_a_private_gaussian_run_with_the_action_prior(dataset, tmp_path):
     from pategail.sdk.bundle import load_bundle
     from pategail.server.privacy.gaussian import env_l2_bound
 
-    config = TrainConfig(**{**TINY, "rounds": 1}, mechanism="gaussian", granularity="day", target_epsilon=8.0,
-                         action_prior=True, action_prior_days=24, action_prior_epochs=2).for_devices(3)
+    config = TrainConfig(**merge_settings(TINY, {"rounds": 1, "privacy": {"mechanism": "gaussian", "granularity": "day",
+                                                                           "epsilon": 8.0},
+                                                "environment": {"action_prior": True, "action_prior_days": 24,
+                                                                "action_prior_epochs": 2}})).for_devices(3)
     plan = run_plan(config, dataset.cells, tmp_path / "checkpoint")
     write_initial_bundle(config, dataset, 0, tmp_path / "bundle-initial",
-                         privacy=plan.declare(config.min_survivors, config.secagg_colluders))
+                         privacy=plan.declare(config.secagg.min_survivors, config.secagg.colluders))
     assert load_bundle(tmp_path / "bundle-initial").environment.action_rates
     fleet = EmulatedFleet(dataset, choose_users(dataset.users, 3, 0), tmp_path / "devices",
                           tmp_path / "bundle-initial", seed=0)
     coordinator = Coordinator(config, fleet, dataset.cells, tmp_path, seed=0)
     coordinator.train()
     g, bound = plan.gaussian, env_l2_bound(True)
-    released = environment_length(dataset.cells, coordinator.geometry, config.region_cells, True)
-    assert released == environment_length(dataset.cells, coordinator.geometry, config.region_cells) + 320
+    released = environment_length(dataset.cells, coordinator.geometry, config.privacy.region_cells, True)
+    assert released == environment_length(dataset.cells, coordinator.geometry, config.privacy.region_cells) + 320
     assert g["env_clip_norm"] == bound > ENV_L2_BOUND
     env = GaussianRelease(g["env_noise_std"], gaussian_sensitivity(bound, released), 1, 3)
     rewards = GaussianRelease(g["noise_std"], gaussian_sensitivity(g["clip_norm"], 6), 1, 3)
@@ -96,23 +95,8 @@ def test_a_private_gaussian_run_with_the_action_prior(dataset, tmp_path):
     assert coordinator.initial_states.action_rates is not None
 
 
-def _release(values, n=2):
-    return Release(1, "rewards", np.asarray(values, dtype=np.float64) * n, np.zeros(len(values)), n, 0.0, 0.0)
-
-
-def test_tolerance_noise_is_added_per_released_mean_and_only_without_privacy():
-    base = dict(days_per_round=2, beta=0.0)
-    values = np.tile(np.linspace(0.1, 0.9, 47), 2)
-    cfg = TrainConfig(**base, granularity="block:10", tolerance_noise_std=0.5)
-    a = rewards_from_release(_release(values), cfg, np.random.default_rng(1))
-    b = rewards_from_release(_release(values), cfg, np.random.default_rng(1))
-    assert np.array_equal(a, b)                                    # the run's seeded stream
-    assert [len(np.unique(day)) for day in a] == [5, 5]            # one noisy value per block of 10
-    clean = rewards_from_release(_release(values), TrainConfig(**base, granularity="block:10"))
-    assert not np.allclose(a, clean)
-    with pytest.raises(PategailError, match="experiment"):
-        TrainConfig(tolerance_noise_std=0.1, target_epsilon=4.0)
+def test_a_coarse_granularity_needs_the_gaussian_mechanism_under_privacy():
     with pytest.raises(PategailError, match="gaussian"):
-        TrainConfig(mechanism="laplace", granularity="day", target_epsilon=4.0)
+        TrainConfig(privacy={"mechanism": "laplace", "granularity": "day", "epsilon": 4.0})
     with pytest.raises(PategailError, match="granularity"):
-        TrainConfig(granularity="block:0")
+        TrainConfig(privacy={"granularity": "block:0"})

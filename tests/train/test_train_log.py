@@ -10,9 +10,7 @@ import pytest
 from pategail.data.prepare import prepare_dataset
 
 ROOT = Path(__file__).resolve().parents[2]
-TINY = {"rounds": 2, "days_per_round": 6, "disc_steps": 2, "disc_batch_size": 16, "candidates": 50,
-        "d_model": 16, "n_layers": 1, "ppo": {"n_epochs": 2, "batch_size": 3},
-        "action_prior_days": 16, "action_prior_epochs": 2}
+TINY = {"rounds": 2, "days_per_round": 6, "discriminator": {"steps": 2, "batch_size": 16}, "environment": {"candidates": 50, "action_prior_days": 16, "action_prior_epochs": 2}, "policy": {"d_model": 16, "n_layers": 1}, "ppo": {"n_epochs": 2, "batch_size": 3}}
 
 
 @pytest.mark.slow

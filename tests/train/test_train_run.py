@@ -23,7 +23,7 @@ from pategail.sdk.epr import CellGeometry, candidate_count, explore_law_contribu
 from pategail.sdk.features import infer_home
 from pategail.server import coordinator as coordinator_module
 from pategail.server.checkpoint import read_journal
-from pategail.server.config import TrainConfig
+from pategail.server.config import TrainConfig, merge_settings
 from pategail.server.coordinator import Coordinator
 from pategail.server.initial_states import FACTOR_RANGE
 from pategail.server.places import rank_calibrated_factors
@@ -31,23 +31,19 @@ from pategail.server.policy import Policy, PolicyConfig
 from pategail.server.privacy.accountant import QueryRelease
 from pategail.sdk.secagg.ledger import PrivacyLedger
 from pategail.server.ppo import PPOConfig
-from pategail.training import discriminator_training
 
 ROOT = Path(__file__).resolve().parents[2]
-TINY = dict(rounds=3, days_per_round=6, disc_steps=2, disc_batch_size=16, candidates=50, d_model=16,
-            n_layers=1, ppo=PPOConfig(n_epochs=2, batch_size=3), action_prior_days=16, action_prior_epochs=2)
+TINY = dict(rounds=3, days_per_round=6, discriminator={"steps": 2, "batch_size": 16}, environment={"candidates": 50, "action_prior_days": 16, "action_prior_epochs": 2}, policy={"d_model": 16, "n_layers": 1}, ppo=PPOConfig(n_epochs=2, batch_size=3))
 
 
 def _coordinator(dataset, run: Path, seed=0, **overrides) -> Coordinator:
-    config = TrainConfig(**{**TINY, **overrides})
+    config = TrainConfig(**merge_settings(TINY, overrides))
     bundle = run / "bundle-initial"
     if not bundle.exists():
         torch.manual_seed(seed)
-        # the default optimiser and labels, plus replay when the config asks for it
-        training = {} if not config.disc_replay_share else {"training_config": discriminator_training(config)}
         export_bundle(Policy(PolicyConfig(n_cells=dataset.n_cells, d_model=16, n_layers=1)), Discriminator(),
-                      bundle, environment=Environment(dataset.cells, config.alpha, config.candidates,
-                                                      action_rates=config.uses_action_prior), **training)
+                      bundle, environment=Environment(dataset.cells, config.environment.alpha, config.environment.candidates,
+                                                      action_rates=config.uses_action_prior))
     users = choose_users(dataset.users, 3, seed)
     fleet = EmulatedFleet(dataset, users, run / "devices", bundle, seed=seed)
     return Coordinator(config, fleet, dataset.cells, run, seed=seed)
@@ -111,62 +107,40 @@ def test_killed_and_resumed_run_ends_like_an_uninterrupted_one(dataset, tmp_path
     assert torch.equal(_params(third.averaged_policy()), _params(whole.averaged_policy()))
 
 
-def test_a_checkpoint_without_settings_added_later_resumes_when_they_are_at_their_defaults(dataset, tmp_path):
+def test_a_checkpoint_resumes_only_with_the_settings_it_was_made_with(dataset, tmp_path):
     from pategail.server.checkpoint import load_checkpoint, save_checkpoint
 
-    first = _coordinator(dataset, tmp_path / "old", n_heads=4)     # before the setting existed: four heads
+    first = _coordinator(dataset, tmp_path / "old", policy={"n_heads": 4})
 
     def crash(stats):
         raise KeyboardInterrupt
     with pytest.raises(KeyboardInterrupt):
         first.train(on_round=crash)
+    again = _coordinator(dataset, tmp_path / "old", policy={"n_heads": 4})
+    assert again.resume() and again.round == 1
+    # another head count has the same parameter shapes, so only the settings' check keeps it from loading;
+    # the message names the setting that differs, as the file would have it
+    for heads in (1, 2):
+        other_heads = _coordinator(dataset, tmp_path / "old", policy={"n_heads": heads})
+        with pytest.raises(PategailError, match=f"another configuration .*policy.n_heads: 4 in the checkpoint, "
+                                                f"{heads} now"):
+            other_heads.resume()
+    # a checkpoint of another version (a setting it had no longer exists, or one was added) is refused in one
+    # line, never read with a default in place of what it trained with
     ckpt = tmp_path / "old" / "checkpoint"
     state = load_checkpoint(ckpt)
-    del state["config"]["distinct_embedding"], state["config"]["ppo"]["advantage_by_distinct"]  # an older version's
-    del state["config"]["n_heads"]
+    state["config"]["policy"]["retired_knob"] = True
     save_checkpoint(ckpt, state)
-    again = _coordinator(dataset, tmp_path / "old", n_heads=4)
-    assert again.resume() and again.round == 1
-    changed = _coordinator(dataset, tmp_path / "old", n_heads=4, distinct_embedding=True)
-    # the message names the setting that differs, as the file and the run would have it
-    with pytest.raises(PategailError, match="another configuration.*distinct_embedding: false in the checkpoint, "
-                                            "true now"):
-        changed.resume()
-    # another head count has the same parameter shapes, so only the settings' check keeps it from loading —
-    # today's default (one head) included: a checkpoint without the setting is read as four heads
-    for heads in (1, 2):
-        other_heads = _coordinator(dataset, tmp_path / "old", n_heads=heads)
-        with pytest.raises(PategailError, match=f"another configuration .*n_heads: 4 in the checkpoint, {heads} now"):
-            other_heads.resume()
-
-
-def test_first_cell_law_starts_generated_days_near_home(dataset, tmp_path):
-    from pategail.sdk.geo import haversine_km
-    coordinator = _coordinator(dataset, tmp_path / "near", rounds=1, first_cell_alpha=1.0)
-    coordinator.train()
-    homes, firsts = coordinator.sample_initial_states(4000, np.random.default_rng(0))
-    away = firsts != homes
-    assert away.any()
-    assert all(f in coordinator.geometry.neighbours[h] for h, f in zip(homes[away], firsts[away]))
-    plain_homes, plain_firsts = coordinator.initial_states.sample(4000, np.random.default_rng(0))
-    np.testing.assert_array_equal(homes, plain_homes)
-    cells = dataset.cells
-
-    def km(a, b):
-        return haversine_km(cells[a, 0], cells[a, 1], cells[b, 0], cells[b, 1])
-    plain_away = plain_firsts != plain_homes
-    assert np.median(km(firsts[away], homes[away])) < np.median(km(plain_firsts[plain_away], plain_homes[plain_away]))
-    days = coordinator.generate(50, np.random.default_rng(1))
-    assert days.shape == (50, 48)
-    with pytest.raises(PategailError, match="first_cell_alpha"):
-        TrainConfig(**{**TINY, "first_cell_alpha": -1.0})
+    with pytest.raises(PategailError, match="made by another version of pategail") as err:
+        _coordinator(dataset, tmp_path / "old", policy={"n_heads": 4}).resume()
+    assert "\n" not in str(err.value)
 
 
 def test_privacy_spending_survives_a_crash_exactly_once(dataset, tmp_path, monkeypatch):
     """A small private Laplace run: the environment is ONE vector query (its L1 sensitivity, its own ε share),
     the rewards are sensitivity-1 queries; the coordinator and every device's ledger count the same."""
     run = tmp_path / "private"
-    first = _coordinator(dataset, run, target_epsilon=50.0, mechanism="laplace", rounds=2, kappa=3.0)   # unequal Σ / Σ² scales
+    first = _coordinator(dataset, run, privacy={"epsilon": 50.0, "mechanism": "laplace", "kappa": 3.0}, rounds=2)   # unequal Σ / Σ² scales
 
     def crash_in_update(*args, **kwargs):
         raise RuntimeError("power cut")
@@ -176,14 +150,14 @@ def test_privacy_spending_survives_a_crash_exactly_once(dataset, tmp_path, monke
         first.train()                          # initial states and round 1 released, round 1 not finished
     assert first.accountant.num_queries == 1 + 6 * 47          # the environment vector counts once
     monkeypatch.setattr(coordinator_module, "ppo_update", real_update)
-    again = _coordinator(dataset, run, target_epsilon=50.0, mechanism="laplace", rounds=2, kappa=3.0)
+    again = _coordinator(dataset, run, privacy={"epsilon": 50.0, "mechanism": "laplace", "kappa": 3.0}, rounds=2)
     assert again.resume()
     again.train()
     # the journalled round-1 release was reused, not asked for again: exactly the planned queries
     assert again.accountant.num_queries == again.planned_queries() == 1 + 2 * 6 * 47
     # the environment: Laplace scale b_env = Δ₁ / (0.1 · 50) on each entry of both halves, Δ₁ = 2 · 9 plus the
     # rounding of its 2·values entries (values quanta), recorded as one query of noise multiplier b_env / Δ₁
-    values = 2 * dataset.n_cells + 2 + 2 * n_rank_bins(candidate_count(dataset.n_cells, TINY["candidates"])) \
+    values = 2 * dataset.n_cells + 2 + 2 * n_rank_bins(candidate_count(dataset.n_cells, TINY["environment"]["candidates"])) \
         + (dataset.n_cells + 3)
     delta1 = 18.0 + values / 2 ** 24
     b_env = again.plan.env_sum_noise_scale
@@ -225,8 +199,9 @@ def test_coordinator_code_cannot_read_a_data_set():
 
 def test_train_cli_two_rounds(dataset, tmp_path, capsys):
     config = tmp_path / "tiny.json"
-    config.write_text(json.dumps({**{k: v for k, v in TINY.items() if k != "ppo"}, "rounds": 2, "place_law": True,
-                                  "ppo": {"n_epochs": 2, "batch_size": 3}}))
+    settings = merge_settings({k: v for k, v in TINY.items() if k != "ppo"},
+                              {"rounds": 2, "environment": {"place_law": True}, "ppo": {"n_epochs": 2, "batch_size": 3}})
+    config.write_text(json.dumps(settings))
     data = tmp_path / "data"
     prepare_dataset("pategail", ROOT / "data" / "default", data, allow_pickle=True)
     run = tmp_path / "run"
@@ -260,11 +235,11 @@ def test_train_cli_two_rounds(dataset, tmp_path, capsys):
     total, homes = 0, np.zeros(dataset.n_cells)
     for user in choose_users(dataset.users, 3, 0):
         days = dataset.user_days(user)
-        total = total + explore_law_contribution(days, infer_home(days), dataset.cells, candidates=TINY["candidates"])
+        total = total + explore_law_contribution(days, infer_home(days), dataset.cells, candidates=TINY["environment"]["candidates"])
         homes[infer_home(days)] += contribution_weight(len(days), DAYS_CAP)
-    bins = n_rank_bins(TINY["candidates"])
+    bins = n_rank_bins(TINY["environment"]["candidates"])
     released = np.clip(total[:bins] / total[bins:], *FACTOR_RANGE)
-    geometry = CellGeometry.build(dataset.cells, TINY["candidates"])
+    geometry = CellGeometry.build(dataset.cells, TINY["environment"]["candidates"])
     np.testing.assert_allclose(factors, rank_calibrated_factors(geometry.neighbours, report["environment"]["alpha"],
                                                                 released, environment.places.relevance, homes),
                                rtol=1e-4)
@@ -288,13 +263,11 @@ def test_train_cli_two_rounds(dataset, tmp_path, capsys):
     assert "only 10 users" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("replay", [0.0, 0.5], ids=["no-replay", "replay"])
-def test_a_crash_while_devices_train_is_replayed_exactly(dataset, tmp_path, monkeypatch, replay):
-    # with replay the devices also rewind their buffers of earlier generated pairs (pategail.sdk.replay)
-    whole = _coordinator(dataset, tmp_path / "whole", disc_replay_share=replay)
+def test_a_crash_while_devices_train_is_replayed_exactly(dataset, tmp_path, monkeypatch):
+    whole = _coordinator(dataset, tmp_path / "whole")
     whole.train()
     run = tmp_path / "killed"
-    first = _coordinator(dataset, run, disc_replay_share=replay)
+    first = _coordinator(dataset, run)
     calls = {"n": 0}
     real_request = EmulatedFleet.request
 
@@ -308,15 +281,10 @@ def test_a_crash_while_devices_train_is_replayed_exactly(dataset, tmp_path, monk
     with pytest.raises(KeyboardInterrupt):
         first.train()
     monkeypatch.setattr(EmulatedFleet, "request", real_request)
-    again = _coordinator(dataset, run, disc_replay_share=replay)   # devices restart, two of them mid-round
+    again = _coordinator(dataset, run)   # devices restart, two of them mid-round
     assert again.resume() and again.round == 1
     again.train()
     assert torch.equal(_params(again), _params(whole))
-    if replay:
-        assert (run / "devices" / "device-00000" / "discriminator.replay.npy").is_file()
-        other = _coordinator(dataset, tmp_path / "plain")
-        other.train()
-        assert not torch.equal(_params(other), _params(whole))     # replay did change the run
 
 
 def test_a_round_without_enough_devices_releases_nothing(dataset, tmp_path, monkeypatch):
@@ -334,7 +302,7 @@ def test_a_round_without_enough_devices_releases_nothing(dataset, tmp_path, monk
 
 def test_a_device_preparing_a_vector_of_another_length_is_left_out(dataset, tmp_path, monkeypatch, caplog):
     from pategail.sdk.messages import Ack, from_bytes
-    coordinator = _coordinator(dataset, tmp_path / "run", min_survivors=0.5)
+    coordinator = _coordinator(dataset, tmp_path / "run", secagg={"min_survivors": 0.5})
     odd = coordinator.fleet.device_ids[0]
     real_request = EmulatedFleet.request
 
@@ -350,7 +318,7 @@ def test_a_device_preparing_a_vector_of_another_length_is_left_out(dataset, tmp_
 
 def test_a_release_whose_result_never_arrived_is_still_counted(dataset, tmp_path, monkeypatch):
     run = tmp_path / "private"
-    first = _coordinator(dataset, run, target_epsilon=50.0, mechanism="laplace", rounds=1)
+    first = _coordinator(dataset, run, privacy={"epsilon": 50.0, "mechanism": "laplace"}, rounds=1)
     real_sum = first.fleet.secure_sum
     calls = {"n": 0}
 
@@ -362,7 +330,7 @@ def test_a_release_whose_result_never_arrived_is_still_counted(dataset, tmp_path
     monkeypatch.setattr(first.fleet, "secure_sum", lost_result)
     with pytest.raises(RuntimeError):
         first.train()
-    again = _coordinator(dataset, run, target_epsilon=50.0, mechanism="laplace", rounds=1)
+    again = _coordinator(dataset, run, privacy={"epsilon": 50.0, "mechanism": "laplace"}, rounds=1)
     assert again.resume()
     again.train()
     # round 1 ran twice (two attempts, two round ids): both are spent
@@ -374,7 +342,7 @@ def test_the_privacy_plan_is_made_once_and_kept_with_the_run(dataset, tmp_path, 
     from pategail.server.privacy.plan import PLAN_FILE, PrivacyPlan
 
     run = tmp_path / "planned"
-    first = _coordinator(dataset, run, target_epsilon=50.0, mechanism="laplace", rounds=1)
+    first = _coordinator(dataset, run, privacy={"epsilon": 50.0, "mechanism": "laplace"}, rounds=1)
     plan = first.plan
     assert plan.planned_queries == first.planned_queries() and 49.0 < plan.expected_epsilon <= 50.0
     assert PrivacyPlan.from_dict(json.loads((run / "checkpoint" / PLAN_FILE).read_text())) == plan
@@ -384,7 +352,7 @@ def test_the_privacy_plan_is_made_once_and_kept_with_the_run(dataset, tmp_path, 
     def no_second_plan(*args, **kwargs):
         raise AssertionError("the plan was made again")
     monkeypatch.setattr("pategail.server.privacy.plan.plan_privacy", no_second_plan)
-    again = _coordinator(dataset, run, target_epsilon=50.0, mechanism="laplace", rounds=1)
+    again = _coordinator(dataset, run, privacy={"epsilon": 50.0, "mechanism": "laplace"}, rounds=1)
     assert again.plan == plan and again.resume()
     state = load_checkpoint(run / "checkpoint")           # a checkpoint of the version before the plan
     del state["privacy_plan"]
@@ -400,8 +368,7 @@ def test_the_action_prior_is_released_privately_and_gated_by_its_noise(dataset, 
     from pategail.sdk.action_rates import RATE_SHAPE
     from pategail.sdk.contribution import env_l1_bound
     run = tmp_path / "prior"
-    prior = dict(target_epsilon=50.0, mechanism="laplace", rounds=1, action_prior=True, action_prior_days=24, action_prior_epochs=2,
-                 ppo=PPOConfig(n_epochs=2, batch_size=3, anchor_coef=0.5))
+    prior = dict(privacy={"epsilon": 50.0, "mechanism": "laplace"}, rounds=1, environment={"action_prior": True, "action_prior_days": 24, "action_prior_epochs": 2}, ppo=PPOConfig(n_epochs=2, batch_size=3, anchor_coef=0.5))
     c = _coordinator(dataset, run, **prior)
     assert load_bundle(run / "bundle-initial").environment.action_rates
     before = _params(c).clone()
@@ -410,7 +377,7 @@ def test_the_action_prior_is_released_privately_and_gated_by_its_noise(dataset, 
     rates = c.initial_states.action_rates
     assert rates.probs.shape == RATE_SHAPE and np.allclose(rates.probs.sum(-1), 1.0)
     assert not rates.usable and c.anchor is None and torch.equal(before, _params(c))
-    values = 2 * dataset.n_cells + 2 + 2 * n_rank_bins(candidate_count(dataset.n_cells, TINY["candidates"])) \
+    values = 2 * dataset.n_cells + 2 + 2 * n_rank_bins(candidate_count(dataset.n_cells, TINY["environment"]["candidates"])) \
         + (dataset.n_cells + 3) + 320
     delta1 = 2 * env_l1_bound(True) + values / 2 ** 24
     assert c.plan.env_l1_bound == 10.0 and c.plan.env_sum_noise_scale == pytest.approx(delta1 / 5.0, rel=1e-12)
@@ -425,20 +392,19 @@ def test_the_action_prior_is_on_by_default_exactly_without_privacy(dataset, tmp_
     privacy; what ``train`` writes into the bundle follows it."""
     from pategail.training import write_initial_bundle
     assert TrainConfig().uses_action_prior and TrainConfig().ppo.anchor_coef == 10.0
-    assert not TrainConfig(target_epsilon=8.0).uses_action_prior
-    assert TrainConfig(target_epsilon=8.0, action_prior=True).uses_action_prior
-    assert not TrainConfig(action_prior=False).uses_action_prior
-    assert TrainConfig(mechanism="gaussian").uses_action_prior
-    assert not TrainConfig(mechanism="gaussian", target_epsilon=8.0).uses_action_prior
-    for config, declared in ((TrainConfig(**TINY), True), (TrainConfig(**TINY, target_epsilon=8.0), False)):
+    assert not TrainConfig(privacy={"epsilon": 8.0}).uses_action_prior
+    assert TrainConfig(privacy={"epsilon": 8.0}, environment={"action_prior": True}).uses_action_prior
+    assert not TrainConfig(environment={"action_prior": False}).uses_action_prior
+    assert TrainConfig(privacy={"mechanism": "gaussian"}).uses_action_prior
+    assert not TrainConfig(privacy={"mechanism": "gaussian", "epsilon": 8.0}).uses_action_prior
+    for config, declared in ((TrainConfig(**TINY), True), (TrainConfig(**TINY, privacy={"epsilon": 8.0}), False)):
         bundle = write_initial_bundle(config, dataset, 0, tmp_path / str(declared))
         assert bool(load_bundle(bundle).environment.action_rates) is declared
 
 
 def test_the_action_prior_warm_starts_the_policy_and_resumes_with_its_anchor(dataset, tmp_path):
     run = tmp_path / "prior"
-    prior = dict(rounds=1, action_prior=True, action_prior_days=24, action_prior_epochs=2,
-                 ppo=PPOConfig(n_epochs=2, batch_size=3, anchor_coef=0.5))
+    prior = dict(rounds=1, environment={"action_prior": True, "action_prior_days": 24, "action_prior_epochs": 2}, ppo=PPOConfig(n_epochs=2, batch_size=3, anchor_coef=0.5))
     c = _coordinator(dataset, run, **prior)
     before = _params(c).clone()
     c.releases.rebuild_accountant()
@@ -455,18 +421,18 @@ def test_the_action_prior_warm_starts_the_policy_and_resumes_with_its_anchor(dat
 def test_the_place_law_is_on_by_default_without_privacy_over_enough_devices(dataset, tmp_path, monkeypatch):
     from pategail.server import config as config_module
     enough = config_module.PLACE_LAW_MIN_DEVICES
-    assert TrainConfig().uses_place_law(enough) and TrainConfig(mechanism="gaussian").uses_place_law(enough)
+    assert TrainConfig().uses_place_law(enough) and TrainConfig(privacy={"mechanism": "gaussian"}).uses_place_law(enough)
     assert not TrainConfig().uses_place_law(enough - 1)
-    assert not TrainConfig(target_epsilon=8.0).uses_place_law(enough)
-    assert not TrainConfig(mechanism="gaussian", target_epsilon=8.0).uses_place_law(enough)
-    assert TrainConfig(target_epsilon=8.0, place_law=True).uses_place_law(3)
-    assert not TrainConfig(place_law=False).uses_place_law(enough)
-    few = _coordinator(dataset, tmp_path / "few", action_prior=False)                  # 3 devices
+    assert not TrainConfig(privacy={"epsilon": 8.0}).uses_place_law(enough)
+    assert not TrainConfig(privacy={"mechanism": "gaussian", "epsilon": 8.0}).uses_place_law(enough)
+    assert TrainConfig(privacy={"epsilon": 8.0}, environment={"place_law": True}).uses_place_law(3)
+    assert not TrainConfig(environment={"place_law": False}).uses_place_law(enough)
+    few = _coordinator(dataset, tmp_path / "few", environment={"action_prior": False})                  # 3 devices
     few.learn_initial_states()
     assert few.place_law() is None and few.initial_states.places is not None            # released, not used
     monkeypatch.setattr(config_module, "PLACE_LAW_MIN_DEVICES", 3)
-    plain = _coordinator(dataset, tmp_path / "plain", action_prior=False)
-    private = _coordinator(dataset, tmp_path / "private", action_prior=False, target_epsilon=50.0, mechanism="laplace")
+    plain = _coordinator(dataset, tmp_path / "plain", environment={"action_prior": False})
+    private = _coordinator(dataset, tmp_path / "private", environment={"action_prior": False}, privacy={"epsilon": 50.0, "mechanism": "laplace"})
     for c in (plain, private):
         c.releases.rebuild_accountant()
         c.learn_initial_states()
@@ -479,16 +445,16 @@ def test_the_place_law_runs_on_a_rank_law_recalibrated_from_the_release(dataset,
     law (from the released homes), writes those into the checkpoint and uses them; without it the released
     factors are used as released."""
     from pategail.server.places import rank_calibrated_factors
-    classic = _coordinator(dataset, tmp_path / "classic", action_prior=False, place_law=False)
+    classic = _coordinator(dataset, tmp_path / "classic", environment={"action_prior": False, "place_law": False})
     classic.learn_initial_states()
-    places = _coordinator(dataset, tmp_path / "places", action_prior=False, place_law=True)
+    places = _coordinator(dataset, tmp_path / "places", environment={"action_prior": False, "place_law": True})
     places.learn_initial_states()
     released, states = classic.initial_states, places.initial_states
     np.testing.assert_array_equal(states.home_weights, released.home_weights)    # the same release (no noise)
-    expected = rank_calibrated_factors(places.geometry.neighbours, places.config.alpha, released.explore_factors,
+    expected = rank_calibrated_factors(places.geometry.neighbours, places.config.environment.alpha, released.explore_factors,
                                        states.places.relevance, states.home_weights)
     np.testing.assert_allclose(states.explore_factors, expected, rtol=1e-12)
     assert not np.allclose(states.explore_factors, released.explore_factors, rtol=1e-3)
-    again = _coordinator(dataset, tmp_path / "places", action_prior=False, place_law=True)
+    again = _coordinator(dataset, tmp_path / "places", environment={"action_prior": False, "place_law": True})
     assert again.resume()
     np.testing.assert_array_equal(again.initial_states.explore_factors, states.explore_factors)

@@ -63,17 +63,17 @@ def run_plan_of(config, env_values: int, gaussian_env_values: int):
     from pategail.server.privacy.plan import GaussianSpec, plan_gaussian_run, plan_privacy
 
     days = config.days_per_round
-    if config.mechanism == "gaussian":
-        spec = GaussianSpec(config.granularity, config.reward_granularity.count(days),
-                            config.rounds + config.retry_rounds, gaussian_env_values, config.clip_share,
-                            config.env_epsilon_fraction, env_l2_bound(config.uses_action_prior), config.adjacency)
-        return plan_gaussian_run(config.target_epsilon, config.target_delta, config.kappa,
+    if config.privacy.mechanism == "gaussian":
+        spec = GaussianSpec(config.privacy.granularity, config.privacy.reward_granularity.count(days),
+                            config.rounds + config.privacy.retry_rounds, gaussian_env_values, config.privacy.clip_share,
+                            config.privacy.env_epsilon_fraction, env_l2_bound(config.uses_action_prior), config.privacy.adjacency)
+        return plan_gaussian_run(config.privacy.epsilon, config.privacy.delta, config.privacy.kappa,
                                  gaussian_env_values + config.rounds * reward_count(days),
-                                 config.retry_rounds * reward_count(days), spec)
-    return plan_privacy(config.target_epsilon, config.target_delta, config.kappa, 1 + config.rounds * reward_count(days),
-                        reserve_queries=config.retry_rounds * reward_count(days), env_values=env_values,
-                        env_fraction=config.env_epsilon_fraction, env_l1_bound=env_l1_bound(config.uses_action_prior),
-                        adjacency=config.adjacency)
+                                 config.privacy.retry_rounds * reward_count(days), spec)
+    return plan_privacy(config.privacy.epsilon, config.privacy.delta, config.privacy.kappa, 1 + config.rounds * reward_count(days),
+                        reserve_queries=config.privacy.retry_rounds * reward_count(days), env_values=env_values,
+                        env_fraction=config.privacy.env_epsilon_fraction, env_l1_bound=env_l1_bound(config.uses_action_prior),
+                        adjacency=config.privacy.adjacency)
 
 
 def feasibility_table(devices: int, config, env_values: int, granularities, gaussian_env_values: int | None = None,
@@ -92,10 +92,11 @@ def feasibility_table(devices: int, config, env_values: int, granularities, gaus
     rows = []
     runs = ([("laplace", "pair")] if laplace else []) + [("gaussian", name) for name in granularities]
     for mechanism, name in runs:
-        run = replace(config, mechanism=mechanism, granularity=name).for_devices(devices)
+        run = replace(config, privacy=replace(config.privacy, mechanism=mechanism, granularity=name))
+        run = run.for_devices(devices)
         plan = run_plan_of(run, env_values, gaussian_env_values)
         row = plan_feasibility(plan, devices)
-        rows.append(replace(row, env_share=run.env_epsilon_fraction))
+        rows.append(replace(row, env_share=run.privacy.env_epsilon_fraction))
     return rows
 
 
@@ -112,17 +113,18 @@ def run_privacy_plan(args) -> int:
             Granularity.parse(name)
         except ValueError as err:
             raise PategailError(f"--granularity: {err}") from None
-    overrides = {"target_epsilon": args.epsilon} | ({} if args.delta is None else {"target_delta": args.delta})
-    overrides |= {k: getattr(args, k) for k in ("adjacency", "mechanism") if getattr(args, k) is not None}
-    unresolved = (TrainConfig.from_file(args.config, **overrides) if args.config
+    privacy = {"epsilon": args.epsilon} | ({} if args.delta is None else {"delta": args.delta})
+    privacy |= {k: getattr(args, k) for k in ("adjacency", "mechanism") if getattr(args, k) is not None}
+    overrides = {"privacy": privacy}
+    unresolved = (TrainConfig.from_file(args.config, overrides) if args.config
                   else TrainConfig.from_dict(overrides, where="options"))
     config = unresolved.for_devices(args.devices)
     from pategail.sdk.regions import REGION_CELLS
-    env_values = _environment_values(args.data, config.candidates, action_rates=config.uses_action_prior)
-    gaussian_env = _environment_values(args.data, config.candidates, REGION_CELLS, config.uses_action_prior)
-    print(f"{args.devices:,} devices, total ε = {config.target_epsilon:g} under {config.adjacency} adjacency, "
-          f"δ = {config.target_delta:.3g}, {config.rounds} rounds of {config.days_per_round} generated days "
-          f"(+{config.retry_rounds} in reserve), {env_values:,} environment values ({gaussian_env:,} with the "
+    env_values = _environment_values(args.data, config.environment.candidates, action_rates=config.uses_action_prior)
+    gaussian_env = _environment_values(args.data, config.environment.candidates, REGION_CELLS, config.uses_action_prior)
+    print(f"{args.devices:,} devices, total ε = {config.privacy.epsilon:g} under {config.privacy.adjacency} adjacency, "
+          f"δ = {config.privacy.delta:.3g}, {config.rounds} rounds of {config.days_per_round} generated days "
+          f"(+{config.privacy.retry_rounds} in reserve), {env_values:,} environment values ({gaussian_env:,} with the "
           f"Gaussian mechanism's region sums); tolerance: {TOLERANCE_SOURCE}", flush=True)
     for row in feasibility_table(args.devices, unresolved, env_values, args.granularity, gaussian_env):
         need = "" if not row.tolerance or row.can_learn else \
@@ -143,26 +145,27 @@ def guarantee_report(unresolved, config, devices: int, env_values: int, gaussian
 
     plan = run_plan_of(config, env_values, gaussian_env)
     eps = {r: plan.epsilon_under(r) for r in (ZERO_OUT, REPLACE_ONE)}
-    share = ("set in the config" if unresolved.env_epsilon_fraction is not None
+    share = ("set in the config" if unresolved.privacy.env_epsilon_fraction is not None
              else "chosen for this device count: pategail.server.privacy.defaults.environment_share")
-    delta = ("set" if unresolved.target_delta is not None
+    delta = ("set" if unresolved.privacy.delta is not None
              else f"the default min({DELTA_CAP:g}, N^-{DELTA_EXPONENT:g})")
     lines = [f"The run over {devices:,} devices: "
              f"{plan.mechanism_name}, granularity {plan.granularity}, environment share "
-             f"{config.env_epsilon_fraction:g} ({share}); it will report, per device:",
+             f"{config.privacy.env_epsilon_fraction:g} ({share}); it will report, per device:",
              f"  against the coordinator: ε = {eps[ZERO_OUT]:.3g} under zero-out adjacency (one user's data "
              f"replaced by nothing, the device still taking part), {eps[REPLACE_ONE]:.3g} under replace-one (one "
-             f"user's data swapped for another's), at δ = {config.target_delta:.3g}; the target "
-             f"{config.target_epsilon:g} applies to {config.adjacency} and holds with the retry reserve spent "
-             f"({plan.epsilon_under(config.adjacency, reserve=True):.4g})",
+             f"user's data swapped for another's), at δ = {config.privacy.delta:.3g}; the target "
+             f"{config.privacy.epsilon:g} applies to {config.privacy.adjacency} and holds with the retry reserve spent "
+             f"({plan.epsilon_under(config.privacy.adjacency, reserve=True):.4g})",
              "  against observers of the published model and synthetic data: the same figures (every device is "
              "asked every round: no amplification by sampling applies)"]
     weakest = 1.0 / devices
-    if weakest > config.target_delta and plan.private:
-        at_weakest = plan_feasibility(run_plan_of(replace(config, target_delta=weakest), env_values, gaussian_env),
+    if weakest > config.privacy.delta and plan.private:
+        at_weakest = plan_feasibility(run_plan_of(replace(config, privacy=replace(config.privacy, delta=weakest)), env_values,
+                                                  gaussian_env),
                                       devices)
         ours = plan_feasibility(plan, devices)
-        lines.append(f"  δ = {config.target_delta:.3g} ({delta}; 1/N = {weakest:.3g}): its cost, noise std "
+        lines.append(f"  δ = {config.privacy.delta:.3g} ({delta}; 1/N = {weakest:.3g}): its cost, noise std "
                      f"{ours.noise_std:.3g} on each released mean reward and {ours.env_noise_std:.3g} on each "
                      f"environment sum, against {at_weakest.noise_std:.3g} and {at_weakest.env_noise_std:.3g} "
                      f"at δ = 1/N (+{100 * (ours.noise_std / at_weakest.noise_std - 1):.0f}%)")

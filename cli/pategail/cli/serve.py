@@ -172,7 +172,7 @@ def run_serve(args) -> int:
     from pategail.training import check_cell_table, check_run_marker, ensure_initial_bundle, run_coordinator, run_log
 
     config = build_config(args)
-    if config.aggregator != "coordinator":
+    if config.secagg.aggregator != "coordinator":
         raise PategailError("a served run aggregates at the coordinator: set aggregator to \"coordinator\"")
     config = config.for_devices(args.min_devices)     # a served run plans for its minimum of devices
     downstream_config = None
@@ -205,7 +205,7 @@ def run_serve(args) -> int:
                 f"did not answer within {deadline_s:g} s (dropouts of this step)")
 
         roster, hub, status = Roster(run, admission), Hub(key.sign, on_missed=missed), RunStatus()
-        status.update(rounds=config.rounds, target_epsilon=config.target_epsilon if config.private else None)
+        status.update(rounds=config.rounds, target_epsilon=config.privacy.epsilon if config.private else None)
         if args.resume:
             status.update(phase="resuming", round=None)        # until the checkpoint is read
         service = Service(roster, hub, key, initial_bundle, status,

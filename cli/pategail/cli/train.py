@@ -85,23 +85,25 @@ def add_run_arguments(p) -> None:
 
 def build_config(args):
     from pategail.server.config import TrainConfig
-    overrides = {}
+    overrides, privacy = {}, {}
     if args.rounds is not None:
         overrides["rounds"] = args.rounds
     if args.epsilon is not None:
-        overrides["target_epsilon"] = args.epsilon
+        privacy["epsilon"] = args.epsilon
     if args.delta is not None:
         if args.no_privacy:
             raise PategailError("--delta goes with --epsilon, not with --no-privacy")
-        overrides["target_delta"] = args.delta
+        privacy["delta"] = args.delta
     for name in ("mechanism", "adjacency"):
         value = getattr(args, name, None)
         if value is not None:
             if args.no_privacy:
                 raise PategailError(f"--{name} goes with --epsilon, not with --no-privacy")
-            overrides[name] = value
+            privacy[name] = value
+    if privacy:
+        overrides["privacy"] = privacy
     if args.config is not None:
-        return TrainConfig.from_file(args.config, **overrides)
+        return TrainConfig.from_file(args.config, overrides)
     return TrainConfig.from_dict(overrides, where="options")
 
 

@@ -35,7 +35,6 @@ from onnxruntime.training import artifacts as ort_artifacts
 from onnxruntime.training import onnxblock
 
 from pategail.export.discriminator import LABEL_EXPERT, LABEL_GENERATED, Discriminator, DiscriminatorWithProb
-from pategail.sdk.replay import ReplaySettings
 
 log = logging.getLogger(__name__)
 
@@ -85,12 +84,6 @@ class TrainingConfig:
     """Target of the owner's real pairs (written to the manifest; devices train with it). Below 1 it is
     one-sided label smoothing (Salimans et al. 2016): D cannot become certain, so its log-odds stay bounded
     and generated pairs keep a graded reward. The loss is the same stable BCE, which takes soft targets."""
-    replay: ReplaySettings | None = None
-    """Replay of earlier rounds' generated pairs in the devices' minibatches (written to the manifest as
-    ``discriminator.replay``; :mod:`pategail.sdk.replay`); None: each round trains on its own pairs only."""
-    owner_scaling: bool = False
-    """Devices standardise D's inputs by their owner's real pairs (manifest ``discriminator.input_scaling``
-    "owner"; :func:`pategail.sdk.discriminator_round.owner_scaler`); False: raw pair features."""
 
     def __post_init__(self):
         if not (self.learning_rate > 0 and self.weight_decay >= 0 and self.max_grad_norm > 0 and self.eps > 0):

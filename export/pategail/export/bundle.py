@@ -146,10 +146,6 @@ def build_manifest(root: Path, policy: Policy, discriminator: Discriminator, pat
                           "torch_equivalent": "clip_grad_norm_(max_grad_norm) then torch.optim.AdamW"},
         },
     }
-    if cfg.replay is not None:                    # absent when off: bundles without replay stay as they were
-        manifest["discriminator"]["replay"] = cfg.replay.to_manifest()
-    if cfg.owner_scaling:                          # absent when off, likewise
-        manifest["discriminator"]["input_scaling"] = "owner"
     if environment is not None:
         manifest["environment"] = environment
     if sorted(order) != sorted(param_names):

@@ -59,13 +59,6 @@ log = logging.getLogger(__name__)
 def device_model(bundle_dir: Path, seed: int) -> DeviceModel:
     """The discriminator, optimiser and environment every device starts from, read from the bundle."""
     bundle = load_bundle(bundle_dir)
-    # what the stacked discriminators do not simulate: a run with these would not be the SDK fleet's run
-    unsupported = [name for name, on in (("a replay of generated pairs (discriminator.replay)", bundle.replay),
-                                         ("owner-standardised inputs (discriminator.input_scaling)",
-                                          bundle.owner_scaling)) if on]
-    if unsupported:
-        raise PategailError(f"{bundle_dir}: the population fleet does not simulate {' or '.join(unsupported)}; "
-                            "use --fleet sdk, or leave the option off")
     env = bundle.environment
     return DeviceModel(open_training_session(bundle).get_flat_parameters(), Layout.of(bundle),
                        OptimiserSettings.of(bundle), np.asarray(env.cells, dtype=np.float64), float(env.alpha),

@@ -28,7 +28,6 @@ import numpy as np
 from pategail.sdk.epr import candidate_count, explore_rank_weights
 from pategail.sdk.errors import BundleError
 from pategail.sdk.places import PlaceLaw
-from pategail.sdk.replay import ReplaySettings
 from pategail.sdk.secagg.policy import DeclaredPlan
 
 MANIFEST = "manifest.json"
@@ -191,12 +190,6 @@ class Bundle:
     privacy: DeclaredPlan | None = None
     """The run's declared privacy plan (manifest "privacy"): the device's floors and its own budget; None
     for a run without noise or a bundle written before plans were declared."""
-    replay: ReplaySettings | None = None
-    """How the discriminator replays earlier generated pairs (manifest "discriminator.replay",
-    :mod:`pategail.sdk.replay`); None: no replay."""
-    owner_scaling: bool = False
-    """The discriminator takes its inputs standardised by the owner's real pairs (manifest
-    "discriminator.input_scaling" = "owner"; :func:`pategail.sdk.discriminator_round.owner_scaler`)."""
 
     @property
     def sha256(self) -> str:
@@ -292,10 +285,11 @@ def load_bundle(path: str | os.PathLike, *, onnxruntime_version: str | None = No
         models = {role: _model(root, disc["models"][role], requires) for role in DISCRIMINATOR_ROLES}
         checkpoint = root / disc["checkpoint"]
         parameters = tuple((str(p["name"]), tuple(int(s) for s in p["shape"])) for p in disc["parameters"])
-        replay = ReplaySettings.from_manifest(disc.get("replay"))
-        scaling = disc.get("input_scaling", "raw")
-        if scaling not in ("raw", "owner"):
-            raise BundleError(f"{manifest_path}: discriminator input_scaling {scaling!r} is not 'raw' or 'owner'")
+        # what earlier versions could declare and this one no longer does: refused, never silently ignored
+        retired = [name for name in ("replay", "input_scaling") if disc.get(name) not in (None, "raw")]
+        if retired:
+            raise BundleError(f"{manifest_path}: the discriminator declares {' and '.join(retired)}, which this "
+                              "version of the SDK does not do; export the bundle again")
         environment = None
         if "environment" in manifest:
             env = manifest["environment"]
@@ -321,8 +315,7 @@ def load_bundle(path: str | os.PathLike, *, onnxruntime_version: str | None = No
         except (KeyError, TypeError, ValueError) as e:
             raise BundleError(f"{manifest_path}: invalid privacy plan ({type(e).__name__}: {e})") from None
     return Bundle(root=root, manifest=manifest, policy=policy, discriminator=models, checkpoint=checkpoint,
-                  parameters=parameters, environment=environment, policy_step=policy_step, privacy=privacy,
-                  replay=replay, owner_scaling=scaling == "owner")
+                  parameters=parameters, environment=environment, policy_step=policy_step, privacy=privacy)
 
 
 def session_options(threads: int = 1, *, arena: bool = True):

@@ -5,8 +5,7 @@ device — and everything in it:
 
 - ``days.npy``               the owner's days (:class:`~pategail.sdk.store.TrajectoryStore`); never sent;
 - ``bundle/``                the verified model bundle (:mod:`pategail.sdk.install`);
-- ``discriminator.ckpt``     the personal discriminator D_u and its bundle tag (:mod:`pategail.sdk.checkpoint`),
-  with the buffer of earlier generated pairs it replays when the bundle asks for it (:mod:`pategail.sdk.replay`);
+- ``discriminator.ckpt``     the personal discriminator D_u and its bundle tag (:mod:`pategail.sdk.checkpoint`);
 - ``policy.onnx``, ``policy.json``  the latest policy accepted from the coordinator
   (:mod:`pategail.sdk.policy_update`);
 - ``identity.key``           the secure-aggregation identity (:mod:`pategail.sdk.identity`);
@@ -43,7 +42,7 @@ from pategail.sdk.bundle import MANIFEST, Bundle, TrainingSession, ensure_traini
 from pategail.sdk.checkpoint import CHECKPOINT
 from pategail.sdk.contribution import env_l1_bound, reward_vector
 from pategail.sdk.environment_vector import environment_vector
-from pategail.sdk.discriminator_round import InputScaler, owner_scaler, positive_pairs, train_and_score
+from pategail.sdk.discriminator_round import positive_pairs, train_and_score
 from pategail.sdk.epr import CellGeometry
 from pategail.sdk.errors import BundleError, DeviceError
 from pategail.sdk.features import N_PAIR_FEATURES
@@ -53,7 +52,6 @@ from pategail.sdk.install import BUNDLE_DIR, install_bundle, open_installed
 from pategail.sdk.messages import (DEFAULT_LIMITS, KIND_INITIAL_STATES_REQUEST, KIND_NAMES, KIND_POLICY_UPDATE,
                                    KIND_ROUND_REQUEST, NOT_READY, Ack, ErrorReply, InitialStatesRequest,
                                    MessageError, MessageLimits, PolicyUpdate, RoundRequest, from_bytes, peek_round)
-from pategail.sdk.replay import remember
 from pategail.sdk.secagg.client import SecAggClient
 from pategail.sdk.secagg.config import DevicePublicKeys, KeyDirectory
 from pategail.sdk.secagg.policy import DeclaredPlan
@@ -88,12 +86,10 @@ class Device:
         self._session: TrainingSession | None = None
         self._policy = None                         # opened on the first generate() (_generation_session)
         self._policy_path: Path | None = None
-        self._replay: np.ndarray | None = None
         self._policy_sha256: str | None = None
         self._step_session = None
         self._pending = PendingVector()
         self._positives: np.ndarray | None = None
-        self._scaler: InputScaler | None = None
         self._geometry: CellGeometry | None = None
         self._secagg: SecAggClient | None = None
         self._secagg_directory: KeyDirectory | None = None
@@ -111,7 +107,7 @@ class Device:
         """Store more of the owner's days (int (n, 48); cell ids checked against the bundle's cell table once
         one is installed). Returns the number of days stored."""
         n = self.store.add_days(days)
-        self._positives = self._scaler = None
+        self._positives = None
         return n
 
     @property
@@ -149,8 +145,7 @@ class Device:
     def score(self, pairs: np.ndarray) -> np.ndarray:
         """float64 (batch,): D_u(s, a) ∈ [0, 1] of ``pair_features`` rows (batch, 15), for the app's own use."""
         pairs = np.asarray(pairs, dtype=np.float32).reshape(-1, N_PAIR_FEATURES)
-        scaler = self.input_scaler()
-        _, prob = self._require_session().score(pairs if scaler is None else scaler(pairs))
+        _, prob = self._require_session().score(pairs)
         return np.clip(prob.astype(np.float64), 0.0, 1.0)
 
     def generate(self, n_days: int, rng: np.random.Generator) -> GeneratedDays:
@@ -196,14 +191,6 @@ class Device:
         emulator, which holds many devices in one process (BENCHMARKS.md, "Memory of the SDK fleet")."""
         self._session = self._policy = self._step_session = None
 
-    def input_scaler(self) -> InputScaler | None:
-        """The map D_u's inputs go through (the owner's standardisation) when the bundle declares one."""
-        if self.bundle is None or not self.bundle.owner_scaling:
-            return None
-        if self._scaler is None:
-            self._scaler = owner_scaler(self.positive_pairs())
-        return self._scaler
-
     # -- bundle ----------------------------------------------------------------------------------------------
     def install_bundle(self, bundle_dir: str | os.PathLike, expected_sha256: str | None = None) -> Bundle:
         """Verify the bundle at ``bundle_dir`` (hashes, versions, runtime; ``expected_sha256`` if given),
@@ -222,12 +209,11 @@ class Device:
         if bundle.privacy is not None:
             plan_in_force(self.root, bundle.privacy)   # remembered: a later bundle without one keeps it in force
         self._session = checkpoint.open_checkpoint(self.root, bundle, self.device_id)
-        self._replay = checkpoint.open_replay(self.root, bundle.replay, self.device_id)
         self._step_session = self._policy = None    # belong to the bundle being replaced
         self._policy_path, self._policy_sha256 = policy_update.policy_in_use(self.root, bundle, self.device_id)
         if changed:
             self._pending.set(None)
-            self._positives = self._geometry = self._scaler = None
+            self._positives = self._geometry = None
 
     # -- protocol --------------------------------------------------------------------------------------------
     def handle(self, request: bytes) -> bytes:
@@ -281,24 +267,17 @@ class Device:
     def _on_round_request(self, msg: RoundRequest) -> Ack:
         self._require_session()
         check_request_budget(self.root, self._plan(), msg.round, msg.n_queries)
-        session, replay = checkpoint.before_round(self.root, self._require_session(), self.bundle,
-                                                  self._bundle_sha256, msg.round, self.device_id, self._replay)
-        self._session, self._replay = session, replay
+        session = checkpoint.before_round(self.root, self._require_session(), self.bundle, self._bundle_sha256,
+                                          msg.round, self.device_id)
+        self._session = session
         positives = self.positive_pairs()
-        settings = self.bundle.replay
         try:
-            prob, generated = train_and_score(session, positives, msg, self.bundle.environment.cells,
-                                              self.bundle.manifest["discriminator"]["labels"], self.rng,
-                                              replay=replay, replay_share=0.0 if settings is None else settings.share,
-                                              scaler=self.input_scaler())
-            if settings is not None:
-                replay = remember(replay, generated, settings, self.rng)
-            checkpoint.save_checkpoint(self.root, session, self.bundle, replay)
-            self._replay = replay
+            prob, _ = train_and_score(session, positives, msg, self.bundle.environment.cells,
+                                      self.bundle.manifest["discriminator"]["labels"], self.rng)
+            checkpoint.save_checkpoint(self.root, session, self.bundle)
         except BaseException:
             # a half-trained discriminator must not survive a failure: back to the checkpoint on disk
             self._session = checkpoint.open_checkpoint(self.root, self.bundle, self.device_id)
-            self._replay = checkpoint.open_replay(self.root, settings, self.device_id)
             raise
         self._pending.set(reward_vector(prob))
         return Ack(msg.round, KIND_NAMES[KIND_ROUND_REQUEST], len(self._pending))

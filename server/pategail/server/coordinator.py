@@ -33,7 +33,7 @@ from pategail.server.averaging import TailAverage
 from pategail.server.checkpoint import load_checkpoint, save_checkpoint
 from pategail.server.config import TrainConfig, setting_differences
 from pategail.server.fleet import Fleet
-from pategail.server.initial_states import FirstCellLaw, InitialStates
+from pategail.server.initial_states import InitialStates
 from pategail.server.places import rank_calibrated_factors
 from pategail.server.policy import Policy, PolicyConfig
 from pategail.server.ppo import ppo_update
@@ -44,9 +44,6 @@ from pategail.server.releases import SecureReleases
 from pategail.server.rewards import ensemble_verdict, rewards_from_release
 from pategail.server.run_state import RoundStats, RunState, RunSummary
 from pategail.server.sampling import sample_rollout
-
-LEGACY_N_HEADS = 4
-"""The policy's attention heads in checkpoints written before ``TrainConfig.n_heads`` was a setting."""
 
 log = logging.getLogger(__name__)
 
@@ -71,14 +68,14 @@ def planned_queries(config: TrainConfig, cells: np.ndarray, geometry: CellGeomet
     """Every query an uninterrupted run releases: the environment vector (one vector query with the Laplace
     mechanism; the Gaussian plan counts its values, for the record), then 47 per generated day of every
     round."""
-    env = 1 if config.mechanism == "laplace" else environment_length(cells, geometry, config.region_cells,
+    env = 1 if config.privacy.mechanism == "laplace" else environment_length(cells, geometry, config.privacy.region_cells,
                                                                      config.uses_action_prior)
     return env + config.rounds * reward_count(config.days_per_round)
 
 
 def reserve_queries(config: TrainConfig) -> int:
     """The retry reserve: ``retry_rounds`` rounds' worth of queries."""
-    return config.retry_rounds * reward_count(config.days_per_round)
+    return config.privacy.retry_rounds * reward_count(config.days_per_round)
 
 
 def run_plan(config: TrainConfig, cells: np.ndarray, ckpt_dir: Path,
@@ -90,26 +87,35 @@ def run_plan(config: TrainConfig, cells: np.ndarray, ckpt_dir: Path,
             raise ValueError("a private run's plan needs its device count: call run_plan with "
                              "config.for_devices(devices)")
         config = config.for_devices(1)        # without privacy δ and the share do not depend on it
-    geometry = geometry or CellGeometry.build(np.asarray(cells, dtype=np.float64), candidates=config.candidates)
+    geometry = geometry or CellGeometry.build(np.asarray(cells, dtype=np.float64), candidates=config.environment.candidates)
     gaussian = None
-    if config.mechanism == "gaussian":
-        gaussian = GaussianSpec(config.granularity, config.reward_granularity.count(config.days_per_round),
-                                config.rounds + config.retry_rounds,
-                                environment_length(cells, geometry, config.region_cells, config.uses_action_prior),
-                                config.clip_share, config.env_epsilon_fraction, env_l2_bound(config.uses_action_prior),
-                                config.adjacency)
-    env_values = environment_length(cells, geometry, config.region_cells,
+    if config.privacy.mechanism == "gaussian":
+        gaussian = GaussianSpec(config.privacy.granularity, config.privacy.reward_granularity.count(config.days_per_round),
+                                config.rounds + config.privacy.retry_rounds,
+                                environment_length(cells, geometry, config.privacy.region_cells, config.uses_action_prior),
+                                config.privacy.clip_share, config.privacy.env_epsilon_fraction, env_l2_bound(config.uses_action_prior),
+                                config.privacy.adjacency)
+    env_values = environment_length(cells, geometry, config.privacy.region_cells,
                                      config.uses_action_prior) if gaussian is None else 0
-    return load_or_make_plan(ckpt_dir, config.target_epsilon, config.target_delta, config.kappa,
+    return load_or_make_plan(ckpt_dir, config.privacy.epsilon, config.privacy.delta, config.privacy.kappa,
                              planned_queries(config, cells, geometry), reserve_queries(config), gaussian,
-                             env_values, config.env_epsilon_fraction, env_l1_bound(config.uses_action_prior),
-                             config.adjacency)
+                             env_values, config.privacy.env_epsilon_fraction, env_l1_bound(config.uses_action_prior),
+                             config.privacy.adjacency)
 
 
 def policy_config(config: TrainConfig, n_cells: int) -> PolicyConfig:
     """The shape of a run's policy (the coordinator's and the initial bundle's)."""
-    return PolicyConfig(n_cells=n_cells, d_model=config.d_model, n_heads=config.n_heads,
-                        n_layers=config.n_layers, distinct_embedding=config.distinct_embedding)
+    return PolicyConfig(n_cells=n_cells, d_model=config.policy.d_model, n_heads=config.policy.n_heads,
+                        n_layers=config.policy.n_layers)
+
+
+def _setting_names(settings: dict, prefix: str = ""):
+    """The dotted names of a nested dict of settings (``ppo.n_epochs``)."""
+    for key, value in settings.items():
+        if isinstance(value, dict):
+            yield from _setting_names(value, f"{prefix}{key}.")
+        else:
+            yield prefix + key
 
 
 class Coordinator:
@@ -124,7 +130,7 @@ class Coordinator:
         self.run_dir = Path(run_dir)
         self.ckpt_dir = self.run_dir / "checkpoint"
         self.seed = seed
-        self.geometry = geometry or CellGeometry.build(self.cells, candidates=config.candidates)
+        self.geometry = geometry or CellGeometry.build(self.cells, candidates=config.environment.candidates)
         streams = np.random.SeedSequence(seed).spawn(3)
         self.rng_sampling = np.random.default_rng(streams[0])    # initial states, actions, destinations
         self.torch_gen = torch.Generator().manual_seed(int(streams[2].generate_state(1)[0]))
@@ -173,22 +179,22 @@ class Coordinator:
         return planned_queries(self.config, self.cells, self.geometry)
 
     def _environment_length(self) -> int:
-        return environment_length(self.cells, self.geometry, self.config.region_cells, self.config.uses_action_prior)
+        return environment_length(self.cells, self.geometry, self.config.privacy.region_cells, self.config.uses_action_prior)
 
     def declared_plan(self) -> DeclaredPlan | None:
         """The privacy plan the run's bundles declare to devices (None without privacy)."""
-        return self.plan.declare(self.config.min_survivors, self.config.secagg_colluders)
+        return self.plan.declare(self.config.secagg.min_survivors, self.config.secagg.colluders)
 
     def _check_budget(self, round_: int, length: int, kind: str) -> None:
         """No release past the target is started (BudgetExhausted, exit status 4): checked before the devices
         are asked for round ``round_``."""
-        self.releases.check_budget(round_, length, self.plan.release_noise(kind), self.config.retry_rounds)
+        self.releases.check_budget(round_, length, self.plan.release_noise(kind), self.config.privacy.retry_rounds)
 
     def _released_length(self, n_queries: int) -> int:
         """Values the secure aggregation sums for a round of ``n_queries`` scored pairs: one per pair, or one
         per block of the Gaussian mechanism's granularity."""
         if self.plan.is_gaussian:
-            return self.config.reward_granularity.count(self.config.days_per_round)
+            return self.config.privacy.reward_granularity.count(self.config.days_per_round)
         return n_queries
 
     # -- checkpoint ---------------------------------------------------------------------------------------
@@ -201,11 +207,13 @@ class Coordinator:
         if "privacy_plan" not in state:
             raise PategailError(f"{self.ckpt_dir}: the checkpoint was made by an older version of pategail (it "
                                 "has no privacy plan) and cannot be resumed; start the run again in another --out")
-        # settings added by a later version are absent from an older checkpoint: read at their defaults, except
-        # where the default changed since: a checkpoint from before ``n_heads`` existed has four heads (the head
-        # count changes no parameter's shape, so reading it at today's default would load it silently)
-        saved = TrainConfig.from_dict({"n_heads": LEGACY_N_HEADS, **state["config"]},
-                                      where=str(self.ckpt_dir)).to_dict()
+        # a setting added or removed by a later version (its config differs in names, not only in values) is
+        # not read at a default: the shape or the meaning of what was trained could differ silently
+        if set(_setting_names(state["config"])) != set(_setting_names(self.config.to_dict())):
+            raise PategailError(f"{self.ckpt_dir}: the checkpoint was made by another version of pategail (its "
+                                "settings differ in name, not only in value) and cannot be resumed; start the run "
+                                "again in another --out")
+        saved = TrainConfig.from_dict(state["config"], where=str(self.ckpt_dir)).to_dict()
         changed = setting_differences({**saved, "seed": state["seed"]}, {**self.config.to_dict(), "seed": self.seed},
                                       "the checkpoint")
         if changed:
@@ -240,14 +248,14 @@ class Coordinator:
         noise = self.plan.release_noise("initial_states")
         if 0 not in self.releases.journal():               # else the journalled release is re-used
             self._check_budget(0, self._environment_length(), "initial_states")
-            request = InitialStatesRequest(0, self.config.region_cells)
+            request = InitialStatesRequest(0, self.config.privacy.region_cells)
             participants, _, _ = self.releases.broadcast(to_bytes(request),
                                                          self._environment_length())
         release, _, _ = self.releases.release(0, "initial_states", participants, self._environment_length(),
                                               noise)
         # a Laplace(b) has standard deviation b·√2; the Gaussian's scale is its standard deviation
         std = release.sum_scale * (1.0 if noise.mechanism == "gaussian" else math.sqrt(2))
-        region_of = region_map(self.cells, self.config.region_cells) if self.config.region_cells else None
+        region_of = region_map(self.cells, self.config.privacy.region_cells) if self.config.privacy.region_cells else None
         self.state.initial_states = InitialStates.from_noisy_sums(
             release.sum, len(self.cells), n_rank_bins(self.geometry.candidates), noise_std=std, region_of=region_of,
             action_rates=self.config.uses_action_prior)
@@ -256,7 +264,7 @@ class Coordinator:
             # the released factors calibrate the classic law; re-scale them for the relevance-weighted one
             # (post-processing of released values), from the cells days start from: the homes
             self.state.initial_states = replace(states, explore_factors=rank_calibrated_factors(
-                self.geometry.neighbours, self.config.alpha, states.explore_factors, states.places.relevance,
+                self.geometry.neighbours, self.config.environment.alpha, states.explore_factors, states.places.relevance,
                 states.home_weights))
         log.info("initial states learned from %d devices", release.n_survivors)
         if self.config.uses_action_prior:
@@ -275,13 +283,13 @@ class Coordinator:
                         rates.signal, SIGNAL_GATE)
             return
         rng = np.random.default_rng([self.seed, 0xB0C])
-        homes, firsts = self.sample_initial_states(cfg.action_prior_days, rng)
-        env = EPREnvironment(self.geometry, alpha=cfg.alpha, explore_factors=self.initial_states.explore_factors,
+        homes, firsts = self.sample_initial_states(cfg.environment.action_prior_days, rng)
+        env = EPREnvironment(self.geometry, alpha=cfg.environment.alpha, explore_factors=self.initial_states.explore_factors,
                              rng=rng, places=self.place_law())
         days = sample_rule_days(rates, env, homes, firsts, rng)
         t0 = time.perf_counter()
-        losses = behaviour_clone(self.policy, days, self.cells, epochs=cfg.action_prior_epochs,
-                                 lr=cfg.action_prior_lr, batch_size=cfg.ppo.batch_size,
+        losses = behaviour_clone(self.policy, days, self.cells, epochs=cfg.environment.action_prior_epochs,
+                                 lr=cfg.environment.action_prior_lr, batch_size=cfg.ppo.batch_size,
                                  generator=torch.Generator().manual_seed(self.seed))
         log.info("warm start: policy cloned on %d rule-model days in %.1f s (cross-entropy %s)", len(homes),
                  time.perf_counter() - t0, f"{losses[-1]:.4f}" if losses else "n/a")
@@ -293,14 +301,14 @@ class Coordinator:
         t0 = time.perf_counter()
         cfg = self.config
         homes, firsts = self.sample_initial_states(cfg.days_per_round, self.rng_sampling)
-        rollout, homes = sample_rollout(self.policy, self.geometry, homes, firsts, self.rng_sampling, cfg.alpha,
+        rollout, homes = sample_rollout(self.policy, self.geometry, homes, firsts, self.rng_sampling, cfg.environment.alpha,
                                         self.initial_states.explore_factors, self.place_law())
         journal = self.releases.journal()
         down = up = None                           # unknown for a release re-used after a crash
         if round_ in journal:
             release = journal[round_]
         else:
-            request = RoundRequest(round_, cfg.disc_steps, cfg.disc_batch_size, rollout.cells.astype(np.int32),
+            request = RoundRequest(round_, cfg.discriminator.steps, cfg.discriminator.batch_size, rollout.cells.astype(np.int32),
                                    homes, rollout.actions.astype(np.int8))
             released = self._released_length(request.n_queries)
             self._check_budget(round_, released, "rewards")
@@ -309,9 +317,7 @@ class Coordinator:
                                                     self.plan.release_noise("rewards"))
             down, up = down + d2, up + u2
         public_count = self.releases.public_count()
-        # the tolerance experiment's noise: its own stream of (seed, round), so a resumed run draws the same
-        noise_rng = np.random.default_rng([self.seed, round_, 0x7013])
-        rollout = replace(rollout, rewards=rewards_from_release(release, cfg, noise_rng, public_count))
+        rollout = replace(rollout, rewards=rewards_from_release(release, cfg, public_count))
         ppo_stats = ppo_update(self.policy, self.optimizer, rollout, cfg.ppo, self.torch_gen, self.anchor)
         n = len(self.fleet.device_ids)
         per_device = (None, None) if down is None else (down / n, up / n)
@@ -350,11 +356,8 @@ class Coordinator:
         return self.average.averaged(self.policy)
 
     def sample_initial_states(self, n_days: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-        """(homes, first cells) of ``n_days`` generated days from the released initial states, with the
-        configured first-cell law (``TrainConfig.first_cell_alpha``)."""
-        alpha = self.config.first_cell_alpha
-        law = None if alpha is None else FirstCellLaw(self.geometry.neighbours, alpha)
-        return self.initial_states.sample(n_days, rng, near_home=law)
+        """(homes, first cells) of ``n_days`` generated days from the released initial states."""
+        return self.initial_states.sample(n_days, rng)
 
     def place_law(self):
         """The released place law the environment uses (None: the classic EPR laws, by configuration or for a
@@ -370,14 +373,14 @@ class Coordinator:
     def generate(self, n_days: int, rng: np.random.Generator) -> np.ndarray:
         """Synthetic days (n_days, 48) from the averaged policy and the released initial states."""
         homes, firsts = self.sample_initial_states(n_days, rng)
-        rollout, _ = sample_rollout(self.averaged_policy(), self.geometry, homes, firsts, rng, self.config.alpha,
+        rollout, _ = sample_rollout(self.averaged_policy(), self.geometry, homes, firsts, rng, self.config.environment.alpha,
                                     self.initial_states.explore_factors, self.place_law())
         return rollout.cells.astype(np.int32)
 
     def summary(self) -> RunSummary:
         """What a report says about the run so far."""
         n_dev = len(self.fleet.device_ids)
-        privacy = privacy_section(self.plan, self.accountant, n_dev, self.config.beta, len(self.releases.journal()),
+        privacy = privacy_section(self.plan, self.accountant, n_dev, self.config.privacy.beta, len(self.releases.journal()),
                                   self.config)
         return RunSummary.of(self.state, self.config, self.seed, n_dev, self.geometry.candidates, privacy,
                              self.place_law())

@@ -87,18 +87,13 @@ class InitialStates:
         rates = None if parts.action_rates is None else action_rates_from_noisy_sums(parts.action_rates, s)
         return cls(homes, firsts, float(np.clip(p_same, 0, 1)), factors, places, rates)
 
-    def sample(self, n_days: int, rng: np.random.Generator, redraws: int = 8,
-               near_home: "FirstCellLaw | None" = None) -> tuple[np.ndarray, np.ndarray]:
+    def sample(self, n_days: int, rng: np.random.Generator, redraws: int = 8) -> tuple[np.ndarray, np.ndarray]:
         """(homes, first cells), int32 (n_days,) each: home ~ home_weights; first = home with probability
-        p_same, else ~ first_weights, redrawn (up to ``redraws`` times) while it equals the home — or, with
-        ``near_home``, drawn by that law from the home's nearest cells (never the home)."""
+        p_same, else ~ first_weights, redrawn (up to ``redraws`` times) while it equals the home."""
         n = len(self.home_weights)
         homes = rng.choice(n, size=n_days, p=self.home_weights).astype(np.int32)
         firsts = homes.copy()
         away = np.flatnonzero(rng.random(n_days) >= self.p_same)
-        if near_home is not None:
-            firsts[away] = near_home.draw(homes[away], self.first_weights, rng)
-            return homes, firsts
         for _ in range(redraws):
             if len(away) == 0:
                 break
@@ -120,33 +115,3 @@ class InitialStates:
                    np.asarray(d["explore_factors"], dtype=np.float64),
                    None if places is None else PlaceLaw(np.asarray(places["relevance"]), places["return_last"]),
                    None if rates is None else ActionRates.from_dict(rates))
-
-
-@dataclass(frozen=True)
-class FirstCellLaw:
-    """Where a generated day that does not start at home starts: among the home's K nearest cells
-    (``neighbours`` (n_cells, K), rank r + 1 in column r, pategail.sdk.epr.CellGeometry), cell c of rank r with
-    weight first_weights[c] · r^−alpha — the released first-cell shares, anchored at the home by a rank law
-    (the relevance × rank form of d-EPR's explore law). Drawn independently of the home, a sparse city's first
-    cells lay twice as far from home as real ones (median 7.6 km against 3.7), and so did the cells explores
-    left from (10.2 km against 4.4); the discriminators told generated days apart by their distance from home
-    (BENCHMARKS.md, issue 19, session 4)."""
-
-    neighbours: np.ndarray
-    alpha: float
-
-    def draw(self, homes: np.ndarray, first_weights: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """int32 (len(homes),): a first cell for each home; a home whose candidates all have released weight
-        0 (possible under heavy noise) draws by the rank law alone."""
-        rank_weight = np.arange(1, self.neighbours.shape[1] + 1, dtype=np.float64) ** -float(self.alpha)
-        out = np.empty(len(homes), dtype=np.int32)
-        u = rng.random(len(homes))
-        for home in np.unique(homes):                  # one cumulative law per distinct home, in id order
-            cand = self.neighbours[home]
-            w = rank_weight * np.asarray(first_weights, dtype=np.float64)[cand]
-            if not w.sum() > 0:
-                w = rank_weight
-            cdf = np.cumsum(w)
-            at = np.flatnonzero(homes == home)
-            out[at] = cand[np.minimum(np.searchsorted(cdf, u[at] * cdf[-1], side="right"), len(cand) - 1)]
-        return out

@@ -21,10 +21,8 @@ from typing import Sequence
 import torch
 from torch import nn
 
-from pategail.sdk.features import N_ACTIONS, N_STATE_FEATURES, SLOTS, STATE_FEATURES
+from pategail.sdk.features import N_ACTIONS, N_STATE_FEATURES, SLOTS
 
-DISTINCT_FEATURE = STATE_FEATURES.index("distinct")
-"""Column of the state features that holds "distinct cells so far" / SLOTS."""
 
 MASKED_LOGIT = -1e9
 """Logit given to impossible actions. Finite on purpose: its probability underflows to exactly 0, yet
@@ -52,14 +50,6 @@ class PolicyConfig:
     """Longest day (tokens); the slot embedding has this many rows."""
     dropout: float = 0.0
     """Dropout in attention and MLP. 0: PPO's ratio needs the same network at sampling and update time."""
-    distinct_embedding: bool = False
-    """Add a learned embedding of the exact number of distinct cells visited so far (0..max_slots, read from
-    the "distinct" state feature) to each token, as the slot index is. The feature itself enters as count / 48
-    through one linear map, so a 4th and a 5th cell differ by 0.02 at the input: the policy could not make
-    "explore" depend on the count (π(explore | k) stayed flat at 0.03–0.04 for k = 3..6 on the sparse city,
-    where real days never explore at k = 4). Its own row per count lets it (BENCHMARKS.md, issue 19, session
-    3). Zero-initialised, so the initial policy equals the one without it. False keeps older policies'
-    parameters."""
 
     def __post_init__(self):
         if self.n_cells < 1:
@@ -192,25 +182,13 @@ class Policy(nn.Module):
         # near-uniform initial policy and zero initial values: PPO starts from maximum entropy
         nn.init.normal_(self.action_head.weight, std=0.01)
         nn.init.zeros_(self.value_head.weight)
-        if config.distinct_embedding:
-            # made last and zeroed: every other weight is drawn as without it, so the initial policies agree
-            self.distinct_embedding = nn.Embedding(config.max_slots + 1, config.d_model)
-            nn.init.zeros_(self.distinct_embedding.weight)
 
     def _tokens(self, cells: torch.Tensor, features: torch.Tensor, first_slot: int) -> torch.Tensor:
         """The input tokens of slots first_slot.. (cells (B, T), features (B, T, F)) → (B, T, d_model)."""
         T = cells.shape[1]
         x = self.cell_proj(self.cell_embedding(cells)) + self.feature_proj(features) \
             + self.slot_embedding.weight[first_slot:first_slot + T]
-        if self.config.distinct_embedding:
-            x = x + self.distinct_term(features)
         return x
-
-    def distinct_term(self, features: torch.Tensor) -> torch.Tensor:
-        """The learned embedding of the exact distinct-cell count read from ``features`` (…, F) → (…, d_model);
-        only with ``config.distinct_embedding``. Every decoding path adds it, the incremental ones included."""
-        count = torch.round(features[..., DISTINCT_FEATURE] * SLOTS).clamp(0, self.config.max_slots)
-        return self.distinct_embedding(count.to(torch.int64))
 
     def forward(self, cells: torch.Tensor, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         x = self._tokens(cells, features, 0)
@@ -250,8 +228,6 @@ class Policy(nn.Module):
         T = cells.shape[1]
         x = self.cell_proj(self.cell_embedding(cells)) + self.feature_proj(features) \
             + self.slot_embedding(slot + torch.arange(T))
-        if self.config.distinct_embedding:
-            x = x + self.distinct_term(features)
         new = []
         for i, block in enumerate(self.blocks):
             x, key, value = block.forward_step(x, slot, buffers[2 * i], buffers[2 * i + 1])
@@ -347,8 +323,6 @@ class PolicyStepInference(nn.Module):
         B, D = cells.shape[0], p.config.d_model
         H, hd = p.config.n_heads, D // p.config.n_heads
         x = self.cell_table[cells[:, 0]] + p.feature_proj(features[:, 0]) + p.slot_embedding.weight[slot]
-        if p.config.distinct_embedding:
-            x = x + p.distinct_term(features[:, 0])
         new = []
         for i, block in enumerate(p.blocks):
             key_buffer, value_buffer = buffers[2 * i], buffers[2 * i + 1]
@@ -388,7 +362,15 @@ def save_policy(policy: Policy, path) -> None:
 
 def load_policy(path) -> Policy:
     """The policy written by :func:`save_policy` (weights_only: a checkpoint cannot run code)."""
+    import dataclasses
+
+    from pategail.server.errors import PategailError
+
     blob = torch.load(path, map_location="cpu", weights_only=True)
+    unknown = set(blob["config"]) - {f.name for f in dataclasses.fields(PolicyConfig)}
+    if unknown:
+        raise PategailError(f"{path}: a policy of another version of pategail (its setting(s) "
+                            f"{', '.join(sorted(unknown))} no longer exist); export it with that version")
     policy = Policy(PolicyConfig(**blob["config"]))
     policy.load_state_dict(blob["state_dict"])
     return policy

@@ -14,29 +14,26 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from pategail.sdk.features import EXPLORE, SLOTS
-from pategail.server.policy import DISTINCT_FEATURE, Policy, masked_log_probs
-
-
-ANCHOR_MODES = ("kl", "explore_ceiling")
-"""The anchor terms PPOConfig.anchor_mode names (see anchor_penalty)."""
+from pategail.server.policy import Policy, masked_log_probs
 
 
 @dataclass(frozen=True)
 class PPOConfig:
-    """PPO knobs, named as in Stable-Baselines3."""
+    """PPO knobs, named as in Stable-Baselines3; the defaults are the training runs' (chosen on training days,
+    BENCHMARKS.md "How the defaults were chosen")."""
 
     learning_rate: float = 3e-4
     """Adam step size of the policy and value networks."""
-    n_epochs: int = 4
-    """Passes over each round's rollout (SB3's default is 10). Training runs use 10
-    (pategail.server.config.DEFAULT_PPO): with 4 the sparse city's policy, nearly all "stay" late in training,
-    moved ~1e-4 in KL a round and never learned when real days explore (BENCHMARKS.md, issue 19, session 4)."""
+    n_epochs: int = 10
+    """Passes over each round's rollout (SB3's default). With 4, the sparse city's policy, nearly all "stay"
+    late in training, moved ~1e-4 in KL a round and never learned when real days explore; 10 cut its Radius,
+    DailyLoc and I-rank 2.7–2.9× and kept the other cities' metrics."""
     batch_size: int = 64
     """Days per minibatch (each day contributes its 47 decisions)."""
-    gamma: float = 0.99
-    """Discount factor of the return."""
-    gae_lambda: float = 0.95
+    gamma: float = 0.9
+    """Discount factor of the return. A short horizon: the reward of (s, a) already says how real action a looks
+    in state s; γ = λ = 0.9 beat SB3's 0.99 / 0.95 on all five km metrics of the training days."""
+    gae_lambda: float = 0.9
     """GAE bias/variance trade-off (Schulman et al. 2016)."""
     clip_range: float = 0.2
     """Clipping of the probability ratio in the surrogate."""
@@ -53,61 +50,24 @@ class PPOConfig:
     Stable-Baselines3's VecNormalize does with a running estimate), so that returns and the value loss are
     O(1). Without it, unit-variance rewards at γ = 0.9 gave returns of std 6.3; the value loss's gradient was
     7× the policy loss's, and the shared gradient-norm clip (0.5) shrank every policy step ~40× (approx_kl
-    0.001, no ratio ever clipped): the policy hardly followed its advantages (BENCHMARKS.md, issue 19)."""
+    0.001, no ratio ever clipped): the policy hardly followed its advantages."""
 
-    balance_distinct: bool = False
-    """Weight each decision's term of the clipped surrogate by the inverse frequency, in the round's rollout,
-    of its state's number of distinct cells so far (weights of mean 1): every count then carries the same
-    weight in the policy update. Without it the update follows the common states (one or two cells so far);
-    on the sparse city one update from a trained policy raised π(explore | 5 cells) from 0.15 to 0.25 although
-    PPO's advantages there favoured "stay", because the ~3,500 one-cell decisions favoured "explore" and the
-    ~40 five-cell ones were outvoted. Off by default: with the policy's count embedding it cut the sparse
-    city's invented days (2.9% → 0.6%, seed 0) but cost the paper's GeoLife DailyLoc (0.008 → 0.026)
-    (BENCHMARKS.md, issue 19, session 3)."""
-    balance_exponent: float = 1.0
-    """With ``balance_distinct``: the weights are ∝ frequency^−exponent (1 = inverse frequency, every count the
-    same total weight; 0.5 tempers it, so a count's total weight grows with √frequency and the long tail of
-    rare counts of a dense city does not take over the update; 0 = no balancing). 0.5 with the count
-    embedding: no change on the sparse city beyond seed noise (BENCHMARKS.md, issue 19, session 4)."""
-    advantage_by_distinct: bool = False
-    """Centre the advantages within each number of distinct cells so far, over the round's rollout (a
-    per-count baseline), then scale them by their standard deviation over the rollout, instead of
-    standardising them per minibatch. Per-minibatch standardisation subtracts a mean set by the common
-    states: where a rare state's advantages all lie below it, the action the policy mostly takes there
-    ("stay") is pushed down and the rare one ("explore") up, whatever their order. Off: with the count
-    embedding, no change on the sparse city beyond seed noise (BENCHMARKS.md, issue 19, session 4)."""
 
-    anchor_coef: float = 0.0
+    anchor_coef: float = 10.0
     """Weight of KL(π_anchor ‖ π_θ) over the rollout's possible actions, added to the loss when the coordinator
-    holds an anchor policy (the behaviour-cloned warm start of ``TrainConfig.action_prior``): GAIL then refines
-    the rule model instead of drifting away from it. 0 (this class's default): no anchor; training runs use 10
-    (pategail.server.config.DEFAULT_PPO). On the sparse city 10 kept the warm start's day shape through 40
-    rounds (invented days 0.8–0.9%); 1 let it drift to 4.5%, none to 7.6% (BENCHMARKS.md, issue 19, session 5);
-    60 rounds: 0.85% (session 6)."""
-    anchor_mode: str = "kl"
-    """What the anchor term penalises. "kl": KL(π_anchor ‖ π_θ) over all possible actions — holds the whole
-    distribution near the warm start. "explore_ceiling": only an explore probability ABOVE the anchor's, as the
-    Bernoulli KL(π_anchor(explore | s) ‖ π_θ(explore | s)) where π_θ(explore | s) > π_anchor(explore | s), else
-    0, averaged over the rollout's decisions (so each state counts by its visit share): GAIL stays free below
-    the rule model's explore rate and in how it splits stay / home / return — the invented many-cell mode
-    (explore at nearly every slot) is what the anchor is there to stop. "kl" stays the default: with weight 10
-    the ceiling let the sparse city's policy sink below the real explore rate (3 of 5 km metrics against epr
-    instead of 4) and the paper's GeoLife's last iterate swing again (last-20 stay range 0.146 vs 0.047, with
-    the place law; seed 0, training days; BENCHMARKS.md, issue 19, session 6)."""
+    holds an anchor policy (the behaviour-cloned warm start of the environment's ``action_prior``): GAIL then
+    refines the rule model instead of drifting away from it. On the sparse city 10 kept the warm start's day
+    shape through 60 rounds (invented days under 1%); 1 let it drift to 4.5%, none to 7.6%."""
 
     def __post_init__(self):
         if not self.anchor_coef >= 0:
             raise ValueError(f"anchor_coef must be >= 0, got {self.anchor_coef}")
-        if self.anchor_mode not in ANCHOR_MODES:
-            raise ValueError(f"anchor_mode must be one of {', '.join(ANCHOR_MODES)}, got {self.anchor_mode!r}")
         if not (self.learning_rate > 0 and self.n_epochs >= 1 and self.batch_size >= 1):
             raise ValueError("learning_rate must be > 0, n_epochs and batch_size >= 1")
         if not (0 < self.gamma <= 1 and 0 <= self.gae_lambda <= 1 and self.clip_range > 0):
             raise ValueError("need 0 < gamma <= 1, 0 <= gae_lambda <= 1, clip_range > 0")
         if min(self.ent_coef, self.vf_coef) < 0 or self.max_grad_norm <= 0:
             raise ValueError("ent_coef and vf_coef must be >= 0, max_grad_norm > 0")
-        if not self.balance_exponent >= 0:
-            raise ValueError(f"balance_exponent must be >= 0, got {self.balance_exponent}")
 
 
 @dataclass(frozen=True)
@@ -167,32 +127,6 @@ def explained_variance(predicted: np.ndarray, target: np.ndarray) -> float:
     return float("nan") if var == 0 else float(1 - np.var(target - predicted) / var)
 
 
-def distinct_counts(features: np.ndarray) -> np.ndarray:
-    """int64 (n, T): the number of distinct cells so far of each state (features (n, T, F), the "distinct"
-    column holding count / SLOTS)."""
-    return np.rint(np.asarray(features)[..., DISTINCT_FEATURE] * SLOTS).astype(np.int64)
-
-
-def distinct_balance_weights(features: np.ndarray, exponent: float = 1.0) -> np.ndarray:
-    """float32 (n, T): (decisions of the batch whose state has the same number of distinct cells so far)
-    ^ −exponent, scaled to mean 1 (features (n, T, F), the "distinct" column holding count / SLOTS)."""
-    counts = distinct_counts(features)
-    frequency = np.bincount(counts.ravel())[counts].astype(np.float64)
-    weights = frequency ** -exponent
-    return (weights * (weights.size / weights.sum())).astype(np.float32)
-
-
-def advantages_by_distinct(advantages: np.ndarray, features: np.ndarray) -> np.ndarray:
-    """(n, S) advantages centred within each number of distinct cells so far (a per-count baseline), then
-    divided by the standard deviation of the centred whole (features (n, S, F) of the decisions' states).
-    A count with a single decision gets 0: nothing to compare it with."""
-    counts = distinct_counts(features).ravel()
-    flat = np.asarray(advantages, dtype=np.float64).ravel()
-    means = np.bincount(counts, weights=flat) / np.maximum(np.bincount(counts), 1)
-    centred = flat - means[counts]
-    return (centred / (centred.std() + 1e-8)).reshape(np.shape(advantages))
-
-
 def anchor_log_probs(anchor: Policy, cells: torch.Tensor, features: torch.Tensor,
                      masks: torch.Tensor) -> torch.Tensor:
     """float32 (n, T-1, 4): log π_anchor over the possible actions of every decision of a rollout."""
@@ -202,21 +136,10 @@ def anchor_log_probs(anchor: Policy, cells: torch.Tensor, features: torch.Tensor
     return masked_log_probs(logits[:, :-1], masks)
 
 
-def anchor_penalty(logp: torch.Tensor, anchor_logp: torch.Tensor, masks: torch.Tensor,
-                   mode: str) -> torch.Tensor:
-    """Per-decision anchor term (...,) from log π_θ and log π_anchor over the 4 actions (..., 4) and the
-    possible actions (masks bool, (..., 4)); PPOConfig.anchor_mode says which term."""
-    if mode == "kl":
-        # impossible actions: probability 0 under both, no term (their log-probs are MASKED_LOGIT)
-        return (anchor_logp.exp() * torch.where(masks, anchor_logp - logp, torch.zeros_like(logp))).sum(-1)
-    # explore_ceiling: the Bernoulli KL of "explore or not", one-sided. Its gradient (p − q) / (p (1 − p)) is
-    # 0 where p = q, so the policy is not pushed about near the ceiling, and it depends on p alone: how the
-    # rest of the mass is split among stay / home / return is left to GAIL.
-    p = logp[..., EXPLORE].exp().clamp(1e-6, 1 - 1e-6)
-    q = anchor_logp[..., EXPLORE].exp().clamp(1e-6, 1 - 1e-6)
-    bernoulli_kl = q * (q.log() - p.log()) + (1 - q) * ((1 - q).log() - (1 - p).log())
-    above = masks[..., EXPLORE] & (p > q)
-    return torch.where(above, bernoulli_kl, torch.zeros_like(p))
+def anchor_kl(logp: torch.Tensor, anchor_logp: torch.Tensor, masks: torch.Tensor) -> torch.Tensor:
+    """Per-decision KL(π_anchor ‖ π_θ) (...,) from log π_θ and log π_anchor over the 4 actions (..., 4) and the
+    possible actions (masks bool, (..., 4)); impossible actions (probability 0 under both) add nothing."""
+    return (anchor_logp.exp() * torch.where(masks, anchor_logp - logp, torch.zeros_like(logp))).sum(-1)
 
 
 def ppo_update(policy: Policy, optimizer: torch.optim.Optimizer, rollout: Rollout, config: PPOConfig,
@@ -227,8 +150,6 @@ def ppo_update(policy: Policy, optimizer: torch.optim.Optimizer, rollout: Rollou
     if config.scale_rewards:
         rewards = rewards / (discounted_returns(rewards, config.gamma).std() + 1e-8)
     advantages, returns = compute_gae(rewards, rollout.values, config.gamma, config.gae_lambda)
-    if config.advantage_by_distinct:
-        advantages = advantages_by_distinct(advantages, rollout.features[:, :-1])
     cells = torch.as_tensor(rollout.cells, dtype=torch.int64)
     feats = torch.as_tensor(rollout.features, dtype=torch.float32)
     masks = torch.as_tensor(rollout.masks[:, :-1], dtype=torch.bool)
@@ -236,8 +157,6 @@ def ppo_update(policy: Policy, optimizer: torch.optim.Optimizer, rollout: Rollou
     old_logp = torch.as_tensor(rollout.log_probs, dtype=torch.float32)
     adv_all = torch.as_tensor(advantages, dtype=torch.float32)
     ret_all = torch.as_tensor(returns, dtype=torch.float32)
-    weight_all = (torch.as_tensor(distinct_balance_weights(rollout.features[:, :-1], config.balance_exponent))
-                  if config.balance_distinct else None)
     anchored = anchor is not None and config.anchor_coef > 0
     anchor_logp = anchor_log_probs(anchor, cells, feats, masks) if anchored else None
     n = len(cells)
@@ -253,17 +172,17 @@ def ppo_update(policy: Policy, optimizer: torch.optim.Optimizer, rollout: Rollou
             logp_all = masked_log_probs(logits[:, :-1], masks[idx])
             logp = logp_all.gather(-1, actions[idx, :, None]).squeeze(-1)
             adv = adv_all[idx]
-            if config.normalize_advantage and not config.advantage_by_distinct and adv.numel() > 1:
+            if config.normalize_advantage and adv.numel() > 1:
                 adv = (adv - adv.mean()) / (adv.std() + 1e-8)
             log_ratio = logp - old_logp[idx]
             ratio = log_ratio.exp()
             surrogate = torch.min(ratio * adv, ratio.clamp(1 - config.clip_range, 1 + config.clip_range) * adv)
-            policy_loss = -surrogate.mean() if weight_all is None else -(surrogate * weight_all[idx]).mean()
+            policy_loss = -surrogate.mean()
             value_loss = ((values[:, :-1] - ret_all[idx]) ** 2).mean()
             entropy = -(logp_all.exp() * logp_all).sum(-1).mean()
             loss = policy_loss + config.vf_coef * value_loss - config.ent_coef * entropy
             if anchored:
-                kl = anchor_penalty(logp_all, anchor_logp[idx], masks[idx], config.anchor_mode).mean()
+                kl = anchor_kl(logp_all, anchor_logp[idx], masks[idx]).mean()
                 loss = loss + config.anchor_coef * kl
                 stats["anchor_kl"].append(kl.item())
             optimizer.zero_grad()

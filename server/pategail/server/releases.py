@@ -40,7 +40,7 @@ class SecureReleases:
         self.fleet = fleet
         self.ckpt_dir = Path(ckpt_dir)
         self.seed = seed
-        self.accountant = PrivacyAccountant(target_delta=config.target_delta)
+        self.accountant = PrivacyAccountant(target_delta=config.privacy.delta)
         self.factors = SensitivityFactors()
         """What multiplies each recorded (zero-out) sensitivity under the relation the target applies to (set
         from the run's plan)."""
@@ -51,7 +51,7 @@ class SecureReleases:
     def public_count(self) -> int:
         """The fixed public number of contributors a Gaussian release's sum is divided by: every device of
         the fleet (the aggregator device sits out), known before any round."""
-        return len(self.fleet.device_ids) - (self.config.aggregator == "device")
+        return len(self.fleet.device_ids) - (self.config.secagg.aggregator == "device")
 
     def journal(self) -> dict[int, Release]:
         """Every release journalled so far, by round (0 = the environment release)."""
@@ -60,7 +60,7 @@ class SecureReleases:
     def rebuild_accountant(self) -> None:
         """Every secure aggregation that may have released counts, including one made after the last
         checkpoint and one whose result never reached the coordinator (see pategail/server/checkpoint.py)."""
-        self.accountant = PrivacyAccountant(target_delta=self.config.target_delta)
+        self.accountant = PrivacyAccountant(target_delta=self.config.privacy.delta)
         for intent in read_intents(self.ckpt_dir):
             noise = ReleaseNoise(intent.get("mechanism", "laplace"), intent["sum_scale"], intent["sq_sum_scale"],
                                  intent.get("block", 0), intent.get("clip_norm", 0.0),
@@ -79,11 +79,11 @@ class SecureReleases:
         # the target applies to the plan's relation (zero-out unless the run asked for replace-one)
         after = self.accountant.epsilon_under(self.factors, extra=noise.accounting(length, self._shares()),
                                               extra_is_environment=noise.is_environment)
-        if after > self.config.target_epsilon:
+        if after > self.config.privacy.epsilon:
             from pategail.server.errors import BudgetExhausted
             raise BudgetExhausted(
                 f"round {round_}: its release would take the run to ε = {after:.4g}, past the target "
-                f"{self.config.target_epsilon:g} (δ = {self.config.target_delta:g}); retried releases have used "
+                f"{self.config.privacy.epsilon:g} (δ = {self.config.privacy.delta:g}); retried releases have used "
                 f"the reserve of {reserve_rounds} round(s) — nothing more is released (a larger retry_rounds "
                 "reserves more for a new run)")
 
@@ -114,11 +114,11 @@ class SecureReleases:
 
     def _n_min(self) -> int:
         n_devices = len(self.fleet.device_ids)
-        return max(1, math.ceil(self.config.min_survivors * (n_devices - (self.config.aggregator == "device"))))
+        return max(1, math.ceil(self.config.secagg.min_survivors * (n_devices - (self.config.secagg.aggregator == "device"))))
 
     def _shares(self) -> int:
         """Honest noise shares of a round: n_min − t (for the discrete Gaussian's τ)."""
-        return max(1, self._n_min() - self.config.secagg_colluders)
+        return max(1, self._n_min() - self.config.secagg.colluders)
 
     def release(self, round_: int, kind: str, participants: list[int], length: int,
                 noise: ReleaseNoise) -> tuple[Release, int, int]:
@@ -132,21 +132,21 @@ class SecureReleases:
             log.info("round %d: re-using the release journalled before the interruption", round_)
             return journal[round_], 0, 0
         sum_scale, sq_scale = noise.sum_scale, noise.sq_sum_scale
-        aggregator_sits_out = self.config.aggregator == "device"
+        aggregator_sits_out = self.config.secagg.aggregator == "device"
         n_devices = len(self.fleet.device_ids)
-        n_min = max(1, math.ceil(self.config.min_survivors * (n_devices - aggregator_sits_out)))
+        n_min = max(1, math.ceil(self.config.secagg.min_survivors * (n_devices - aggregator_sits_out)))
         if len(participants) - aggregator_sits_out < n_min:
             raise SecAggAbort(f"only {len(participants)} of {n_devices} devices took part in "
                               f"round {round_}; at least {n_min} must")
-        if self.config.secagg_colluders >= n_min:
+        if self.config.secagg.colluders >= n_min:
             from pategail.server.errors import PategailError
-            raise PategailError(f"secagg_colluders={self.config.secagg_colluders} must be below n_min={n_min} "
+            raise PategailError(f"secagg_colluders={self.config.secagg.colluders} must be below n_min={n_min} "
                                 f"(min_survivors of {n_devices} devices)")
-        degree = secagg_degree_for(len(participants), self.config.secagg_degree,   # None: from the cohort size
-                                   1.0 - self.config.min_survivors, self.config.secagg_colluders)
+        degree = secagg_degree_for(len(participants), self.config.secagg.degree,   # None: from the cohort size
+                                   1.0 - self.config.secagg.min_survivors, self.config.secagg.colluders)
         config = SecureRoundConfig(round_id=round_ << 16, n_min=n_min, sum_noise_scale=sum_scale,
                                    sq_sum_noise_scale=sq_scale, degree=degree,
-                                   aggregator=self.config.aggregator, colluders=self.config.secagg_colluders,
+                                   aggregator=self.config.secagg.aggregator, colluders=self.config.secagg.colluders,
                                    mechanism=noise.mechanism, block=noise.block, clip_norm=noise.clip_norm)
         intent = journal_intent(self.ckpt_dir, round_, sum_scale, sq_scale, length,   # counted from here on
                                 noise=noise, shares=self._shares())

@@ -9,8 +9,7 @@ from pategail.server.config import TrainConfig
 from pategail.server.privacy.calibration import aggregate_rewards
 
 
-def rewards_from_release(release: Release, config: TrainConfig, rng: np.random.Generator | None = None,
-                         public_count: int | None = None) -> np.ndarray:
+def rewards_from_release(release: Release, config: TrainConfig, public_count: int | None = None) -> np.ndarray:
     """float32 (days_per_round, 47): the reward of every generated decision, standardised over the round.
 
     - ``laplace`` at ``pair`` granularity (the paper's): R̂ = R − βξ from Σ D and Σ D².
@@ -18,31 +17,24 @@ def rewards_from_release(release: Release, config: TrainConfig, rng: np.random.G
       ``public_count`` (the run's devices, known before the round), plus ½, each decision gets its block's
       mean. β does not apply (no Σ D² is released).
     - without privacy at a coarser granularity (an experiment): the block means of Σ D / n.
-    ``config.reward`` "log" takes log max(R̂, floor) of the Laplace pair rewards instead of R̂.
-    ``tolerance_noise_std`` (a non-private experiment) adds N(0, s²) from ``rng`` to every released mean.
 
     Standardised because every day has 47 decisions, so shifting all rewards by a constant changes no
     policy's ranking, and scaling by a positive one neither — but it keeps returns O(1), which the value
     head (Adam, clipped gradients) can follow; raw R̂ sums to ~15 and left it stuck near 0.
     """
-    days, granularity = config.days_per_round, config.reward_granularity
-    if config.mechanism == "gaussian" and release.count == granularity.count(days):
+    days, granularity = config.days_per_round, config.privacy.reward_granularity
+    if config.privacy.mechanism == "gaussian" and release.count == granularity.count(days):
         if public_count is None or public_count < 1:
             raise ValueError("the Gaussian mechanism's release is divided by a fixed public count of devices")
         means = np.asarray(release.sum, dtype=np.float64) / public_count + 0.5
-    elif granularity.block == 1 and not config.tolerance_experiment and config.mechanism == "laplace":
-        agg = aggregate_rewards(release.sum, release.sq_sum, release.n_survivors, config.beta)
-        r_hat = agg.r_hat if config.reward == "r_hat" else np.log(np.maximum(agg.r_hat, config.reward_floor))
-        return _standardised(reward_matrix(r_hat, days))
+    elif granularity.block == 1 and config.privacy.mechanism == "laplace":
+        agg = aggregate_rewards(release.sum, release.sq_sum, release.n_survivors, config.privacy.beta)
+        return _standardised(reward_matrix(agg.r_hat, days))
     elif release.count == reward_count(days):          # per-pair Σ D without noise: averaged here
         means = granularity.block_means(np.asarray(release.sum, dtype=np.float64) / release.n_survivors, days)
     else:
-        raise ValueError(f"a release of {release.count} values does not fit {config.mechanism} rewards at "
-                         f"granularity {config.granularity} over {days} days")
-    if config.tolerance_experiment:
-        if rng is None:
-            raise ValueError("a tolerance experiment needs its seeded generator")
-        means = means + rng.normal(0.0, config.tolerance_noise_std, size=means.shape)
+        raise ValueError(f"a release of {release.count} values does not fit {config.privacy.mechanism} rewards at "
+                         f"granularity {config.privacy.granularity} over {days} days")
     return _standardised(reward_matrix(granularity.expand(means, days), days))
 
 
@@ -55,8 +47,8 @@ def ensemble_verdict(release: Release, config: TrainConfig | None = None,
     """(mean reward R, discriminator accuracy): the noisy mean D over devices, averaged over the released
     values, and the share of them the ensemble calls generated (mean D below 1/2). A Gaussian release holds
     centred sums over ``public_count`` devices."""
-    if config is not None and config.mechanism == "gaussian" and \
-            release.count == config.reward_granularity.count(config.days_per_round):
+    if config is not None and config.privacy.mechanism == "gaussian" and \
+            release.count == config.privacy.reward_granularity.count(config.days_per_round):
         mean = np.asarray(release.sum, dtype=np.float64) / public_count + 0.5
     else:
         mean = np.asarray(release.sum, dtype=np.float64) / release.n_survivors

@@ -53,17 +53,17 @@ def environment_share(config, devices: int) -> float:
     low, high = SHARE_RANGE
     if not config.private:
         return low
-    if config.mechanism != "gaussian":
+    if config.privacy.mechanism != "gaussian":
         return LAPLACE_SHARE
-    tolerance = tolerance_for(config.granularity)
+    tolerance = tolerance_for(config.privacy.granularity)
     if not tolerance:
         return low
-    values = Granularity.parse(config.granularity).count(config.days_per_round)
+    values = Granularity.parse(config.privacy.granularity).count(config.days_per_round)
     steps = round((high - low) / SHARE_STEP)
     for i in range(steps, -1, -1):
         share = round(low + i * SHARE_STEP, 10)
-        g = plan_gaussian(config.target_epsilon, config.target_delta, values, config.rounds + config.retry_rounds,
-                          1, config.clip_share, share, adjacency=config.adjacency)
+        g = plan_gaussian(config.privacy.epsilon, config.privacy.delta, values, config.rounds + config.privacy.retry_rounds,
+                          1, config.privacy.clip_share, share, adjacency=config.privacy.adjacency)
         if g.noise_std / devices <= TOLERANCE_MARGIN * tolerance:
             return share
     return low

@@ -1,9 +1,10 @@
 """Before training, say whether it can work: the noise std a run's plan puts on each
 released mean reward, against the noise the generator was measured to tolerate — pure functions.
 
-The tolerance is an experiment without privacy (``TrainConfig.tolerance_noise_std``; ``benchmarks/tolerance.py``,
-BENCHMARKS.md "Noise tolerance"): Gaussian noise of std s added to each released mean reward, judged on training
-days against the epr baseline. A run whose noise is above it is not expected to learn.
+The tolerance was measured without privacy: Gaussian noise of std s added by the coordinator to each released
+mean reward of otherwise noiseless runs, judged on training days against the epr baseline (BENCHMARKS.md, "Noise
+tolerance"; the experiment's code is in the repository's history). A run whose noise is above it is not expected
+to learn.
 """
 from __future__ import annotations
 
@@ -13,10 +14,10 @@ from dataclasses import dataclass
 MEASURED_TOLERANCE: dict[str, float] = {"pair": 3.0, "block:8": 0.0, "day": 0.3}
 """Largest noise std s on a released mean reward at which the generator still beat epr on >= 4 of 5 km metrics
 (training days), by granularity, from s in {0, 0.03, 0.1, 0.3, 1} (and 3 at pair; a control at s = 1000 lost all
-five) on the embedded data (10 devices, 60 rounds, seed 0) — BENCHMARKS.md "Noise tolerance (issue 13)". Pair:
+five) on the embedded data (10 devices, 60 rounds, seed 0) — BENCHMARKS.md "Noise tolerance". Pair:
 at least 3 (larger s not measured). 0 at block:8: no s met the bar there, not even s = 0 (one seed; the bar is
 within run-to-run spread on this small data set)."""
-TOLERANCE_SOURCE = "BENCHMARKS.md, 'Noise tolerance (issue 13)'"
+TOLERANCE_SOURCE = "BENCHMARKS.md, 'Noise tolerance'"
 
 
 @dataclass(frozen=True)

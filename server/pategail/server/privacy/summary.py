@@ -16,24 +16,12 @@ NOTES = ("lambda: Laplace scale of the noise on the mean reward (sum scale / dev
          "planned releases and the retry reserve")
 
 
-def tolerance_label(config) -> str | None:
-    """The label of a non-private noise-tolerance experiment (None for any other run)."""
-    if config is None or not config.tolerance_experiment:
-        return None
-    return (f"NON-PRIVATE EXPERIMENT: no privacy; Gaussian noise of std {config.tolerance_noise_std:g} added by "
-            f"the coordinator to each released mean reward at granularity {config.granularity} "
-            "(tolerance_noise_std)")
-
-
 def privacy_section(plan: PrivacyPlan, accountant: PrivacyAccountant, devices: int, beta: float,
                     releases: int, config=None) -> dict:
     """report.json's "privacy": the plan, what was spent, and the noise on a mean over ``devices``."""
     b, b_sq = plan.noise_scales
-    label = tolerance_label(config)
     return {
-        "mechanism": label or plan.mechanism,
-        "non_private_experiment": None if label is None else {"tolerance_noise_std": config.tolerance_noise_std,
-                                                              "granularity": config.granularity},
+        "mechanism": plan.mechanism,
         "epsilon_total": accountant.epsilon_under(plan.factors(plan.adjacency)) if plan.private else None,
         "delta": plan.target_delta if plan.private else None,
         "epsilon_target": plan.target_epsilon,
@@ -56,8 +44,8 @@ def _mechanism_fields(plan: PrivacyPlan, accountant: PrivacyAccountant, devices:
     stated separately, each under both neighbouring relations."""
     if not plan.private:
         return {"granularity": plan.granularity, "guarantees": None}
-    colluders = 0 if config is None else config.secagg_colluders
-    min_survivors = 1.0 if config is None else config.min_survivors
+    colluders = 0 if config is None else config.secagg.colluders
+    min_survivors = 1.0 if config is None else config.secagg.min_survivors
     out = {"granularity": plan.granularity,
            "collusion": (f"the distributed noise is sized for n_min − t honest survivors (n_min = "
                          f"{min_survivors:g} of the devices asked, t = {colluders}): the guarantee holds while "
@@ -190,8 +178,6 @@ def _target(plan: PrivacyPlan, devices: int) -> str:
 
 def plan_line(plan: PrivacyPlan, devices: int, beta: float, config=None) -> str:
     """One line for the log at the start of a run."""
-    if tolerance_label(config):
-        return f"privacy: {tolerance_label(config)}"
     if not plan.private:
         return f"privacy: {plan.mechanism}: the same protocol, masked sums released without noise"
     if plan.is_gaussian:
