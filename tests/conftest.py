@@ -1,4 +1,5 @@
-"""Shared fixtures: the real development data in ../shared/data (skipped with a reason where absent)."""
+"""Shared fixtures: the real development data (the paper's preprocessed GeoLife folder, looked for at
+../shared/data/pategail-geolife beside the checkout; skipped with a reason where absent)."""
 from __future__ import annotations
 
 import os

@@ -130,7 +130,7 @@ class FirstCellLaw:
     (the relevance × rank form of d-EPR's explore law). Drawn independently of the home, a sparse city's first
     cells lay twice as far from home as real ones (median 7.6 km against 3.7), and so did the cells explores
     left from (10.2 km against 4.4); the discriminators told generated days apart by their distance from home
-    (BENCHMARKS.md, issue 19, session 4)."""
+    (measured)."""
 
     neighbours: np.ndarray
     alpha: float

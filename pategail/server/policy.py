@@ -57,8 +57,8 @@ class PolicyConfig:
     the "distinct" state feature) to each token, as the slot index is. The feature itself enters as count / 48
     through one linear map, so a 4th and a 5th cell differ by 0.02 at the input: the policy could not make
     "explore" depend on the count (π(explore | k) stayed flat at 0.03–0.04 for k = 3..6 on the sparse city,
-    where real days never explore at k = 4). Its own row per count lets it (BENCHMARKS.md, issue 19, session
-    3). Zero-initialised, so the initial policy equals the one without it. False keeps older policies'
+    where real days never explore at k = 4). Its own row per count lets it (measured).
+    Zero-initialised, so the initial policy equals the one without it. False keeps older policies'
     parameters."""
 
     def __post_init__(self):
@@ -366,7 +366,7 @@ class PolicyStepInference(nn.Module):
 
 
 class PolicyConcatStepInference(nn.Module):
-    """The first incremental graph (bundles of issue 17's first session): (cells, features, mask, *past) →
+    """The first incremental graph (the first bundles that cached keys and values): (cells, features, mask, *past) →
     (log_probs, logits, values, *present), the growing cache of :meth:`Policy.forward_cached`; kept so that
     the SDK's support of those bundles stays tested."""
 

@@ -31,7 +31,7 @@ class PPOConfig:
     n_epochs: int = 4
     """Passes over each round's rollout (SB3's default is 10). Training runs use 10
     (pategail.server.config.DEFAULT_PPO): with 4 the sparse city's policy, nearly all "stay" late in training,
-    moved ~1e-4 in KL a round and never learned when real days explore (BENCHMARKS.md, issue 19, session 4)."""
+    moved ~1e-4 in KL a round and never learned when real days explore (measured on the sparse city)."""
     batch_size: int = 64
     """Days per minibatch (each day contributes its 47 decisions)."""
     gamma: float = 0.99
@@ -53,7 +53,7 @@ class PPOConfig:
     Stable-Baselines3's VecNormalize does with a running estimate), so that returns and the value loss are
     O(1). Without it, unit-variance rewards at γ = 0.9 gave returns of std 6.3; the value loss's gradient was
     7× the policy loss's, and the shared gradient-norm clip (0.5) shrank every policy step ~40× (approx_kl
-    0.001, no ratio ever clipped): the policy hardly followed its advantages (BENCHMARKS.md, issue 19)."""
+    0.001, no ratio ever clipped): the policy hardly followed its advantages (measured)."""
 
     balance_distinct: bool = False
     """Weight each decision's term of the clipped surrogate by the inverse frequency, in the round's rollout,
@@ -63,27 +63,27 @@ class PPOConfig:
     PPO's advantages there favoured "stay", because the ~3,500 one-cell decisions favoured "explore" and the
     ~40 five-cell ones were outvoted. Off by default: with the policy's count embedding it cut the sparse
     city's invented days (2.9% → 0.6%, seed 0) but cost the paper's GeoLife DailyLoc (0.008 → 0.026)
-    (BENCHMARKS.md, issue 19, session 3)."""
+    (seed 0)."""
     balance_exponent: float = 1.0
     """With ``balance_distinct``: the weights are ∝ frequency^−exponent (1 = inverse frequency, every count the
     same total weight; 0.5 tempers it, so a count's total weight grows with √frequency and the long tail of
     rare counts of a dense city does not take over the update; 0 = no balancing). 0.5 with the count
-    embedding: no change on the sparse city beyond seed noise (BENCHMARKS.md, issue 19, session 4)."""
+    embedding: no change on the sparse city beyond seed noise (measured)."""
     advantage_by_distinct: bool = False
     """Centre the advantages within each number of distinct cells so far, over the round's rollout (a
     per-count baseline), then scale them by their standard deviation over the rollout, instead of
     standardising them per minibatch. Per-minibatch standardisation subtracts a mean set by the common
     states: where a rare state's advantages all lie below it, the action the policy mostly takes there
     ("stay") is pushed down and the rare one ("explore") up, whatever their order. Off: with the count
-    embedding, no change on the sparse city beyond seed noise (BENCHMARKS.md, issue 19, session 4)."""
+    embedding, no change on the sparse city beyond seed noise (measured)."""
 
     anchor_coef: float = 0.0
     """Weight of KL(π_anchor ‖ π_θ) over the rollout's possible actions, added to the loss when the coordinator
     holds an anchor policy (the behaviour-cloned warm start of ``TrainConfig.action_prior``): GAIL then refines
     the rule model instead of drifting away from it. 0 (this class's default): no anchor; training runs use 10
     (pategail.server.config.DEFAULT_PPO). On the sparse city 10 kept the warm start's day shape through 40
-    rounds (invented days 0.8–0.9%); 1 let it drift to 4.5%, none to 7.6% (BENCHMARKS.md, issue 19, session 5);
-    60 rounds: 0.85% (session 6)."""
+    rounds (invented days 0.8–0.9%); 1 let it drift to 4.5%, none to 7.6%;
+    with 10 over 60 rounds: 0.85%."""
     anchor_mode: str = "kl"
     """What the anchor term penalises. "kl": KL(π_anchor ‖ π_θ) over all possible actions — holds the whole
     distribution near the warm start. "explore_ceiling": only an explore probability ABOVE the anchor's, as the
@@ -93,7 +93,7 @@ class PPOConfig:
     (explore at nearly every slot) is what the anchor is there to stop. "kl" stays the default: with weight 10
     the ceiling let the sparse city's policy sink below the real explore rate (3 of 5 km metrics against epr
     instead of 4) and the paper's GeoLife's last iterate swing again (last-20 stay range 0.146 vs 0.047, with
-    the place law; seed 0, training days; BENCHMARKS.md, issue 19, session 6)."""
+    the place law; seed 0, training days)."""
 
     def __post_init__(self):
         if not self.anchor_coef >= 0:

@@ -1,4 +1,4 @@
-"""The policy's embedding of "distinct cells so far" (PolicyConfig.distinct_embedding, issue 19): the
+"""The policy's embedding of "distinct cells so far" (PolicyConfig.distinct_embedding): the
 initial policy is the one without it, a row acts from the first slot with that count on, and the exported
 ONNX models (full prefix and incremental) compute what torch computes."""
 from __future__ import annotations

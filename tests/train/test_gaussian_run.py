@@ -1,4 +1,4 @@
-"""Issue 13: a small private run with the Gaussian mechanism at day granularity, end to end — the devices
+"""A small private run with the Gaussian mechanism at day granularity, end to end — the devices
 check the declared plan and keep their ledgers, the coordinator accounts exactly what was released, and
 PPO gets one reward per generated day; and the non-private tolerance experiment's noise."""
 from __future__ import annotations

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 MEASURED_TOLERANCE: dict[str, float] = {"pair": 3.0, "block:8": 0.0, "day": 0.3}
 """Largest noise std s on a released mean reward at which the generator still beat epr on >= 4 of 5 km metrics
 (training days), by granularity, from s in {0, 0.03, 0.1, 0.3, 1} (and 3 at pair; a control at s = 1000 lost all
-five) on the embedded data (10 devices, 60 rounds, seed 0) — BENCHMARKS.md "Noise tolerance (issue 13)". Pair:
+five) on the embedded data (10 devices, 60 rounds, seed 0) — BENCHMARKS.md "Noise tolerance". Pair:
 at least 3 (larger s not measured). 0 at block:8: no s met the bar there, not even s = 0 (one seed; the bar is
 within run-to-run spread on this small data set)."""
-TOLERANCE_SOURCE = "BENCHMARKS.md, 'Noise tolerance (issue 13)'"
+TOLERANCE_SOURCE = "BENCHMARKS.md, 'Noise tolerance'"
 
 
 @dataclass(frozen=True)

@@ -50,7 +50,7 @@ class InputScaler:
 
 def owner_scaler(positives: np.ndarray) -> InputScaler:
     """Standardise the state features by the owner's real pairs (mean, std floored at OWNER_SCALE_FLOOR);
-    the action one-hot stays as it is. Why (issue 19): the count features are divided by 48, so on sparse data
+    the action one-hot stays as it is. Why: the count features are divided by 48, so on sparse data
     (real days of 1–4 cells) "4 cells so far" and "5 cells so far" differ by 0.02 in the input, and a small MLP
     with weight decay scored them alike (mean D 0.526 vs 0.516 on city (a)) — a 5th cell no real day has went
     unpunished. Scaled by the owner's own spread they differ by about one unit. The map is affine and

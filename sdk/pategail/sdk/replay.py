@@ -1,4 +1,4 @@
-"""Replay of earlier generated pairs in the personal discriminator's training (issue 19).
+"""Replay of earlier generated pairs in the personal discriminator's training.
 
 Adversarial training cycles when each discriminator forgets the generated modes it has already beaten: the
 policy returns to them a few rounds later and is rewarded again (Shrivastava et al. 2017 keep a history of
