@@ -107,6 +107,7 @@ def in_process(args, out: Path) -> dict:
     run = out / "in-process"
     chosen = choose_users(dataset.users, None, 0)
     users = [chosen[i % len(chosen)] for i in range(args.devices)]
+    config = config.for_devices(len(users))                 # a private plan is sized for the run's devices
     t0 = time.perf_counter()
     bundle = ensure_initial_bundle(config, dataset, 0, run)
     fleet = EmulatedFleet(dataset, users, run / "devices", bundle, seed=0)

@@ -1,8 +1,7 @@
 """Before training, say whether it can work: the noise std a run's plan puts on each
 released mean reward, against the noise the generator was measured to tolerate — pure functions.
 
-The tolerance is an experiment without privacy (``TrainConfig.tolerance_noise_std``; ``benchmarks/tolerance.py``,
-BENCHMARKS.md "Noise tolerance"): Gaussian noise of std s added to each released mean reward, judged on training
+The tolerance was measured in an experiment without privacy (BENCHMARKS.md "Noise tolerance"): Gaussian noise of std s added to each released mean reward, judged on training
 days against the epr baseline. A run whose noise is above it is not expected to learn.
 """
 from __future__ import annotations
