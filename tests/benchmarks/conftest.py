@@ -1,5 +1,6 @@
 """The benchmarks' smoke tests: each script runs as a user runs it (a child process from the repository root), on
-the embedded data and a tiny configuration, and what it prints or writes is checked."""
+the embedded data (the session fixture ``embedded_data``, its cell table derived from the data, for runs without
+privacy; ``public_data`` for private runs) and a tiny configuration, and what it prints or writes is checked."""
 from __future__ import annotations
 
 import json
@@ -30,16 +31,6 @@ def run_benchmark(script: str, *args, timeout: float = 300) -> str:
 def json_lines(text: str) -> list[dict]:
     """The lines of ``text`` that are JSON objects."""
     return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
-
-
-@pytest.fixture(scope="module")
-def data(tmp_path_factory) -> Path:
-    """The embedded data set, prepared (its cell table derived from the data: for runs without privacy)."""
-    from pategail.data.prepare import prepare_dataset
-
-    out = tmp_path_factory.mktemp("bench") / "data"
-    prepare_dataset("pategail", ROOT / "data" / "default", out, allow_pickle=True)
-    return out
 
 
 @pytest.fixture(scope="module")

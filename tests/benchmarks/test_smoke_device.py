@@ -11,9 +11,9 @@ import pytest
 from .conftest import ROOT, run_benchmark
 
 
-def test_device_round_reports_cpu_memory_and_bytes(tmp_path, data):
+def test_device_round_reports_cpu_memory_and_bytes(tmp_path, embedded_data):
     out_md = tmp_path / "device.md"
-    run_benchmark("device_round.py", "--data", data, "--out", out_md)
+    run_benchmark("device_round.py", "--data", embedded_data, "--out", out_md)
     text = out_md.read_text()
     cpu = float(re.search(r"CPU of `handle\(RoundRequest\)`, median over 10 devices \| ([0-9.]+) ms", text).group(1))
     assert 0 < cpu < 10_000
@@ -31,8 +31,8 @@ def test_onnx_latency_sizes_and_times_a_bundle(tmp_path):
     assert "generating 20 days" in text
 
 
-def test_generate_throughput_in_process_gives_the_same_days_for_every_variant(data):
-    out = run_benchmark("generate_throughput.py", "--data", data, "--days", "20", "--big", "0", "--reps", "1",
+def test_generate_throughput_in_process_gives_the_same_days_for_every_variant(embedded_data):
+    out = run_benchmark("generate_throughput.py", "--data", embedded_data, "--days", "20", "--big", "0", "--reps", "1",
                         "--cpu", "-1", "--no-cli", "--variants", "masked-explore,buffers")
     result = json.loads(out.splitlines()[-1].removeprefix("JSON "))
     assert set(result["in_process"]) == {"masked-explore", "buffers"}
@@ -41,17 +41,17 @@ def test_generate_throughput_in_process_gives_the_same_days_for_every_variant(da
 
 
 @pytest.mark.slow
-def test_generate_cli_abba_times_pategail_generate_in_the_given_order(tmp_path, data):
+def test_generate_cli_abba_times_pategail_generate_in_the_given_order(tmp_path, embedded_data):
     out_json = tmp_path / "abba.json"
-    run_benchmark("generate_cli_abba.py", "--data", data, "--cpu", "-1", "--small", "20:AB", "--big", "",
+    run_benchmark("generate_cli_abba.py", "--data", embedded_data, "--cpu", "-1", "--small", "20:AB", "--big", "",
                   "--json", out_json)
     runs = json.loads(out_json.read_text())
     assert [r["variant"][0] for r in runs] == ["A", "B"]
     assert all(r["days"] == 20 and r["cpu_s"] > 0 and r["peak_rss_mb"] > 0 for r in runs)
 
 
-def test_epr_defaults_fits_alpha_for_each_candidate_count(data):
-    out = run_benchmark("epr_defaults.py", "--data", data, "--sizes", "50,100")
+def test_epr_defaults_fits_alpha_for_each_candidate_count(embedded_data):
+    out = run_benchmark("epr_defaults.py", "--data", embedded_data, "--sizes", "50,100")
     rows = re.findall(r"^\| (50|100) \| ([0-9.]+)% \| ([0-9.]+) \|$", out, flags=re.M)
     assert [r[0] for r in rows] == ["50", "100"]
     assert float(rows[0][1]) < float(rows[1][1]) <= 100         # more candidates hold more of the real moves

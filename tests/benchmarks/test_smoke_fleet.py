@@ -10,8 +10,8 @@ import pytest
 from .conftest import json_lines, run_benchmark
 
 
-def test_population_round_times_the_fleet_alone(data):
-    out = run_benchmark("population_round.py", "--data", data, "--devices", "20", "--rounds", "2", "--days", "6",
+def test_population_round_times_the_fleet_alone(embedded_data):
+    out = run_benchmark("population_round.py", "--data", embedded_data, "--devices", "20", "--rounds", "2", "--days", "6",
                         "--quiet")
     (line,) = json_lines(out)
     assert line["devices"] == 20 and line["source_users"] == 10 and len(line["seconds_per_round"]) == 2
@@ -19,16 +19,16 @@ def test_population_round_times_the_fleet_alone(data):
 
 
 @pytest.mark.slow
-def test_population_runs_a_resampled_population_through_the_coordinator(data, tiny_config):
-    out = run_benchmark("population.py", "--data", data, "--devices", "20", "--rounds", "1", "--config", tiny_config)
+def test_population_runs_a_resampled_population_through_the_coordinator(embedded_data, tiny_config):
+    out = run_benchmark("population.py", "--data", embedded_data, "--devices", "20", "--rounds", "1", "--config", tiny_config)
     (line,) = json_lines(out)
     assert line["devices"] == 20 and line["rounds"] == 1 and len(line["seconds_per_round"]) == 1
     assert line["days_per_round"] == 6                          # the configuration file was read
 
 
-def test_fleet_memory_reports_rss_after_every_round(tmp_path, data, tiny_config):
+def test_fleet_memory_reports_rss_after_every_round(tmp_path, embedded_data, tiny_config):
     out_json = tmp_path / "memory.json"
-    out = run_benchmark("fleet_memory.py", "--data", data, "--devices", "4", "--rounds", "2", "--config", tiny_config,
+    out = run_benchmark("fleet_memory.py", "--data", embedded_data, "--devices", "4", "--rounds", "2", "--config", tiny_config,
                         "--json", out_json)
     points = [p["at"] for p in json_lines(out) if "at" in p]
     assert points[:2] == ["imports", "set-up"] and "round 1" in points and "round 2" in points
@@ -37,8 +37,8 @@ def test_fleet_memory_reports_rss_after_every_round(tmp_path, data, tiny_config)
 
 
 @pytest.mark.slow
-def test_game_scores_the_published_policy_on_training_and_test_days(tmp_path, data, tiny_config):
-    out = run_benchmark("game.py", "--data", data, "--out", tmp_path / "game", "--config", tiny_config,
+def test_game_scores_the_published_policy_on_training_and_test_days(tmp_path, embedded_data, tiny_config):
+    out = run_benchmark("game.py", "--data", embedded_data, "--out", tmp_path / "game", "--config", tiny_config,
                         "--rounds", "1", "--eval-days", "50", "--plain-sums", "--test")
     summary = json.loads((tmp_path / "game" / "game.json").read_text())
     assert {"ours", "epr", "markov", "floor"} <= set(summary["results"])
@@ -62,8 +62,8 @@ def test_network_load_serves_a_private_run_and_report_table_reads_it(tmp_path, p
 
 
 @pytest.mark.slow
-def test_hostile_service_keeps_serving_and_refuses_the_load(tmp_path, data):
-    out = run_benchmark("hostile_service.py", "--data", data, "--out", tmp_path / "host", "--seconds", "3",
+def test_hostile_service_keeps_serving_and_refuses_the_load(tmp_path, embedded_data):
+    out = run_benchmark("hostile_service.py", "--data", embedded_data, "--out", tmp_path / "host", "--seconds", "3",
                         "--threads", "2", "--requests", "20", "--squatters", "5", "--slow", "2", "--hold", "2")
     result = json.loads(out)
     assert result["device_with_token_enrols"] is True
