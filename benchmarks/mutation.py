@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 STAGE = ROOT / "build" / "mutation"
 
-# name -> the module's path inside the staged package (pategail/...), grouped as the issue asks
+# name -> the module's path inside the staged package (pategail/...), grouped as the report shows them (GROUPS)
 MODULES = {
     "secagg.client": "pategail/sdk/secagg/client.py",
     "secagg.aggregator": "pategail/server/secagg/aggregator.py",
