@@ -36,7 +36,7 @@ lint: setup
 	$(PY) -m ruff check .
 
 # On every core (pytest-xdist), a test file to a worker so that its module fixtures are built once.
-# While editing: `.venv/bin/python -m pytest -q -m "not slow" tests/secagg` (README "Testing").
+# While editing: `.venv/bin/python -m pytest -q -m "not slow" tests/secagg` (docs/testing.md).
 TEST_WORKERS ?= 2
 test: setup
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
@@ -44,7 +44,7 @@ test: setup
 # Mutation testing of the privacy-, security- and learning-critical modules (a benchmark, not part of `make test`;
 # see BENCHMARKS.md "Mutation testing"). MUTATION_ARGS="--sample 40" runs a seeded sample of each module;
 # "--module ppo" one module. Hours on 2 cores for the full set. On a loaded machine add "--direct --jobs 2":
-# no whole-selection pass, each mutant runs its module's own test files, resumable (README "Testing").
+# no whole-selection pass, each mutant runs its module's own test files, resumable (docs/testing.md).
 MUTATION_ARGS ?=
 mutation: setup
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,mutation]'

@@ -1,4 +1,4 @@
-"""Benchmark the Java core's device CPU in one secure round next to the Python SDK's (issue 16).
+"""Benchmark the Java core's device CPU in one secure round next to the Python SDK's.
 
 Usage: .venv/bin/python benchmarks/android_secagg_round.py [--rounds R] [--out FILE]
 

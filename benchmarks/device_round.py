@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -25,6 +24,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from common import machine
 
 N_DAYS = 88          # 88 × 47 = 4,136 generated pairs: the M = 4,096 queries of a round, rounded up to days
 K_STEPS = 20
@@ -155,10 +156,10 @@ def main() -> None:
     date = subprocess.run(["date"], capture_output=True, text=True).stdout.strip()
     req_b, ack_b, pol_b, pol_ack_b = sizes
     lines = [
-        "## On-device round: CPU, memory, bytes (issue 4) — " + date,
+        "## On-device round: CPU, memory, bytes — " + date,
         "",
-        f"Command: `.venv/bin/python benchmarks/device_round.py --data {args.data}` · machine: {os.cpu_count()} cores, "
-        f"{platform.machine()}, Python {platform.python_version()}, one intra-op thread per session · date: {date}",
+        f"Command: `.venv/bin/python benchmarks/device_round.py --data {args.data}` · machine: {machine()}, "
+        f"one intra-op thread per session · date: {date}",
         "",
         f"{len(users)} devices, one per user of `{args.data}` ({ds.n_cells:,} cells), each holding that user's "
         f"training days ({n_days.min()}–{n_days.max()}, median {int(np.median(n_days))}). One RoundRequest: "

@@ -2,7 +2,7 @@
 moves whose destination is among the K nearest cells, and the maximum-likelihood rank exponent alpha.
 
 Run: .venv/bin/python benchmarks/epr_defaults.py --data runs/pategail-geolife
-(on a data set prepared from ../shared/data/pategail-geolife; training days only).
+(on a data set prepared from the paper's GeoLife folder; training days only).
 """
 import argparse
 import time

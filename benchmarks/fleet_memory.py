@@ -31,20 +31,11 @@ import torch
 from pategail.data.dataset import Dataset, load_dataset
 from pategail.emulator import EmulatedFleet
 from pategail.server.config import TrainConfig
-from pategail.server.coordinator import Coordinator, run_plan
-from pategail.training import write_initial_bundle
+from pategail.server.coordinator import Coordinator
+
+from common import initial_bundle, rss_mib
 
 ORT_TYPES = ("InferenceSession", "Module", "Optimizer", "CheckpointState")
-
-
-def rss_mib() -> tuple[float, float]:
-    """(current, peak) resident set size of this process in MiB (Linux /proc/self/status)."""
-    fields = {}
-    for line in Path("/proc/self/status").read_text().splitlines():
-        key, _, value = line.partition(":")
-        if key in ("VmRSS", "VmHWM"):
-            fields[key] = int(value.split()[0]) / 1024
-    return fields["VmRSS"], fields["VmHWM"]
 
 
 def live_ort_objects() -> dict[str, int]:
@@ -108,9 +99,7 @@ def main() -> None:
     root.mkdir(parents=True, exist_ok=True)
     try:
         t0 = time.perf_counter()
-        bundle = write_initial_bundle(config, dataset, args.seed, root / "bundle-initial",
-                                      privacy=run_plan(config, dataset.cells, root / "run" / "checkpoint").declare(
-                                          config.secagg.min_survivors, config.secagg.colluders))
+        bundle = initial_bundle(config, dataset, args.seed, root / "bundle-initial", root / "run" / "checkpoint")
         # (keep_sessions is passed only when asked for, so the script also measures code from before it existed)
         fleet = EmulatedFleet(dataset, users, root / "devices", bundle, seed=args.seed,
                               **({"keep_sessions": True} if args.keep_sessions else {}))
@@ -134,7 +123,10 @@ def main() -> None:
         if len(snapshots) == 2:
             for stat in snapshots[1].compare_to(snapshots[0], "filename")[:10]:
                 print("tracemalloc:", stat)
-        summary = {"devices": args.devices, "secagg": {"degree": config.secagg.degree}, "rounds": config.rounds, "keep_sessions": args.keep_sessions, "days_per_round": config.days_per_round, "discriminator": {"steps": config.discriminator.steps}, "population": "resampled", "points": points}
+        summary = {"devices": args.devices, "secagg_degree": config.secagg.degree, "rounds": config.rounds,
+                   "keep_sessions": args.keep_sessions,
+                   "days_per_round": config.days_per_round, "disc_steps": config.discriminator.steps,
+                   "population": "resampled", "points": points}
         if args.json:
             args.json.write_text(json.dumps(summary, indent=1) + "\n")
     finally:

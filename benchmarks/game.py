@@ -1,12 +1,12 @@
 """The adversarial game, observed round by round, and judged on TRAINING days only (never the test days).
 
 Runs federated PateGail exactly as ``pategail train`` does (emulated SDK devices, the coordinator, secure
-aggregation) and records per round what the issue-19 diagnosis needs: the reward the devices' ensemble gives
+aggregation) and records per round how the game goes: the reward the devices' ensemble gives
 generated days by their number of distinct cells (raw mean R, ξ, R̂ and the standardised reward PPO sees),
 the discriminators' accuracy, the share of "stay" and of days above the real 99.9th percentile of distinct
 cells. At the end it scores 2,350 days of the published (tail-averaged) policy and of the last iterate
 against sampled training days, next to the epr and markov baselines on the same reference: the five km JSDs
-(``results``) and the spatial metrics Density, Trips and Hot-20 (``spatial``; issue 17).
+(``results``) and the spatial metrics Density, Trips and Hot-20 (``spatial``).
 
 Without noise the secure aggregation releases exactly Σ encode(D) and Σ encode(D²) (its masks cancel in
 Z_2^64), so with ``--plain-sums`` (for sweeps on many cities and seeds) the released sums are computed
@@ -46,7 +46,8 @@ from pategail.sdk.secagg.fixedpoint import decode, encode
 from pategail.server.secagg.round import AggregateResult, RoundStats as SecAggStats
 from pategail.server.config import TrainConfig
 from pategail.server.coordinator import Coordinator
-from pategail.training import write_initial_bundle
+
+from common import initial_bundle
 
 BINS = (1, 4, 8, 16, 25, 49)
 """Distinct-cell bins of generated days: 1–3, 4–7, 8–15, 16–24, 25+."""
@@ -64,22 +65,19 @@ parser.add_argument("--test", action="store_true", help="also score the test day
 parser.add_argument("--last-iterate", action="store_true", help="also score the last iterate on training days")
 parser.add_argument("--warm-start-only", action="store_true",
                     help="with action_prior: score the behaviour-cloned policy before round 1, then stop")
-parser.add_argument("--probe-days", type=int, default=0, help="end with benchmarks/game_probe.py on this many days")
 args = parser.parse_args()
 torch.set_num_threads(args.threads)
 logging.basicConfig(level=logging.WARNING)
 
 overrides = {} if args.rounds is None else {"rounds": args.rounds}
-config = (TrainConfig.from_file(args.config, **overrides) if args.config
+config = (TrainConfig.from_file(args.config, overrides) if args.config
           else TrainConfig.from_dict(overrides))
 ds = load_dataset(args.data)
 threshold = distinct_cells_threshold(ds.train_days)
 args.out.mkdir(parents=True, exist_ok=False)
 users = choose_users(ds.users, None, args.seed)
 config = config.for_devices(len(users))
-write_initial_bundle(config, ds, args.seed, args.out / "bundle-initial",   # private runs declare their plan
-                     privacy=coordinator_module.run_plan(config, ds.cells, args.out / "checkpoint").declare(
-                         config.secagg.min_survivors, config.secagg.colluders))
+initial_bundle(config, ds, args.seed, args.out / "bundle-initial", args.out / "checkpoint")   # declares a private plan
 fleet = EmulatedFleet(ds, users, args.out / "devices", args.out / "bundle-initial", seed=args.seed)
 coord = Coordinator(config, fleet, ds.cells, args.out, seed=args.seed)
 
@@ -118,7 +116,7 @@ rounds = []
 
 def on_round(stats):
     ro = seen["rollout"]
-    if "agg" not in seen:                                   # block rewards (issue 13): no per-pair R, ξ, R̂
+    if "agg" not in seen:                                   # block rewards: no per-pair R, ξ, R̂
         print(f"round {stats.round:3d} acc {stats.disc_accuracy:.2f} R {stats.mean_reward:.3f} stay "
               f"{np.mean(ro.actions == STAY):.2f}", flush=True)
         rounds.append({"round": stats.round, "disc_accuracy": stats.disc_accuracy, "mean_R": stats.mean_reward,
@@ -201,7 +199,7 @@ summary = {"data": str(args.data), "seed": args.seed, "config": config.to_dict()
            "spatial": spatial, "warm_start": warm, "rounds": rounds}
 if args.test:
     from pategail.metrics.evaluate import evaluate
-    from pategail.cli.baselines import compare
+    from pategail.baselines.compare import compare
     n = len(ds.test_days)
     coord.average.sum = saved_sum
     days = coord.generate(n, np.random.default_rng([args.seed, 0x5E]))
@@ -210,10 +208,6 @@ if args.test:
     summary["test"] = {"ours": ours["metrics"], "epr": table["km"]["epr"], "markov": table["km"]["markov"],
                        "floor": table["km"]["floor"], "above_threshold": above_test(days),
                        "spatial": {"ours": ours["spatial"], **table["spatial"]}}
-if args.probe_days:
-    from game_probe import probe
-    coord.average.sum = None
-    summary["probe"] = probe(coord, list(fleet.devices.values()), args.probe_days, np.random.default_rng(7))
 (args.out / "game.json").write_text(json.dumps(summary, indent=1) + "\n")
 print(f"{seconds:.0f} s of rounds; threshold {threshold:g}; generated days above it: {above:.2%}")
 print("| training days | " + " | ".join(next(iter(results.values()))) + " | "

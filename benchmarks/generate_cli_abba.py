@@ -1,13 +1,11 @@
-"""`pategail generate` with the whole neighbour table built at start-up (A: session 4) against the table
-computed as it is read (B: session 5), in ABBA order on one pinned core, so that a load that drifts during the
-runs weighs on both alike (issue 17, session 5). Same untrained bundle as benchmarks/generate_throughput.py.
+"""`pategail generate` for two variants A and B in ABBA order on one pinned core, so that a load that drifts
+during the runs weighs on both alike. Same untrained bundle as benchmarks/generate_throughput.py.
 
-With ``--heads A,B`` the two variants are instead untrained policies with A and B attention heads (both with
-the neighbour rows computed as read): what a smaller policy would change in `pategail generate` (session 6);
-``--layers A,B`` the same for A and B transformer blocks (session 8), ``--width A,B`` for token widths (d_model,
-session 10). The other settings are TrainConfig's. ``--stages A,B`` compares the decoder's cache stages (rows
-added per stage; 47 = one 47-row buffer, as before session 11) on one bundle: the untrained one, or a trained
-bundle given with ``--bundle``.
+By default A builds the whole neighbour table at start-up and B computes its rows as they are read (today's
+code). ``--heads A,B``, ``--layers A,B`` and ``--width A,B`` compare untrained policies of A and B attention
+heads, transformer blocks or token widths (d_model); the other settings are TrainConfig's. ``--stages A,B``
+compares the decoder's cache stages (rows added per stage; 47 = one 47-row buffer) on one bundle: the untrained
+one, or a trained bundle given with ``--bundle``.
 
 Run: python benchmarks/generate_cli_abba.py --data runs/pategail-geolife [--cpu 0]
      [--heads 4,1 | --layers 2,1 | --width 64,32 | --stages 47,12 [--bundle RUN/bundle]] [--json OUT]

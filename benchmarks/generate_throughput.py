@@ -1,20 +1,20 @@
-"""Throughput of day generation on one core: days per CPU second and peak memory, before and after the
-fixed-length key/value cache buffers, the explore draw from kept cumulative weights and the neighbour table
-computed as it is read (issue 17).
+"""Throughput of day generation on one core: days per CPU second and peak memory of the bundle's incremental
+policy model with its key/value cache buffers, in process and through `pategail generate`, next to earlier
+designs kept for comparison.
 
 Usage (standalone; needs the project installed, e.g. ``make setup``):
 
     python benchmarks/generate_throughput.py --data runs/pategail-geolife --threads 1 [--json OUT.json]
-    python benchmarks/generate_throughput.py --bundle RUN/bundle --threads 1      (a trained bundle: new only)
+    python benchmarks/generate_throughput.py --bundle RUN/bundle --threads 1      (a trained bundle)
 
 With ``--data`` it exports an untrained policy (default ``PolicyConfig``) with the training days' initial
-states and the place law a ``--no-privacy`` run releases, twice from the same weights: the bundle of today
+states and the place law a ``--no-privacy`` run releases, twice from the same weights: today's bundle
 (``policy_step.onnx`` over cache buffers written in place) and the same bundle with the first incremental
-model (a cache grown by concatenation at every slot, as bundles of issue 17's first session carry). Then:
+model (a cache grown by concatenation at every slot, which older bundles carry and the SDK still runs). Then:
 
 1. in process, one batch of ``--days`` days (default 1,000) through ``generate_days`` with each bundle's
-   incremental model, ``--reps`` times after a warm-up (the best and the mean are reported), and the old
-   full-prefix path for ``--old-days`` days (0 skips it; it is slow);
+   incremental model, ``--reps`` times after a warm-up (the best and the mean are reported), and the
+   full-prefix path (the model re-reads slots 0..t every slot) for ``--old-days`` days (0 skips it; it is slow);
 2. ``pategail generate`` end to end in a child process for ``--days`` and ``--big`` days (default 100,000) with
    each variant: bundle loading and checks, geometry, generation in batches of 1,000, the CSV streamed to
    disk; wall time, CPU time (user + system of the child) and peak RSS (VmHWM, read from /proc at exit),
@@ -22,14 +22,16 @@ model (a cache grown by concatenation at every slot, as bundles of issue 17's fi
 
 Everything runs on one core: the process and its children are pinned to ``--cpu`` (default 0; -1: no pin),
 ONNX Runtime uses ``--threads`` intra-op threads in process (the CLI always uses one, as devices do), and
-numpy's BLAS one thread. ``--variants`` picks what runs (default ``session4,buffers``): "concat" and
-"buffers" share today's environment code, so their difference is the policy model and its cache; "session3"
-and "buffers" share the model, so theirs is the explore draw; "session4" is "buffers" with the whole
-neighbour table built at start-up, as before session 5 (the same in process; the CLI's start-up differs).
-For today's bundle it also prints where the in-process time goes (features, mask, the ONNX Runtime call,
-cache-row writes, sampling, environment) and the ONNX Runtime call alone on synthetic inputs. On a shared machine wall time overstates the cost; CPU time is what the process
-itself was scheduled for, so both are printed, with the load average before and after each measurement.
-Prints a markdown table and, last, one line ``JSON {...}`` with every figure (also written to ``--json``).
+numpy's BLAS one thread. ``--variants`` picks what runs (default ``buffers``, today's code): "concat" and
+"buffers" share the environment code, so their difference is the policy model and its cache;
+"masked-explore" and "buffers" share the model, so theirs is the explore draw (every move masks and sums a
+cell's 1,000 explore weights, instead of searching its kept cumulative weights); "table-at-start-up" is
+"buffers" with the whole neighbour table built at start-up instead of rows computed as read (the same in
+process; the CLI's start-up differs). For the last variant it also prints where the in-process time goes
+(features, mask, the ONNX Runtime call, cache-row writes, sampling, environment) and the ONNX Runtime call alone
+on synthetic inputs. On a shared machine wall time overstates the cost; CPU time is what the process itself was
+scheduled for, so both are printed, with the load average before and after each measurement. Prints a markdown
+table and, last, one line ``JSON {...}`` with every figure (also written to ``--json``).
 """
 from __future__ import annotations
 
@@ -52,11 +54,11 @@ _CHILD = textwrap.dedent("""
     import sys, json
     import os
     sys.modules["torch"] = None    # as on a phone: the onnxruntime-training wheel imports torch when it can
-    if os.environ.get("PATEGAIL_BENCH_SESSION3_EXPLORE"):
+    if os.environ.get("PATEGAIL_BENCH_MASKED_EXPLORE"):
         import pategail.sdk.epr
-        pategail.sdk.epr.RANK_TABLE_MAX = 0                      # the explore draw of issue 17's session 3
+        pategail.sdk.epr.RANK_TABLE_MAX = 0                      # explore weights masked and summed every move
     if os.environ.get("PATEGAIL_BENCH_EAGER_GEOMETRY"):
-        import pategail.sdk.epr                                  # the whole neighbour table at start-up (session 4)
+        import pategail.sdk.epr                                  # the whole neighbour table at start-up
         build = pategail.sdk.epr.CellGeometry.build.__func__
         pategail.sdk.epr.CellGeometry.build = classmethod(lambda cls, c, k, lazy=False: build(cls, c, k))
     if os.environ.get("PATEGAIL_BENCH_STAGE"):
@@ -75,7 +77,7 @@ def load() -> float:
 
 
 def old_path(session, geometry, homes, first, rng, alpha, explore_factors, places):
-    """The loop before issue 17: the full-prefix model re-reads slots 0..t, features recomputed each slot."""
+    """The full-prefix path: the model re-reads slots 0..t, features recomputed each slot."""
     from pategail.sdk.epr import EPREnvironment
     from pategail.sdk.generate import policy_step, sample_actions
 
@@ -92,7 +94,7 @@ def timed(fn):
     return out, {"wall_s": time.perf_counter() - w, "cpu_s": time.process_time() - c, "load": [l0, load()]}
 
 
-def cli(bundle: Path, days: int, out: Path, cpu: int, session3_explore: bool = False,
+def cli(bundle: Path, days: int, out: Path, cpu: int, masked_explore: bool = False,
         eager_geometry: bool = False, stage: int | None = None) -> dict:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     l0, t0 = load(), time.perf_counter()
@@ -100,7 +102,7 @@ def cli(bundle: Path, days: int, out: Path, cpu: int, session3_explore: bool = F
     cmd = [*pin, sys.executable, "-c", _CHILD, "-q", "generate", "--bundle", str(bundle), "--days", str(days),
            "--out", str(out), "--seed", "0"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("PATEGAIL_BENCH_")}
-    env = {**env, **_ONE_THREAD, **({"PATEGAIL_BENCH_SESSION3_EXPLORE": "1"} if session3_explore else {}),
+    env = {**env, **_ONE_THREAD, **({"PATEGAIL_BENCH_MASKED_EXPLORE": "1"} if masked_explore else {}),
            **({"PATEGAIL_BENCH_EAGER_GEOMETRY": "1"} if eager_geometry else {}),
            **({"PATEGAIL_BENCH_STAGE": str(stage)} if stage else {})}
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
@@ -147,7 +149,7 @@ def untrained_bundles(data: Path, out: Path, heads: int | None = None,
     env = Environment(ds.cells, DEFAULT_ALPHA, DEFAULT_CANDIDATES, states, np.full(len(states), 1 / len(states)),
                       places=place_law_from_noisy_sums(sums, ds.n_cells))
     shape = {k: v for k, v in (("n_heads", heads), ("n_layers", layers), ("d_model", width)) if v is not None}
-    policy, discriminator = Policy(policy_config(TrainConfig(**shape), ds.n_cells)), Discriminator()
+    policy, discriminator = Policy(policy_config(TrainConfig(policy=shape), ds.n_cells)), Discriminator()
     new = export.export_bundle(policy, discriminator, out / "buffers", environment=env)
     # the same export with the step-model writer of before (manifest and hashes then describe that file)
     today = export.save_policy_step_onnx
@@ -160,13 +162,13 @@ def untrained_bundles(data: Path, out: Path, heads: int | None = None,
 
 
 def in_process(bundle_dir: Path, rows: np.ndarray, threads: int, reps: int,
-               session3_explore: bool = False) -> tuple[dict, np.ndarray]:
+               masked_explore: bool = False) -> tuple[dict, np.ndarray]:
     import pategail.sdk.epr as epr
     from pategail.sdk.bundle import load_bundle, open_generation_session
     from pategail.sdk.epr import CellGeometry
     from pategail.sdk.generate import generate_days
 
-    if session3_explore:
+    if masked_explore:
         today, epr.RANK_TABLE_MAX = epr.RANK_TABLE_MAX, 0
         try:
             return in_process(bundle_dir, rows, threads, reps)
@@ -192,7 +194,7 @@ def breakdown(bundle_dir: Path, rows: np.ndarray, threads: int, reps: int) -> di
     """CPU ms per 1,000 days of each part of ``generate_days``' loop (the same calls, timed one by one; the
     best of ``reps`` after a warm-up), and of the ONNX Runtime call alone (what is left for everything else
     within a budget): on the loop's own inputs of its last batch, replayed, and on synthetic inputs of the same
-    shapes (uniform features, random cells: the figure of sessions 4–7)."""
+    shapes (uniform features, random cells)."""
     from pategail.sdk.bundle import load_bundle, open_generation_session
     from pategail.sdk.decoding import POLICY_INPUT_SLOT, BufferedDecoder, decoder_for
     from pategail.sdk.epr import CellGeometry, EPREnvironment
@@ -284,8 +286,8 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=1, help="ONNX Runtime intra-op threads in process")
     p.add_argument("--cpu", type=int, default=0, help="pin to this CPU (-1: no pinning)")
     p.add_argument("--no-cli", action="store_true", help="skip the `pategail generate` runs")
-    p.add_argument("--variants", default="session4,buffers",
-                   help="with --data, which of concat, session3, session4, buffers to run (comma-separated)")
+    p.add_argument("--variants", default="buffers",
+                   help="with --data, which of concat, masked-explore, table-at-start-up, buffers to run (comma-separated)")
     p.add_argument("--heads", type=int, help="with --data: attention heads of the untrained policy (a model "
                    "change, for its speed only; default TrainConfig's)")
     p.add_argument("--layers", type=int, help="with --data: transformer blocks of the untrained policy "
@@ -315,7 +317,7 @@ def main() -> None:
             variants = {"bundle": args.bundle}
         else:
             new, old = untrained_bundles(args.data, tmp, args.heads, args.layers, args.width)
-            known = {"concat": old, "session3": new, "session4": new, "buffers": new}
+            known = {"concat": old, "masked-explore": new, "table-at-start-up": new, "buffers": new}
             names = [v.strip() for v in args.variants.split(",") if v.strip()]
             if not names or any(v not in known for v in names):
                 p.error(f"--variants: choose from {', '.join(known)}")
@@ -327,7 +329,7 @@ def main() -> None:
         result["in_process"], days = {}, {}
         for name, path in variants.items():
             result["in_process"][name], days[name] = in_process(path, rows, args.threads, args.reps,
-                                                                session3_explore=name == "session3")
+                                                                masked_explore=name == "masked-explore")
         today = list(variants)[-1]                        # "buffers", or "bundle" with --bundle
         result["same_days"] = all(np.array_equal(d, days[today]) for d in days.values())
         result["breakdown_ms_per_1000_days"] = breakdown(variants[today], rows, args.threads, args.reps)
@@ -347,8 +349,8 @@ def main() -> None:
                                      places=env.places).days
             result["full_prefix"] = {"days": len(part), **r, "same_days": bool(np.array_equal(old_days, new_days))}
         if not args.no_cli:
-            result["cli"] = {name: [cli(path, n, tmp / f"{name}-{n}.csv", args.cpu, name == "session3",
-                                        name in ("session3", "session4", "concat"))
+            result["cli"] = {name: [cli(path, n, tmp / f"{name}-{n}.csv", args.cpu, name == "masked-explore",
+                                        name in ("masked-explore", "table-at-start-up", "concat"))
                                     for n in (args.days, args.big) if n]
                              for name, path in variants.items()}
     result["load_end"] = load()
@@ -367,9 +369,9 @@ def _cpu_model() -> str:
 
 
 _LABEL = {"concat": "first incremental model (cache concatenated every slot)",
-          "session3": "cache buffers, explore weights masked and summed every move (session 3)",
-          "session4": "cache buffers, kept cumulative explore weights, whole neighbour table at start-up (session 4)",
-          "buffers": "cache buffers, kept cumulative explore weights, neighbour rows computed as read (session 5)",
+          "masked-explore": "cache buffers, explore weights masked and summed every move",
+          "table-at-start-up": "cache buffers, kept cumulative explore weights, whole neighbour table at start-up",
+          "buffers": "cache buffers, kept cumulative explore weights, neighbour rows computed as read (today)",
           "bundle": "the bundle's generation model"}
 
 

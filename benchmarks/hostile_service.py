@@ -26,13 +26,13 @@ import threading
 import time
 from pathlib import Path
 
+from common import rss_mib
+
 TINY = {"days_per_round": 6, "discriminator": {"steps": 2, "batch_size": 16}, "environment": {"candidates": 50, "action_prior_days": 16, "action_prior_epochs": 2}, "policy": {"d_model": 16, "n_layers": 1}, "ppo": {"n_epochs": 2, "batch_size": 3}, "rounds": 1}
 
 
 def _figures(pid: int, run: Path) -> dict:
-    rss = next(int(line.split()[1]) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
-               if line.startswith("VmRSS"))
-    return {"rss_mib": round(rss / 1024, 1), "open_fds": len(os.listdir(f"/proc/{pid}/fd")),
+    return {"rss_mib": round(rss_mib(pid)[0], 1), "open_fds": len(os.listdir(f"/proc/{pid}/fd")),
             "log_bytes": sum(p.stat().st_size for p in run.glob("train.log*"))}
 
 

@@ -3,7 +3,7 @@
 mutmut derives a module's import name from its file path, while each distribution's code lives in its own
 folder (sdk/pategail/sdk/ is pategail.sdk, server/pategail/server/ is pategail.server, and so on). So the run
 happens in a staged copy laid out the way Python imports it (build/mutation/pategail/{sdk,server,...}, tests/,
-data/ and a link to ../shared), where mutmut's own machinery works unchanged: it mutates the listed
+data/ and a link to the development data beside the checkout), where mutmut's own machinery works unchanged: it mutates the listed
 modules, records which tests reach each function (its test selection) and runs only those per mutant.
 
     python benchmarks/mutation.py                      # all critical modules, tests of the work tree
@@ -31,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 STAGE = ROOT / "build" / "mutation"
 
-# name -> the module's path inside the staged package (pategail/...), grouped as the issue asks
+# name -> the module's path inside the staged package (pategail/...), grouped as the report shows them (GROUPS)
 MODULES = {
     "secagg.client": "pategail/sdk/secagg/client.py",
     "secagg.aggregator": "pategail/server/secagg/aggregator.py",
@@ -50,8 +50,7 @@ MODULES = {
     "metrics.km": "pategail/metrics/km.py",
     "metrics.paper": "pategail/metrics/paper.py",
     "metrics.evaluate": "pategail/metrics/evaluate.py",
-    # added in session 3 (issue 13's Gaussian mechanism, issue 15's device ledger, the population fleet): after
-    # the older ones, so the seeded draw of every module above stays what it was
+    # added after the modules above, so that the seeded draw of every module above stays what it was
     "privacy.gaussian": "pategail/server/privacy/gaussian.py",
     "privacy.feasibility": "pategail/server/privacy/feasibility.py",
     "privacy.sdk_accounting": "pategail/sdk/accounting.py",
@@ -83,7 +82,7 @@ def _stage_tree(tests_ref: str | None) -> None:
                                  capture_output=True).stdout
         with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
             tar.extractall(STAGE, filter="data")
-    # the tests find the shared data at <repository>/../shared; inside mutmut's copy that is STAGE/shared
+    # the tests look for the development data beside the checkout (../shared); inside mutmut's copy: STAGE/shared
     shared = (ROOT.parent / "shared").resolve()
     if shared.exists():
         (STAGE / "shared").symlink_to(shared)

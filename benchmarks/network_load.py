@@ -24,6 +24,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+from common import initial_bundle
+
 
 def _proc_cpu_rss(pid: int) -> tuple[float, float]:
     """(CPU seconds of the process and its reaped children, peak RSS MiB) from /proc."""
@@ -97,18 +99,18 @@ def in_process(args, out: Path) -> dict:
     from pategail.emulator import EmulatedFleet, choose_users
     from pategail.server.config import TrainConfig
     from pategail.server.coordinator import Coordinator
-    from pategail.training import ensure_initial_bundle
 
     torch.set_num_threads(1)
     dataset = load_dataset(args.data)
     overrides = {"rounds": args.rounds, "privacy": {"epsilon": args.epsilon}}
-    config = (TrainConfig.from_file(args.config, **overrides) if args.config
+    config = (TrainConfig.from_file(args.config, overrides) if args.config
               else TrainConfig.from_dict(overrides, where="options"))
     run = out / "in-process"
     chosen = choose_users(dataset.users, None, 0)
     users = [chosen[i % len(chosen)] for i in range(args.devices)]
+    config = config.for_devices(len(users))                 # a private plan is sized for the run's devices
     t0 = time.perf_counter()
-    bundle = ensure_initial_bundle(config, dataset, 0, run)
+    bundle = initial_bundle(config, dataset, 0, run / "bundle-initial", run / "checkpoint")
     fleet = EmulatedFleet(dataset, users, run / "devices", bundle, seed=0)
     coordinator = Coordinator(config, fleet, dataset.cells, run, seed=0)
     setup_s = time.perf_counter() - t0

@@ -2,7 +2,7 @@
 training step (batch 64), scoring 4,096 pairs, generating 1,000 days with the policy (ONNX model +
 EPR environment + features per step: pategail.sdk.generate.generate_days).
 
-    .venv/bin/python benchmarks/onnx_latency.py [--data ../shared/data/pategail-geolife] [--out FILE]  (a markdown section; pasted into BENCHMARKS.md)
+    .venv/bin/python benchmarks/onnx_latency.py [--data PATEGAIL_FOLDER] [--out FILE] [--days N]
 
 Writes a markdown section (the numbers, the command, the machine, the date) to --out and prints it.
 """

@@ -1,5 +1,5 @@
 """Does ONNX Runtime hand the optimizer model its parameters in the same order in every process? A standalone
-reproduction for an upstream report (issue 17, session 11): needs only numpy, onnx and onnxruntime-training — no
+reproduction for an upstream report: needs only numpy, onnx and onnxruntime-training — no
 code of this project.
 
 A six-parameter model (sizes 128, 16, 96, 6, 12 and 2, so each is recognisable) gets its training artifacts from
@@ -9,8 +9,9 @@ sequence it is given before AdamW: after one training step exactly one parameter
 Runtime put first. Each child process opens the artifacts, takes that step on the same batch and prints the
 unchanged parameter's name. ``InplaceClipGradNorm`` adds the per-tensor squared norms in the same sequence order,
 so when the order differs between processes, so can the clip's float32 total and every step after it.
-(In this repository: the real case that made seeded runs differ is `benchmarks/ort_training_replay.py`; the report
-to file is docs/upstream/onnxruntime-optimizer-sequence-order.md.)
+(In this repository the same order made seeded training runs differ until the discriminator's clip became
+order-free, pategail.export.artifacts.OrderFreeClipGradNorm; the report to file is
+docs/upstream/onnxruntime-optimizer-sequence-order.md.)
 
 Run: .venv/bin/python benchmarks/ort_sequence_order.py [--processes 16] [--no-aslr]
 """

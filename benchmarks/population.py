@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import resource
 import shutil
 import tempfile
 import time
@@ -22,15 +21,10 @@ import torch
 from pategail.data.dataset import load_dataset
 from pategail.population.fleet import PopulationFleet
 from pategail.population.resample import resample_population
-from pategail.server.config import TrainConfig, secagg_degree_for
-from pategail.server.coordinator import Coordinator, run_plan
-from pategail.training import write_initial_bundle
+from pategail.server.config import secagg_degree_for
+from pategail.server.coordinator import Coordinator
 
-
-def peak_rss_gb() -> float:
-    """Peak resident memory of this process and its finished children (Ray workers are not children)."""
-    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return own / 2**20
+from common import initial_bundle, peak_rss_gb, train_config
 
 
 def main():
@@ -41,17 +35,16 @@ def main():
     ap.add_argument("--ray-workers", type=int, default=None)
     ap.add_argument("--processes", type=int, default=None, help="shard processes (default: shards in this process)")
     ap.add_argument("--keep", type=Path, default=None, help="run directory to keep (default: a temporary one)")
+    ap.add_argument("--config", type=Path, default=None, help="JSON of TrainConfig settings (default: the defaults)")
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     torch.set_num_threads(1)
     ds = load_dataset(args.data)
-    config = TrainConfig(rounds=args.rounds).for_devices(args.devices)
+    config = train_config(args.config, rounds=args.rounds).for_devices(args.devices)
     root = args.keep or Path(tempfile.mkdtemp(prefix="pategail-population-"))
     try:
         t0 = time.perf_counter()
-        bundle = write_initial_bundle(config, ds, 0, root / "bundle-initial",
-                                      privacy=run_plan(config, ds.cells, root / "checkpoint").declare(
-                                          config.secagg.min_survivors, config.secagg.colluders))
+        bundle = initial_bundle(config, ds, 0, root / "bundle-initial", root / "checkpoint")
         population = resample_population(ds.users, args.devices, seed=0)
         fleet = PopulationFleet(ds, population, bundle, seed=0, state_dir=root / "population",
                                 ray_workers=args.ray_workers, processes=args.processes)
@@ -62,7 +55,14 @@ def main():
         environment = time.perf_counter() - t
         times = []
         coordinator.train(on_round=lambda s: times.append(s.seconds))
-        print(json.dumps({"devices": args.devices, "source_users": len(ds.users), "rounds": args.rounds, "ray_workers": args.ray_workers, "processes": args.processes, "shards": len(fleet.shards), "secagg_degree_sdk_default": secagg_degree_for(args.devices), "setup_seconds": round(setup, 1), "environment_release_seconds": round(environment, 1), "seconds_per_round": [round(x, 1) for x in times], "peak_rss_gb_driver": round(peak_rss_gb(), 2), "days_per_round": config.days_per_round, "discriminator": {"steps": config.discriminator.steps}}))
+        print(json.dumps({"devices": args.devices, "source_users": len(ds.users), "rounds": args.rounds,
+                          "ray_workers": args.ray_workers, "processes": args.processes,
+                          "shards": len(fleet.shards),
+                          "secagg_degree_sdk_default": secagg_degree_for(args.devices),
+                          "setup_seconds": round(setup, 1), "environment_release_seconds": round(environment, 1),
+                          "seconds_per_round": [round(x, 1) for x in times],
+                          "peak_rss_gb_driver": round(peak_rss_gb(), 2),
+                          "days_per_round": config.days_per_round, "disc_steps": config.discriminator.steps}))
     finally:
         if "fleet" in locals():
             fleet.close()

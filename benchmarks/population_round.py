@@ -18,7 +18,6 @@ import argparse
 import json
 import logging
 import os
-import resource
 import shutil
 import tempfile
 import time
@@ -33,12 +32,8 @@ from pategail.population.resample import resample_population
 from pategail.sdk.features import infer_home, label_actions
 from pategail.sdk.messages import RoundRequest, to_bytes
 from pategail.server.config import TrainConfig
-from pategail.training import write_initial_bundle
 
-
-def peak_rss_gb() -> float:
-    """Peak resident memory of this process (ru_maxrss is in KiB on Linux)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+from common import initial_bundle, peak_rss_gb
 
 
 def stand_in_request(dataset, round_: int, n_days: int, config: TrainConfig, rng: np.random.Generator) -> RoundRequest:
@@ -77,7 +72,7 @@ def main():
     root = Path(tempfile.mkdtemp(prefix="pategail-population-round-"))
     try:
         t0 = time.perf_counter()
-        bundle = write_initial_bundle(config, dataset, 0, root / "bundle")
+        bundle = initial_bundle(config, dataset, 0, root / "bundle")
         population = resample_population(dataset.users, args.devices, seed=0)
         fleet = PopulationFleet(dataset, population, bundle, seed=0,
                                 state_dir=root / "population" if args.state else None,
@@ -92,7 +87,14 @@ def main():
             fleet.request(0, message)
             times.append(time.perf_counter() - t)
             cpu.append(time.process_time() - c)
-        out = {"devices": args.devices, "source_users": len(dataset.users), "days_per_round": args.days, "discriminator": {"steps": config.discriminator.steps}, "threads": torch.get_num_threads(), "shards": len(fleet.shards), "workers": getattr(fleet.shards[0], "workers", None) if not args.ray_workers else 1, "ray_workers": args.ray_workers, "setup_seconds": round(setup, 1), "seconds_per_round": [round(x, 2) for x in times], "ms_per_device_round": round(1000 * min(times) / args.devices, 3), "cpu_seconds_per_round": [round(x, 2) for x in cpu], "peak_rss_gb": round(peak_rss_gb(), 2), "load_average": [round(x, 2) for x in os.getloadavg()]}
+        out = {"devices": args.devices, "source_users": len(dataset.users), "days_per_round": args.days,
+               "disc_steps": config.discriminator.steps, "threads": torch.get_num_threads(), "shards": len(fleet.shards),
+               "workers": getattr(fleet.shards[0], "workers", None) if not args.ray_workers else 1,
+               "ray_workers": args.ray_workers, "setup_seconds": round(setup, 1),
+               "seconds_per_round": [round(x, 2) for x in times],
+               "ms_per_device_round": round(1000 * min(times) / args.devices, 3),
+               "cpu_seconds_per_round": [round(x, 2) for x in cpu],
+               "peak_rss_gb": round(peak_rss_gb(), 2), "load_average": [round(x, 2) for x in os.getloadavg()]}
         print(json.dumps(out), flush=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)

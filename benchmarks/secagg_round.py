@@ -14,8 +14,6 @@ n_min = 0.7 n.
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import subprocess
 import time
 
@@ -24,6 +22,8 @@ import numpy as np
 from pategail.server.privacy.calibration import sum_noise_scales
 from pategail.server.secagg.coordinator import SecAggCoordinator
 from pategail.server.secagg.round import Dropouts, SecureRoundConfig, enroll_clients, run_secure_round
+
+from common import machine
 
 M = 4096
 CASES = [(100, 0, 0.0), (100, 0, 0.1), (1000, 40, 0.0), (1000, 40, 0.1)]
@@ -65,9 +65,8 @@ def main() -> None:
         print(rows[-1], flush=True)
     date = subprocess.run(["date"], capture_output=True, text=True).stdout.strip()
     lines = [
-        "## Secure noisy aggregation: cost of one round (issue 5)", "",
-        f"Command: `.venv/bin/python benchmarks/secagg_round.py` · machine: {os.cpu_count()} cores, "
-        f"{platform.processor() or platform.machine()}, Python {platform.python_version()} · date: {date}", "",
+        "## Secure noisy aggregation: cost of one round", "",
+        f"Command: `.venv/bin/python benchmarks/secagg_round.py` · machine: {machine()} · date: {date}", "",
         f"M = {M} queries per round: each device uploads one vector of 2M + 1 = {2 * M + 1} words (Σ D, Σ D², "
         "checksum). Noise: per-query ε = 1e-3, κ = 2, n_min = 0.7 n. All parties in one process, single "
         "thread; CPU = `time.thread_time` of each party's own calls, every device timed. Per-device figures are "

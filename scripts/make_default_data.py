@@ -1,4 +1,5 @@
-"""Rebuild data/default/, the embedded default data set, from ../shared/data/pategail-geolife.
+"""Rebuild data/default/, the embedded default data set, from the paper's preprocessed
+GeoLife folder (``SRC``: pategail-geolife in the data folder beside the checkout).
 
 The piece: the cell table (all 4,210 cells), the training days of users 0-9 (in the source's own per-user
 file and in real.data, which must agree), and 400 of the 2,350 held-out days drawn without replacement with

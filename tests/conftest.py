@@ -1,4 +1,5 @@
-"""Shared fixtures: the real development data in ../shared/data (skipped with a reason where absent)."""
+"""Shared fixtures: the real development data (the paper's preprocessed GeoLife folder, looked for at
+../shared/data/pategail-geolife beside the checkout; skipped with a reason where absent)."""
 from __future__ import annotations
 
 import os
@@ -32,16 +33,23 @@ DEFAULT_DATA = ROOT / "data" / "default"
 
 
 @pytest.fixture(scope="session")
-def dataset(tmp_path_factory):
-    """The prepared embedded data set: 10 users, 644 training days, 4,210 cells."""
-    from pategail.data.dataset import load_dataset
+def embedded_data(tmp_path_factory) -> Path:
+    """The folder of the prepared embedded data set (`pategail data prepare` of data/default)."""
     from pategail.data.prepare import prepare_dataset
 
     if not DEFAULT_DATA.is_dir():
         pytest.skip(f"embedded development data not found at {DEFAULT_DATA}")
     out = tmp_path_factory.mktemp("device-data") / "data"
     prepare_dataset("pategail", DEFAULT_DATA, out, allow_pickle=True)
-    return load_dataset(out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def dataset(embedded_data):
+    """The prepared embedded data set: 10 users, 644 training days, 4,210 cells."""
+    from pategail.data.dataset import load_dataset
+
+    return load_dataset(embedded_data)
 
 
 def _dlap_cdf(k: np.ndarray, scale: float) -> np.ndarray:

@@ -34,7 +34,7 @@ def test_bundle_error_is_the_sdks_own_and_a_one_line_cli_error(bundle_copy, tmp_
     from pategail.sdk.messages import MessageError
     from pategail.sdk.secagg.errors import SecAggError
 
-    # issue 11, point 5: the SDK's errors derive from the SDK's root, not from the command line's class
+    # the SDK's errors derive from the SDK's root, not from the command line's class
     for cls in (BundleError, MessageError, SecAggError):
         assert issubclass(cls, SdkError) and not issubclass(cls, PategailError)
     (bundle_copy / "policy.onnx").write_bytes(b"altered")

@@ -124,7 +124,7 @@ def test_format_table_takes_the_floor_part_of_a_floor_result(toy):
 
 def test_floor_on_pategail_geolife():
     if not (DATA / "test.data").is_file():
-        pytest.skip(f"real data not found at {DATA} (the shared/ folder next to the repository)")
+        pytest.skip(f"real data not found at {DATA} (the data folder beside the checkout)")
     ds = make_dataset(np.loadtxt(DATA / "real.data", dtype=int), np.loadtxt(DATA / "test.data", dtype=int),
                       np.loadtxt(DATA / "gps"))
     f = floor(ds, seed=0)

@@ -136,7 +136,7 @@ def test_identical_sets_score_zero(name):
 @pytest.fixture(scope="module")
 def geolife():
     if not (DATA / "test.data").is_file():
-        pytest.skip(f"real data not found at {DATA} (the shared/ folder next to the repository)")
+        pytest.skip(f"real data not found at {DATA} (the data folder beside the checkout)")
     return (np.loadtxt(DATA / "gps"), np.loadtxt(DATA / "real.data", dtype=int),
             np.loadtxt(DATA / "test.data", dtype=int))
 

@@ -11,7 +11,7 @@ from pategail.server.privacy.feasibility import (MEASURED_TOLERANCE, Feasibility
 
 
 def test_measured_tolerances_are_the_benchmarked_ones():
-    # BENCHMARKS.md "Noise tolerance (issue 13)": pair ≥ 3, block:8 none met the bar, day 0.3
+    # BENCHMARKS.md "Noise tolerance": pair ≥ 3, block:8 none met the bar, day 0.3
     assert MEASURED_TOLERANCE == {"pair": 3.0, "block:8": 0.0, "day": 0.3}
     assert tolerance_for("day") == 0.3 and tolerance_for("pair") == 3.0 and tolerance_for("block:8") == 0.0
     assert tolerance_for("block:3") is None

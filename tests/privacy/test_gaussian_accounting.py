@@ -1,6 +1,6 @@
-"""Issue 13's accounting: the distributed discrete Gaussian's ρ (Kairouz et al. 2021) with its discretisation,
-composed in RDP by dp-accounting, pinned against closed forms with unequal parameters; the Gaussian plan's
-calibration; and the Laplace plan's calibration against a fine-grid reference (issue 13 point 4)."""
+"""The Gaussian mechanism's accounting: the distributed discrete Gaussian's ρ (Kairouz et al. 2021) with its
+discretisation, composed in RDP by dp-accounting, pinned against closed forms with unequal parameters; the
+Gaussian plan's calibration; and the Laplace plan's calibration against a fine-grid reference."""
 from __future__ import annotations
 
 import math
@@ -99,7 +99,7 @@ def test_gaussian_plan_splits_the_budget_and_spends_all_of_it_jointly():
 
 
 def test_laplace_plan_is_pinned_against_a_fine_grid_reference():
-    """Issue 13 point 4: at total ε = 1 with many small releases the plan (3e-4 grid) adds at most 3% more
+    """At total ε = 1 with many small releases the plan (3e-4 grid) adds at most 3% more
     noise than a 1e-5-grid calibration would, where a plan on the old 1e-3 grid would have had to add more."""
     queries = 20_000
     plan = plan_privacy(1.0, 1e-5, 2.0, queries)

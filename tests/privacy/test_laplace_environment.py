@@ -1,4 +1,4 @@
-"""Issue 13, point 3 for the Laplace mechanism: the environment release is ONE Laplace vector query of its L1
+"""The Laplace mechanism's environment release is ONE Laplace vector query of its L1
 sensitivity with its own share of ε — its sensitivity, scale and accounting pinned against hand-computed
 closed forms, the joint composition against the target, and what a device checks and records for it."""
 from __future__ import annotations

@@ -62,7 +62,7 @@ def test_run_matches_dp_accounting_directly_and_beats_basic_composition():
 
 
 def test_figures_of_the_design_notes():
-    """NOTES-PRIVACY: M = 4096, T = 200, 2 values per query, δ = 1e-5, per-release ε 2.1e-4 -> total ε ≈ 1."""
+    """The paper's scale: M = 4096, T = 200, 2 values per query, δ = 1e-5, per-release ε 2.1e-4 -> total ε ≈ 1."""
     b = 1 / 2.1e-4
     eps = composed_epsilon([QueryRelease(b, b, 4096 * 200)], 1e-5)
     assert eps == pytest.approx(1.0, abs=0.05)

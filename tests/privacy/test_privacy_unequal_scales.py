@@ -114,7 +114,7 @@ def test_record_merges_only_identical_consecutive_scales():
 
 
 def test_accountant_keeps_unequal_scales():
-    # (issue 11 deleted the accountant's persistence: a run's accountant is rebuilt from the release journal)
+    # (the accountant is not persisted: a run's accountant is rebuilt from the release journal)
     acc = PrivacyAccountant(target_delta=1e-7, value_discretization_interval=1e-3)
     acc.record(30.0, 7.5, 11)
     acc.record(15.0, None, 2)
@@ -165,7 +165,7 @@ def test_aggregate_rewards_by_hand_values():
         aggregate_rewards(np.array([1.0]), np.array([1.0]), 1, -0.1)
 
 
-# -- planning (issue 11: the immutable PrivacyPlan, calibrated by dp-accounting, replaced the bisection) -----
+# -- planning (the immutable PrivacyPlan, calibrated by dp-accounting) -----
 def test_planned_epsilon_composes_both_sums_at_their_own_scales():
     kappa, q = 4.0, 500
     plan = plan_privacy(3.0, 1e-5, kappa, q)

@@ -220,7 +220,7 @@ def test_half_angle_tables_give_haversine_bit_for_bit_and_the_same_nearest_cells
                                   nearest_cells(cells, np.array([5, 17]), k))
 
 
-# -- the neighbour table computed as it is read (issue 17, start-up) -----------------------------------------
+# -- the neighbour table computed as it is read, not built whole at start-up ---------------------------------
 def test_lazy_neighbour_rows_equal_the_whole_table_in_any_order_of_reads(geolife):
     from pategail.sdk.epr import NearestCellRows
 

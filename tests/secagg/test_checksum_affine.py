@@ -1,4 +1,4 @@
-"""Issue 14, point 1: an aggregator that scales the sums and the checksum together is caught.
+"""An aggregator that scales the sums and the checksum together is caught.
 
 A purely linear keyed checksum ⟨r, S⟩ accepts c·S with checksum c·C for any c; the per-device secret offsets
 k_u make C = ⟨r, S⟩ + Σ k_u affine, so only c = 1 passes (except with probability ~2^-61).

@@ -1,4 +1,4 @@
-"""Issue 14, point 5 (device): a bundle declares the run's privacy plan; the device keeps its ledger by it
+"""The device's budget: a bundle declares the run's privacy plan; the device keeps its ledger by it
 and answers a request that would take it past its budget with an ErrorReply "budget", changing nothing."""
 from __future__ import annotations
 

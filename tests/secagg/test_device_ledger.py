@@ -1,4 +1,4 @@
-"""Issue 14, point 5 (ledger): each device accounts the releases it took part in with the coordinator's
+"""The device's ledger: each device accounts the releases it took part in with the coordinator's
 accountant, refuses a round that would take it past its own budget — state unchanged — and keeps the ledger
 across restarts."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 13's Gaussian mechanism on the secure aggregation: the distributed discrete Gaussian shares have the
+"""The Gaussian mechanism on the secure aggregation: the distributed discrete Gaussian shares have the
 intended law (goodness of fit with a power check), a protocol round releases the device-clipped vector plus
 exactly that noise and no Σ D², the signed configuration carries the mechanism, and devices refuse rounds
 below the declared plan's noise multiplier or of another mechanism."""

@@ -1,4 +1,4 @@
-"""Edge cases of the noise samplers against their closed forms (session 3 of issue 10)."""
+"""Edge cases of the noise samplers against their closed forms."""
 from __future__ import annotations
 
 import numpy as np

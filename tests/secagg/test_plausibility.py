@@ -1,4 +1,4 @@
-"""Issue 14, point 3: a modified device that skips its clipping is caught by the plausibility bound; the noise
+"""A modified device that skips its clipping is caught by the plausibility bound; the noise
 shares can be sized for n_min - t when t devices may collude with the coordinator.
 
 A device knows its checksum secrets, so it can add any amount with a matching checksum word; masking hides it

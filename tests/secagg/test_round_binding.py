@@ -1,4 +1,4 @@
-"""Issue 14, point 6: messages are bound to the signed round configuration, not just its round id; round ids
+"""Messages are bound to the signed round configuration, not just its round id; round ids
 are never reused after an abort; a device remembers the last round it accepted across restarts.
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 14, point 2: the survivor set the coordinator divides by is the one the devices signed.
+"""The survivor set the coordinator divides by is the one the devices signed.
 
 An aggregator that removes a survivor from, or adds a dropped device to, the survivor bitmap it reports (sums
 unchanged) would bias every mean R = Σ D / n by ~1/n. The coordinator now checks the bitmap against the

@@ -1,4 +1,4 @@
-"""Issue 14, point 4: a detected tampering ends `pategail train` with one line naming the round and exit
+"""A detected tampering ends `pategail train` with one line naming the round and exit
 status 3, the run resumes, and --epsilon holds through retries: the plan keeps a round in reserve, and a
 release that would take the composed ε past the target is never started (exit status 4)."""
 from __future__ import annotations

@@ -58,7 +58,7 @@ def one_step(config: PPOConfig, logits=None, values=None, lr=0.0, **kw):
 
 
 # gae_lambda = 0 and zero values: A_t = r_t exactly, returns = r_t (rewards as given: scale_rewards, on by
-# default since issue 19, would divide them by their returns' spread; it has its own test in test_ppo.py)
+# on by default, would divide them by their returns' spread; it has its own test in test_ppo.py)
 BASE = dict(n_epochs=1, batch_size=N, gae_lambda=0.0, gamma=0.5, clip_range=0.2, max_grad_norm=1e6,
             scale_rewards=False)
 

@@ -1,5 +1,5 @@
 """The SDK fleet's memory stays flat: a run of a few dozen emulated devices holds as much memory after its last
-round as after its first (issue 12, point 6).
+round as after its first.
 
 The run happens in a fresh Python process (this file, run as a script), so that what other tests allocated
 cannot blur its resident set size; the process reports its RSS after every round.

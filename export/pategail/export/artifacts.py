@@ -1,7 +1,7 @@
 """Discriminator → ONNX Runtime on-device training artifacts (training, eval, optimizer models, checkpoint)
 and the inference model that returns the reward inputs.
 
-Traps this module avoids (measured; shared/NOTES-ORT.md):
+Traps this module avoids (each measured):
 - the legacy TorchScript exporter in TRAINING mode without constant folding keeps every ``state_dict`` name
   as an initializer and never merges equal-valued parameters (which would tie them during training);
 - ``LossType.BCEWithLogitsLoss`` computes log(sigmoid(x)) literally and goes NaN once the data separate:
@@ -12,7 +12,7 @@ Traps this module avoids (measured; shared/NOTES-ORT.md):
   the update, bias correction on both moments) — so one ORT step equals ``torch.optim.AdamW`` after
   ``clip_grad_norm_`` (the conformance suite checks it to 1e-5);
 - ONNX Runtime hands the optimizer model its parameters and gradients in an order that changes from process
-  to process (measured: issue 17, session 10), and its ``InplaceClipGradNorm`` adds the per-tensor squares
+  to process, and its ``InplaceClipGradNorm`` adds the per-tensor squares
   in that order, so the total norm — and every step the clip acts on — rounded differently in some processes
   and seeded runs did not replay. :class:`OrderFreeClipGradNorm` adds them in an order fixed by their values;
 - onnx 1.17 writes IR ≤ 10, which ORT 1.19 loads; every model is one file (no external data).
@@ -203,7 +203,7 @@ def export_discriminator_onnx(discriminator: Discriminator) -> onnx.ModelProto:
     buf = io.BytesIO()
     with warnings.catch_warnings():
         # the legacy (TorchScript) exporter on purpose: it keeps parameter names and never ties equal-valued
-        # parameters (shared/NOTES-ORT.md); its deprecation notices are expected
+        # parameters; its deprecation notices are expected
         warnings.filterwarnings("ignore", category=DeprecationWarning)
         torch.onnx.export(
             model, (example,), buf, dynamo=False, opset_version=OPSET,
@@ -266,7 +266,7 @@ def build_discriminator_artifacts(discriminator: Discriminator, out_dir: str | o
         ir = onnx.load(paths[role], load_external_data=False).ir_version
         if ir > MAX_IR_VERSION:
             raise RuntimeError(f"{paths[role].name} has IR version {ir} > {MAX_IR_VERSION}: ONNX Runtime 1.19 "
-                               f"cannot load it (use onnx 1.17, see shared/NOTES-ORT.md)")
+                               f"cannot load it (use onnx 1.17)")
     return paths
 
 

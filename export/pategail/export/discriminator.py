@@ -3,8 +3,8 @@
 Sign convention (as in ``imitation``): the network returns ``logits_expert_is_high``; expert = the owner's
 real days = label :data:`LABEL_EXPERT` (1), generated pairs = :data:`LABEL_GENERATED` (0). The loss is the
 paper's −E_real[log D] − E_generated[log(1 − D)] with D = sigmoid(logit), written in the numerically
-stable form of :func:`stable_bce_with_logits` (the built-in ONNX Runtime BCE goes NaN once the data separate,
-see shared/NOTES-ORT.md). What a device reports for a queried pair is D(s, a) = sigmoid(logit) ∈ (0, 1).
+stable form of :func:`stable_bce_with_logits` (the built-in ONNX Runtime BCE goes NaN once the data
+separate). What a device reports for a queried pair is D(s, a) = sigmoid(logit) ∈ (0, 1).
 
 The input is :func:`pategail.sdk.features.pair_features` — the same function for real and generated pairs.
 The graph uses only ops with gradient builders in ONNX Runtime 1.19 (Gemm/MatMul, Add, Tanh, Squeeze):

@@ -1,4 +1,4 @@
-"""Privacy attacks on a generator's outputs (the paper's section "Privacy Risk Analysis", issue 18).
+"""Privacy attacks on a generator's outputs (the paper's section "Privacy Risk Analysis").
 
 - :mod:`uniqueness`  the highest overlap rate of each real day with any synthetic day;
 - :mod:`membership`  the attack protocol shared by both membership inferences: members and non-members are

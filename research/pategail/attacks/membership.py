@@ -1,4 +1,4 @@
-"""Membership inference by users: the protocol both attacks share (the paper's MIA, issue 18).
+"""Membership inference by users: the protocol both attacks share (the paper's MIA).
 
 The question is whether a *user* was a training device, so members and non-members are users: members hold
 training days, non-members are users kept out of training entirely (``--holdout-users``). As in the paper,

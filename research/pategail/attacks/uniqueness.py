@@ -12,7 +12,7 @@ import numpy as np
 from scipy import sparse
 
 REPRODUCED = 0.9
-"""Overlap rate from which a real day counts as reproduced (issue 18: "on >= 90% of slots")."""
+"""Overlap rate from which a real day counts as reproduced (the same day on >= 90% of slots)."""
 
 
 def slot_cell_matrix(days: np.ndarray, n_cells: int) -> sparse.csr_matrix:

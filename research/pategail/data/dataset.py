@@ -1,6 +1,6 @@
 """The prepared data set directory: what `pategail data prepare` writes and every other command reads.
 
-Layout of DIR (documented in the README):
+Layout of DIR (documented in docs/data.md):
 
 - ``dataset.json``     metadata: format version, slot length, cell size, source, counts.
 - ``cells.csv``        ``cell,lat,lon``: the centre of every cell, in degrees (WGS84); cell ids are 0..n-1.

@@ -1,7 +1,7 @@
 """Held-out users: whole users kept out of training, the non-members of the membership-inference attacks.
 
 A membership attack asks whether a *user* (a device) took part in training, so its non-members must be
-users whose days no device ever held — not merely later days of training users (issue 18). ``pategail data
+users whose days no device ever held — not merely later days of training users. ``pategail data
 prepare --holdout-users FRACTION`` moves every training day of round(FRACTION × users) users, drawn with a
 seeded generator, out of ``train_days`` into ``holdout_days``; the data set records which users they were
 (``holdout_users.npy`` and ``dataset.json`` → ``holdout``). The test split is left as it is: test days are

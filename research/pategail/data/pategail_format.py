@@ -1,6 +1,6 @@
 """The PateGail paper's preprocessed folder (format ``pategail``), read safely.
 
-The folder (``../shared/data/pategail-geolife`` is one):
+The folder (the paper's preprocessed GeoLife release is one):
 
 - ``gps``           ``lat lon`` per line: the centre of cell i on line i + 1.
 - ``real.data``     training days, one per line, 48 cell ids separated by spaces.

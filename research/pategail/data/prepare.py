@@ -184,7 +184,7 @@ def _from_pategail(folder: Path, allow_pickle: bool) -> tuple[Dataset, dict]:
     train_users = np.concatenate([np.full(len(by_user[u]), i) for i, u in enumerate(kept)])
     meta = {"source": {"format": "pategail", "input": str(folder.resolve())},
             "options": {"allow_pickle": allow_pickle},
-            "slot_minutes": 30, "cell_deg": 0.01,  # the paper's preprocessing (shared/data/README.md)
+            "slot_minutes": 30, "cell_deg": 0.01,  # the paper's preprocessing (docs/data.md)
             "source_user_ids": kept,
             "test_split": "the source folder's test.data (users unknown: -1)",
             "dropped": {"users_without_training_days": len(by_user) - len(kept)}}

@@ -1,2 +1,2 @@
 """Downstream evaluation of synthetic days: the two applications and the two attacks of the paper, run
-together for `pategail evaluate` and every `train` report (issue 18)."""
+together for `pategail evaluate` and every `train` report."""

@@ -1,4 +1,4 @@
-"""Trajectory-quality metrics (``shared/METRICS.md``): the corrected km mode (:mod:`.km`), the paper's
+"""Trajectory-quality metrics (docs/metrics.md): the corrected km mode (:mod:`.km`), the paper's
 Table 1 mode (:mod:`.paper`) and the evaluation of generated days against a data set (:mod:`.evaluate`)."""
 from pategail.metrics.evaluate import (METRIC_NAMES, check_days, evaluate, evaluate_days, evaluate_days_paper,
                                        floor, format_table)

@@ -10,7 +10,7 @@ metrics of :mod:`.spatial` keyed by :data:`~pategail.metrics.spatial.SPATIAL_NAM
 invented-mode check of :mod:`pategail.metrics.guard` against the training days (threshold, share, flagged).
 "metrics" is the corrected km mode
 (the headline numbers), "metrics_paper" reproduces the paper's Table 1 code, and the floor is the same
-metric between real training days and the test days (``shared/METRICS.md``, "The floor"): a generator
+metric between real training days and the test days (docs/metrics.md, "The floor"): a generator
 cannot meaningfully be judged below it.
 """
 from __future__ import annotations

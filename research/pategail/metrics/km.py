@@ -1,4 +1,4 @@
-"""Mode "km": the project's corrected trajectory metrics (the headline numbers; ``shared/METRICS.md``).
+"""Mode "km": the project's corrected trajectory metrics (the headline numbers; docs/metrics.md).
 
 Per-day statistics carry scikit-mobility's names and semantics (great-circle km, radius of gyration,
 jump lengths) and are reusable on their own; the five metrics turn them into distributions and score the

@@ -1,7 +1,7 @@
 """Mode "paper": the five metrics exactly as the PateGail paper's evaluation code computes them (Table 1).
 
 Every function here reproduces that code, quirks included, so that our numbers can sit next to the
-paper's (see ``shared/METRICS.md``, mode "paper"). The quirks are deliberate; do not fix them here —
+paper's (see docs/metrics.md, mode "paper"). The quirks are deliberate; do not fix them here —
 the corrected metrics are in :mod:`pategail.metrics.km`. The ones that matter:
 
 - coordinates are raw degrees: X = latitude (column 0 of ``cells``), Y = longitude (column 1);

@@ -1,5 +1,5 @@
 """Spatial metrics: *where* days go, which the five statistics of :mod:`.km` do not see (G-rank compares
-visit shares by rank, not by place). The section "Spatial metrics" of README.md defines them; in short:
+visit shares by rank, not by place). docs/metrics.md ("Spatial metrics") defines them; in short:
 
 - **Density**: JSD of the visit distribution over cells — every slot of every day is one visit to its cell
   (the "density error" of the differential-privacy trajectory literature, e.g. DPT, AdaTrace).

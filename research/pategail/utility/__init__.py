@@ -1,4 +1,4 @@
-"""What synthetic days are good for (the paper's section "Practical Demonstrations", issue 18).
+"""What synthetic days are good for (the paper's section "Practical Demonstrations").
 
 - :mod:`prediction`      next-location prediction with an LSTM trained on real, synthetic or both kinds of days;
 - :mod:`recommendation`  location recommendation by implicit-feedback matrix factorisation (ALS).

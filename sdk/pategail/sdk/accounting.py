@@ -3,7 +3,7 @@ releases of a run (or of one device) composed with Google's ``dp-accounting`` PL
 
 A ``QueryRelease`` is ``count`` queried pairs, each answered with Σ D + noise (Laplace scale ``sum_scale``)
 and, optionally, Σ D² + noise (``sq_sum_scale``); both sums have sensitivity 1. A ``GaussianRelease`` is
-``count`` vector releases of the Gaussian mechanism (issue 13), composed with the RDP accountant.
+``count`` vector releases of the Gaussian mechanism, composed with the RDP accountant.
 ``merge_release`` appends one to a list the way both sides do (identical noise merged), so the coordinator and a
 device that took part in every release compose exactly the same events and get the same ε on the same grid.
 The server's stateful ``PrivacyAccountant`` (``pategail/server/privacy/accountant.py``) builds on these.

@@ -7,7 +7,7 @@ and the torch/onnx/onnxruntime versions that made it). :func:`load_bundle` refus
 :class:`BundleError` — a bundle whose files do not match their hashes, whose format version this SDK does
 not read, or that the running onnxruntime cannot run. Torch-free (the SDK runs on phones).
 
-Sessions use ONE intra-op thread: on a model this small, more threads are slower (shared/NOTES-ORT.md) and
+Sessions use ONE intra-op thread: on a model this small, more threads are slower (measured) and
 a phone app should not take every core.
 """
 from __future__ import annotations

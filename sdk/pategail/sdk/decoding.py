@@ -156,21 +156,20 @@ class BufferedDecoder:
     """Next-action log-probabilities from the incremental model over cache buffers: one slot in, its keys and
     values written into row t of preallocated buffers (capacity ``slots - 1``: the last slot needs no action).
 
-    The buffers grow in stages of ``stage`` rows (12, 24, 36 and 47 rows for 48-slot days). The model reads
-    every row of the buffers it is given, filled or not, and its one-row attention products are bound by the
-    bytes they read (BENCHMARKS.md, issue 17), so a day's early slots are served from short buffers; when a
-    stage is full its rows are moved once into the next, longer one. All stages of a buffer share one block of
-    memory the size of the longest, so the stages cost no memory. Rows >= ``slot`` are masked out whatever the
-    capacity, so the outputs equal those of one 47-row buffer up to float rounding (within 1e-6 measured; the
-    kernels sum over other lengths): days for a seed could differ only where a uniform draw falls that close to a
-    step of the action CDF.
+    The buffers grow in stages of ``stage`` rows (12, 24, 36 and 47 rows for 48-slot days). The model reads every
+    row of the buffers it is given, filled or not, and its one-row attention products are bound by the bytes they
+    read (BENCHMARKS.md, generation speed), so a day's early slots are served from short buffers; when a stage is
+    full its rows are moved once into the next, longer one. All stages of a buffer share one block of memory the
+    size of the longest, so the stages cost no memory. Rows >= ``slot`` are masked out whatever the capacity, so the
+    outputs equal those of one 47-row buffer up to float rounding (within 1e-6 measured; the kernels sum over other
+    lengths): days for a seed could differ only where a uniform draw falls that close to a step of the action CDF.
 
     The memory is kept from one :meth:`reset` to the next of the same batch size: the rows a new day has not
     written yet hold numbers of earlier days or stages (finite), which the model masks out."""
 
     STAGE = 12
     """Rows added per stage: 8, 12 and 16 were alike within noise on a trained bundle and 4 slower; 12 kept
-    (BENCHMARKS.md, issue 17, session 11)."""
+    (BENCHMARKS.md, generation speed)."""
 
     def __init__(self, session: Session, layout: CacheLayout, slots: int = 48, stage: int | None = None):
         stage = self.STAGE if stage is None else stage

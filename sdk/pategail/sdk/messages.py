@@ -53,7 +53,7 @@ CELL_RANGE = "cell_range"          # a cell id outside the device's cell table
 HASH = "hash"                      # a policy whose SHA-256 differs from the one announced
 INCOMPATIBLE = "incompatible"      # a policy model that is not the bundle's policy interface
 NOT_READY = "not_ready"            # no bundle installed, or no days stored yet
-BUDGET = "budget"                  # answering would take the device past its own privacy budget (issue 14)
+BUDGET = "budget"                  # answering would take the device past its own privacy budget
 ERROR_CODES = (MALFORMED, VERSION, SHAPE, NON_FINITE, TOO_LARGE, CELL_RANGE, HASH, INCOMPATIBLE, NOT_READY, BUDGET)
 
 

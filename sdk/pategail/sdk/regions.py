@@ -1,5 +1,5 @@
 """Regions of a cell table: a quadtree over the cells' public coordinates and the partition of the table
-into its coarse regions (issue 13). Both sides build them from the bundle's cell table alone, so the device
+into its coarse regions. Both sides build them from the bundle's cell table alone, so the device
 and the coordinator agree on them without any message.
 
 The environment release of the Gaussian mechanism adds, beside the per-cell home, first-cell and visit

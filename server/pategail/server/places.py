@@ -19,7 +19,7 @@ RELEVANCE_PRIOR = 1.0
 """Pseudo-visits, as a share of the mean cell's released visits, added to every cell's relevance: a cell no
 device visited keeps a little attraction (explore must be able to reach every candidate), and noise that
 clipping left at 0 does not exclude a cell. Chosen on training days with the epr rule model
-(benchmarks/place_law.py; BENCHMARKS.md)."""
+(the measurements are in the git history of BENCHMARKS.md)."""
 
 
 def place_law_from_noisy_sums(sums: np.ndarray, n_cells: int, noise_std: float = 0.0,

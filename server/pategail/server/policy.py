@@ -340,7 +340,7 @@ class PolicyStepInference(nn.Module):
 
 
 class PolicyConcatStepInference(nn.Module):
-    """The first incremental graph (bundles of issue 17's first session): (cells, features, mask, *past) →
+    """The first incremental graph (the first bundles that cached keys and values): (cells, features, mask, *past) →
     (log_probs, logits, values, *present), the growing cache of :meth:`Policy.forward_cached`; kept so that
     the SDK's support of those bundles stays tested."""
 

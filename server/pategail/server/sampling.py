@@ -38,7 +38,7 @@ class TorchPolicyStepSession:
 
     cache_buffers = True
     cache_stage = ONE_STAGE
-    """One buffer of 47 rows, as before the decoder's stages (issue 17, session 11): torch's products round
+    """One buffer of 47 rows, as before the decoder had stages: torch's products round
     differently over other capacities, which would change seeded training runs made before; the stages pay in
     ONNX Runtime's generation (``pategail generate``, ``Device.generate``), not in the coordinator's sampling of
     a round's days."""

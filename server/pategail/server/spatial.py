@@ -20,7 +20,7 @@ import numpy as np
 THRESHOLD = 3.0
 """A noisy sum is kept only when it exceeds this many noise standard deviations: an empty cell or region
 passes with probability 0.13% (about 5 of pategail-geolife's 4,210 cells, each with ~3σ of spurious mass,
-instead of ~0.4σ on every cell after clipping). Chosen on training days (benchmarks/env_release.py)."""
+instead of ~0.4σ on every cell after clipping). Chosen on training days."""
 
 
 def two_level_histogram(fine: np.ndarray, coarse: np.ndarray, region_of: np.ndarray, fine_std: float,

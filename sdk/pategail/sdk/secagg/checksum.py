@@ -23,7 +23,7 @@ What it protects (an aggregator, or the network, that knows neither K nor any k_
 What it does NOT protect:
 - a device's own input: a device knows K and its k_u, so it can send any x_u with a matching c_u. That is
   bounded by the coordinator's plausibility check on the released sums and by the device's clipping only
-  when the device is honest (see the README's threat model);
+  when the device is honest (see docs/threat-model.md);
 - an aggregator colluding with a contributing device: that device knows K, hence r, and the pair can alter
   the sums by any Δ with ⟨r, Δ⟩ ≡ 0 (the offsets still pin the survivor set);
 - a dishonest coordinator: it draws K and the offsets; the checksum is for the coordinator's own benefit;

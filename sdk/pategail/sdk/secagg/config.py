@@ -22,7 +22,7 @@ from .wire import Reader, Writer, frame, unframe
 
 KIND_CONFIG = 1
 MECHANISM_GAUSSIAN = 1
-"""Tag of the configuration trailer of a Gaussian-mechanism round (issue 13)."""
+"""Tag of the configuration trailer of a Gaussian-mechanism round."""
 COORDINATOR = 0xFFFFFFFF
 """Aggregator id meaning "the coordinator aggregates this round"."""
 
@@ -91,8 +91,8 @@ class RoundConfig:
     """``laplace``: each device uploads its clipped values D and D² (data slots 0..M−1 and M..2M−1) with
     discrete-Laplace shares of ``sum_noise_scale`` / ``sq_sum_noise_scale``. ``gaussian``: it uploads ONE
     vector of M values (slots 0..M−1; slots M..2M−1 stay zero, no Σ D² is released), L2-clipped to
-    ``clip_norm``, with distributed discrete Gaussian shares of total standard deviation ``sum_noise_scale``
-    (issue 13). Signed like every other field, so a device knows which guarantee it is asked for."""
+    ``clip_norm``, with distributed discrete Gaussian shares of total standard deviation ``sum_noise_scale``.
+    Signed like every other field, so a device knows which guarantee it is asked for."""
     block: int = 0
     """Gaussian mechanism: 0 = the pending vector as it is (entries in [0, 1], the environment release); K =
     the pending per-decision scores (47 per generated day) centred (D − ½) and averaged over blocks of K

@@ -1,5 +1,5 @@
 """Distributed noise: each device's share, drawn from a cryptographically secure source — discrete Laplace
-(the paper's mechanism) or discrete Gaussian (``mechanism = "gaussian"``, issue 13); :func:`noise_share`
+(the paper's mechanism) or discrete Gaussian (``mechanism = "gaussian"``); :func:`noise_share`
 dispatches on the round's mechanism.
 
 Target: the survivors' shares sum to (at least) a discrete Laplace DLap(a), P(k) ∝ exp(-a|k|), on every
