@@ -107,6 +107,7 @@ def before_round(root: Path, session: TrainingSession, bundle: Bundle, bundle_sh
         log.info("device %d: round %d again (the coordinator restarted); replaying it from the checkpoint "
                  "taken before it", device_id, round_)
         if replay is not None:
+            assert bundle.replay is not None            # a buffer is kept only when the bundle declares replay
             replay = _load_buffer(root / BEFORE_ROUND_REPLAY, bundle.replay, device_id)
         return open_training_session(bundle, before), replay
     with replacing(before) as tmp:

@@ -57,7 +57,7 @@ class DayState:
         # visited flags per day and cell: "seen today?" in O(1) for explore's candidates and for distinct
         small = n * len(self.cells) <= VISITED_TABLE_MAX
         self._visited = np.zeros((n, len(self.cells)), dtype=bool) if small else None
-        if small:
+        if self._visited is not None:          # small
             self._visited[np.arange(n), first] = True
 
     def _moments(self, lat: np.ndarray, lon: np.ndarray) -> None:
@@ -98,7 +98,8 @@ class DayState:
             return isin_rows(candidates, self.history()[rows])
         # one flat gather: faster than indexing the table with a pair of (m, 1) and (m, K) arrays
         flat = np.asarray(rows, dtype=np.int64)[:, None] * self._visited.shape[1] + candidates
-        return self._visited.reshape(-1).take(flat)
+        seen: np.ndarray = self._visited.reshape(-1).take(flat)
+        return seen
 
     @property
     def current(self) -> np.ndarray:
@@ -115,7 +116,8 @@ class DayState:
         return self.days[:, : self.t + 1]
 
     def _returnable(self, at_home: np.ndarray) -> np.ndarray:
-        return self._distinct - self._home_seen - (~at_home)
+        returnable: np.ndarray = self._distinct - self._home_seen - (~at_home)
+        return returnable
 
     def mask(self) -> np.ndarray:
         """bool (n, 4): the actions possible at slot t (row t of ``action_mask``)."""

@@ -45,7 +45,8 @@ class InputScaler:
     scale: np.ndarray
 
     def __call__(self, pairs: np.ndarray) -> np.ndarray:
-        return ((pairs - self.mean) / self.scale).astype(np.float32)
+        scaled: np.ndarray = ((pairs - self.mean) / self.scale).astype(np.float32)
+        return scaled
 
 
 def owner_scaler(positives: np.ndarray) -> InputScaler:
@@ -64,7 +65,7 @@ def owner_scaler(positives: np.ndarray) -> InputScaler:
 
 
 def train_and_score(session: TrainingSession, positives: np.ndarray, request: RoundRequest, cells: np.ndarray,
-                    labels: dict, rng: np.random.Generator, *, replay: np.ndarray | None = None,
+                    labels: dict[str, float], rng: np.random.Generator, *, replay: np.ndarray | None = None,
                     replay_share: float = 0.0, scaler: InputScaler | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Train ``session`` for ``request.k_steps`` steps, then score the request's generated pairs. Returns
     (float32 (n · 47,) D_u(s, a), float32 (n · 47, 15) those generated pairs). ``labels`` are the manifest's
@@ -88,6 +89,7 @@ def train_and_score(session: TrainingSession, positives: np.ndarray, request: Ro
         j = rng.integers(0, len(negatives), n_neg - n_old)
         rows = [positives[i], seen[j]]
         if n_old:
+            assert replay is not None                   # n_old > 0 only with a buffer
             rows.append(replay[rng.integers(0, len(replay), n_old)])
         session.train_step(np.concatenate(rows), batch_labels)
     _, prob = session.score(seen)

@@ -46,7 +46,8 @@ _SCALE = float(SLOTS)
 def _same_cell(days: np.ndarray) -> np.ndarray:
     """(n, T, T) bool: slot t and slot τ hold the same cell, kept for τ <= t only (causal)."""
     eq = days[:, :, None] == days[:, None, :]
-    return eq & np.tril(np.ones(eq.shape[1:], dtype=bool))
+    causal: np.ndarray = eq & np.tril(np.ones(eq.shape[1:], dtype=bool))
+    return causal
 
 
 def state_features(days: np.ndarray, homes: np.ndarray, cells: np.ndarray, day_slots: int = SLOTS) -> np.ndarray:

@@ -15,6 +15,7 @@ first started from. Off unless the bundle's manifest declares ``discriminator.re
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -32,7 +33,7 @@ class ReplaySettings:
     pairs_per_round: int
     """Pairs of each round's request kept in the buffer (fewer when the request has fewer)."""
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not 0 < self.share < 1:
             raise ValueError(f"replay share must be in (0, 1), got {self.share}")
         if self.rounds < 1 or self.pairs_per_round < 1:
@@ -42,11 +43,11 @@ class ReplaySettings:
     def capacity(self) -> int:
         return self.rounds * self.pairs_per_round
 
-    def to_manifest(self) -> dict:
+    def to_manifest(self) -> dict[str, Any]:
         return {"share": self.share, "rounds": self.rounds, "pairs_per_round": self.pairs_per_round}
 
     @classmethod
-    def from_manifest(cls, section: dict | None) -> "ReplaySettings | None":
+    def from_manifest(cls, section: dict[str, Any] | None) -> "ReplaySettings | None":
         """The settings of a manifest's ``discriminator.replay`` (None when absent). ValueError, TypeError or
         KeyError when malformed."""
         if section is None:

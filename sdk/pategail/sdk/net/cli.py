@@ -9,15 +9,20 @@ admitted by ``--token`` (single-use, from the operator) or by its key being on t
 """
 from __future__ import annotations
 
+import argparse
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING, Callable
 
 from pategail.sdk.errors import SdkError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 log = logging.getLogger(__name__)
 
 
-def register(sub) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("device", help="run one device of a served run (polls the service over HTTP(S))",
                        description=__doc__.splitlines()[0])
     p.add_argument("--server", default=None, metavar="URL", help="the service, http(s)://HOST:PORT (required)")
@@ -42,13 +47,13 @@ def register(sub) -> None:
     p.set_defaults(func=run_device)
 
 
-def days_loader(args):
+def days_loader(args: argparse.Namespace) -> Callable[[], np.ndarray] | None:
     """A function returning the device's days from --days or --data/--user (None when neither is given)."""
     if args.data is not None:
         if args.user is None:
             raise SdkError("--data needs --user")
 
-        def from_dataset():
+        def from_dataset() -> np.ndarray:
             try:
                 from pategail.data.dataset import load_dataset
             except ImportError:
@@ -69,7 +74,7 @@ def days_loader(args):
     return None
 
 
-def run_device(args) -> int:
+def run_device(args: argparse.Namespace) -> int:
     from pategail.sdk.net.client import DeviceClient, RetryPolicy
     from pategail.sdk.net.connection import check_store
     from pategail.sdk.net.frames import ANY_ID
