@@ -239,9 +239,10 @@ def ppo_update(policy: Policy, optimizer: torch.optim.Optimizer, rollout: Rollou
     weight_all = (torch.as_tensor(distinct_balance_weights(rollout.features[:, :-1], config.balance_exponent))
                   if config.balance_distinct else None)
     anchored = anchor is not None and config.anchor_coef > 0
-    anchor_logp = anchor_log_probs(anchor, cells, feats, masks) if anchored else None
+    anchor_logp = anchor_log_probs(anchor, cells, feats, masks) if anchor is not None and anchored else None
     n = len(cells)
-    stats = {"policy_loss": [], "value_loss": [], "entropy": [], "approx_kl": [], "clip_fraction": []}
+    stats: dict[str, list[float]] = {"policy_loss": [], "value_loss": [], "entropy": [], "approx_kl": [],
+                                     "clip_fraction": []}
     if anchored:
         stats["anchor_kl"] = []
     policy.train()
@@ -263,6 +264,7 @@ def ppo_update(policy: Policy, optimizer: torch.optim.Optimizer, rollout: Rollou
             entropy = -(logp_all.exp() * logp_all).sum(-1).mean()
             loss = policy_loss + config.vf_coef * value_loss - config.ent_coef * entropy
             if anchored:
+                assert anchor_logp is not None
                 kl = anchor_penalty(logp_all, anchor_logp[idx], masks[idx], config.anchor_mode).mean()
                 loss = loss + config.anchor_coef * kl
                 stats["anchor_kl"].append(kl.item())
