@@ -30,10 +30,12 @@ run: setup
 	rm -rf $(RUN)/train
 	$(PY) -m pategail train --data $(RUN)/data --out $(RUN)/train --no-privacy
 
-# ruff's pyflakes and pycodestyle error classes over the whole tree (configured in pyproject.toml); CI runs it
-# before the tests.
+# ruff's pyflakes and pycodestyle error classes over the whole tree, then mypy's type check (strict for the device
+# SDK, the privacy and the secure-aggregation packages); both configured in pyproject.toml, see docs/lint.md. CI
+# runs it before the tests.
 lint: setup
 	$(PY) -m ruff check .
+	$(PY) -m mypy
 
 # On every core (pytest-xdist), a test file to a worker so that its module fixtures are built once.
 # While editing: `.venv/bin/python -m pytest -q -m "not slow" tests/secagg` (docs/testing.md).
@@ -51,4 +53,4 @@ mutation: setup
 	$(PY) benchmarks/mutation.py $(MUTATION_ARGS)
 
 clean:
-	rm -rf $(VENV) build *.egg-info */build */*.egg-info cli/*.egg-info .pytest_cache
+	rm -rf $(VENV) build *.egg-info */build */*.egg-info cli/*.egg-info .pytest_cache .mypy_cache

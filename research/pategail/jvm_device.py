@@ -102,6 +102,7 @@ class JavaDevice:
         return f"; its log ends: {lines[-1]}" if lines else ""
 
     def _call(self, op: int, payload: bytes = b"") -> bytes:
+        assert self._proc.stdin is not None and self._proc.stdout is not None     # started with pipes
         if self._proc.poll() is not None:
             raise DeviceGone(f"device {self.device_id}: process exited ({self._proc.returncode})"
                              f"{self._last_log_line()}")
@@ -133,6 +134,7 @@ class JavaDevice:
 
     def close(self) -> None:
         """Let the process end (closing its input), or kill it if it does not within 10 s."""
+        assert self._proc.stdin is not None and self._proc.stdout is not None     # started with pipes
         if self._proc.poll() is None:
             try:
                 self._proc.stdin.close()

@@ -12,8 +12,12 @@ import logging
 import sys
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
 
 from pategail.server.errors import PategailError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +61,7 @@ def run_emulate(args) -> int:
     check_store(args.store)
     all_users = load_dataset(args.data).users
     n_devices = len(all_users) if args.devices is None else args.devices
+    users: list[Any] | np.ndarray
     if args.share_users and n_devices > len(all_users):
         chosen = choose_users(all_users, None, args.seed)
         users = [chosen[i % len(chosen)] for i in range(n_devices)]
@@ -64,7 +69,7 @@ def run_emulate(args) -> int:
         users = choose_users(all_users, args.devices, args.seed)
     if args.processes > len(users):
         raise PategailError(f"--processes {args.processes}: more processes than the {len(users)} devices")
-    tokens = [None] * len(users)
+    tokens: Sequence[str | None] = [None] * len(users)
     if args.tokens is not None:
         tokens = _read_tokens(args.tokens)
         if len(tokens) < len(users):

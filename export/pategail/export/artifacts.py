@@ -206,7 +206,7 @@ def export_discriminator_onnx(discriminator: Discriminator) -> onnx.ModelProto:
         # parameters; its deprecation notices are expected
         warnings.filterwarnings("ignore", category=DeprecationWarning)
         torch.onnx.export(
-            model, (example,), buf, dynamo=False, opset_version=OPSET,
+            model, (example,), buf, dynamo=False, opset_version=OPSET,  # type: ignore[arg-type]  # a file object
             training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
             input_names=[INPUT_PAIRS], output_names=[OUTPUT_LOGIT, OUTPUT_PROB],
             dynamic_axes={INPUT_PAIRS: {0: "batch"}, OUTPUT_LOGIT: {0: "batch"}, OUTPUT_PROB: {0: "batch"}},

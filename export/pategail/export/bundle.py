@@ -34,6 +34,7 @@ import logging
 import os
 import platform
 from pathlib import Path
+from typing import Any
 
 import onnx
 
@@ -41,8 +42,9 @@ from pategail.export.artifacts import (INPUT_LABELS, INPUT_PAIRS, MAX_IR_VERSION
                                        OUTPUT_PROB, TrainingConfig, build_discriminator_artifacts)
 from pategail.export.discriminator import LABEL_GENERATED, Discriminator
 from pategail.export.onnx_policy import POLICY_FILE, POLICY_STEP_FILE, save_policy_onnx, save_policy_step_onnx
-from pategail.sdk.bundle import (FORMAT, FORMAT_VERSION, MANIFEST, BundleError, Environment, load_bundle,
-                                 parse_version, sha256_file)
+from pategail.sdk.bundle import (FORMAT, FORMAT_VERSION, MANIFEST, Environment, load_bundle, parse_version,
+                                 sha256_file)
+from pategail.sdk.errors import BundleError
 from pategail.sdk.files import replacing_directory
 from pategail.sdk.features import ACTIONS, N_PAIR_FEATURES, STATE_FEATURES
 from pategail.sdk.secagg.policy import DeclaredPlan
@@ -54,8 +56,9 @@ MAX_OPSET = 21
 """Highest default-domain opset ONNX Runtime 1.19 runs."""
 LOSS_FORMULA = "mean(relu(logit) - logit * labels + log(1 + exp(-abs(logit))))"
 
-_DTYPES = {onnx.TensorProto.FLOAT: "float32", onnx.TensorProto.INT64: "int64", onnx.TensorProto.BOOL: "bool",
-           onnx.TensorProto.INT32: "int32", onnx.TensorProto.DOUBLE: "float64"}
+_DTYPES: dict[int, str] = {onnx.TensorProto.FLOAT: "float32", onnx.TensorProto.INT64: "int64",
+                           onnx.TensorProto.BOOL: "bool", onnx.TensorProto.INT32: "int32",
+                           onnx.TensorProto.DOUBLE: "float64"}
 
 
 def _tensor_spec(vi: onnx.ValueInfoProto) -> dict:
@@ -107,7 +110,7 @@ def build_manifest(root: Path, policy: Policy, discriminator: Discriminator, pat
     user = [INPUT_PAIRS, INPUT_LABELS]
     user_out = [OUTPUT_LOSS, OUTPUT_LOGIT, OUTPUT_PROB]
     cfg = training_config
-    manifest = {
+    manifest: dict[str, Any] = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
         "created_utc": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),

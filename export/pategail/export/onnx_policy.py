@@ -57,7 +57,7 @@ def export_policy_onnx(policy: Policy) -> onnx.ModelProto:
             # the legacy (TorchScript) exporter on purpose, as for the discriminator (export/artifacts.py)
             warnings.filterwarnings("ignore", category=DeprecationWarning)
             torch.onnx.export(
-                model, example, buf, dynamo=False, opset_version=OPSET,
+                model, example, buf, dynamo=False, opset_version=OPSET,  # type: ignore[arg-type]  # a file object
                 input_names=[INPUT_CELLS, INPUT_FEATURES, INPUT_MASK],
                 output_names=[OUTPUT_LOG_PROBS, OUTPUT_LOGITS, OUTPUT_VALUES],
                 dynamic_axes={name: seq for name in (INPUT_CELLS, INPUT_FEATURES, INPUT_MASK, OUTPUT_LOG_PROBS,
@@ -116,8 +116,8 @@ def _export_step(policy: Policy, wrapper, example, input_names, output_names, dy
             warnings.filterwarnings("ignore", category=DeprecationWarning)
             # the slices of the causal mask and slot table at a dynamic offset trace as shape arithmetic
             warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)
-            torch.onnx.export(model, example, buf, dynamo=False, opset_version=OPSET, input_names=input_names,
-                              output_names=output_names, dynamic_axes=dynamic)
+            torch.onnx.export(model, example, buf, dynamo=False, opset_version=OPSET,  # type: ignore[arg-type]
+                              input_names=input_names, output_names=output_names, dynamic_axes=dynamic)
     finally:
         policy.train(was_training)
     return _loaded(buf, "policy step model")

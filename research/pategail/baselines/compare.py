@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Any
 
 import numpy as np
 
@@ -16,7 +17,7 @@ def compare(dataset, seed: int = 0) -> dict:
     "epr": {...}} under each of "km", "paper" and "spatial"."""
     from pategail.metrics.evaluate import evaluate
     n = len(dataset.test_days)
-    table = {"km": {}, "paper": {}, "spatial": {}}
+    table: dict[str, dict[str, Any]] = {"km": {}, "paper": {}, "spatial": {}}
     for i, model in enumerate(BASELINES):
         t0 = time.perf_counter()
         # one independent stream per baseline, derived from the seed

@@ -117,6 +117,7 @@ def validate(ds: Dataset) -> None:
         raise DataError(f"{w}: holdout_days and holdout_users go together")
     if ds.holdout_days is not None:
         h, hu = ds.holdout_days, ds.holdout_users
+        assert hu is not None                   # together with holdout_days (checked above)
         if h.ndim != 2 or h.shape[1] != SLOTS or not np.issubdtype(h.dtype, np.integer):
             raise DataError(f"{w}: holdout_days must be integer cell ids of shape (n, {SLOTS}); got "
                             f"{h.dtype} {h.shape}")

@@ -19,6 +19,7 @@ Pure functions over numpy arrays (no I/O). The steps, in order:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 
@@ -86,7 +87,7 @@ MAX_PUBLIC_CELLS = 250_000
 environment release, so a continent at 0.01° is refused rather than trained on."""
 
 
-def bbox_keys(bbox: tuple[float, float, float, float], cell_deg: float) -> np.ndarray:
+def bbox_keys(bbox: Sequence[float], cell_deg: float) -> np.ndarray:
     """The public cell universe of a bounding box: the sorted keys (:func:`grid_keys`) of every grid square of
     side ``cell_deg`` that holds a point of ``bbox`` — known before any data is read, so a table made of it
     says nothing about where anyone went."""
@@ -103,7 +104,7 @@ def bbox_keys(bbox: tuple[float, float, float, float], cell_deg: float) -> np.nd
     return np.sort((row + n) * (2 * n) + (col + n))
 
 
-def in_bbox(lat: np.ndarray, lon: np.ndarray, bbox: tuple[float, float, float, float]) -> np.ndarray:
+def in_bbox(lat: np.ndarray, lon: np.ndarray, bbox: Sequence[float]) -> np.ndarray:
     """Mask of fixes inside ``bbox`` = (min_lat, min_lon, max_lat, max_lon), edges included."""
     min_lat, min_lon, max_lat, max_lon = bbox
     return (lat >= min_lat) & (lat <= max_lat) & (lon >= min_lon) & (lon <= max_lon)

@@ -17,6 +17,7 @@ import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 
@@ -115,7 +116,7 @@ def _check_options(fmt, out_dir, utc_offset, bbox, test_fraction, slot_minutes):
 def prepare_dataset(fmt: str, input_path: str | Path, out_dir: str | Path, *, allow_pickle: bool = False,
                     utc_offset: float = 0.0, cell_deg: float = 0.01, slot_minutes: int = 30,
                     min_observed_slots: int = DEFAULT_MIN_OBSERVED_SLOTS,
-                    bbox: tuple[float, float, float, float] | None = None,
+                    bbox: Sequence[float] | None = None,
                     test_fraction: float = 0.2, holdout_fraction: float = 0.0,
                     holdout_seed: int = 0, max_fixes_per_day: int | None = None,
                     thin_seed: int = 0, public_cells: bool = False) -> PrepareSummary:
@@ -160,7 +161,7 @@ def prepare_dataset(fmt: str, input_path: str | Path, out_dir: str | Path, *, al
     dataset.meta["cell_table"] = (
         {"kind": "public", "bbox": list(bbox), "cell_deg": float(cell_deg),
          "note": "every square of the bounding box, visited or not: nothing about the users"}
-        if universe is not None else
+        if universe is not None and bbox is not None else       # a universe comes from the bbox
         {"kind": "data", "note": "the squares the users' kept days visit: it reveals where someone went, so "
                                  "private runs refuse it (make a public one with --public-cells --bbox)"})
     dataset = hold_out_users(dataset, float(holdout_fraction), holdout_seed)

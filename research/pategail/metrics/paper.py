@@ -23,6 +23,8 @@ All functions are pure: ``(generated_days, real_days, cells) -> float``, days as
 """
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 
 from pategail.metrics.kernels import day_top_counts as _day_top_counts
@@ -139,5 +141,6 @@ def irank(generated_days, real_days, cells=None) -> float:
     return jsd(profile(generated_days), profile(real_days))
 
 
-METRICS = {"radius": radius, "dailyloc": dailyloc, "distance": distance, "grank": grank, "irank": irank}
+METRICS: dict[str, Callable[..., float]] = {"radius": radius, "dailyloc": dailyloc, "distance": distance,
+                                            "grank": grank, "irank": irank}
 """The five paper-mode metrics by name, in the order of ``METRIC_NAMES``."""

@@ -57,7 +57,7 @@ def minibatch_draws(seed: int, devices: np.ndarray, round_: int, k: int, n_pos: 
     np.bitwise_and(product, U32, out=product)
     rejected = (product < (np.uint64(1 << 32) - safe) % safe).any(axis=(1, 2))
     uncovered = (pos_bounds < 2) | (pos_bounds >= LARGEST) | (neg_bound < 2) | (neg_bound >= LARGEST)
-    for j in np.flatnonzero(rejected | uncovered):
-        index[j, :, :n_pos], index[j, :, n_pos:] = loop_draws(seed, int(devices[j]), round_, k, n_pos, n_neg,
-                                                              int(pos_bounds[j]), neg_bound)
+    for row in np.flatnonzero(rejected | uncovered):
+        index[row, :, :n_pos], index[row, :, n_pos:] = loop_draws(seed, int(devices[row]), round_, k, n_pos, n_neg,
+                                                                  int(pos_bounds[row]), neg_bound)
     return index[..., :n_pos], index[..., n_pos:]

@@ -60,6 +60,7 @@ def device_model(bundle_dir: Path, seed: int) -> DeviceModel:
     """The discriminator, optimiser and environment every device starts from, read from the bundle."""
     bundle = load_bundle(bundle_dir)
     env = bundle.environment
+    assert env is not None                  # load_bundle: a fleet's bundle has an environment
     return DeviceModel(open_training_session(bundle).get_flat_parameters(), Layout.of(bundle),
                        OptimiserSettings.of(bundle), np.asarray(env.cells, dtype=np.float64), float(env.alpha),
                        int(env.candidates), int(seed), bool(env.action_rates))
@@ -122,7 +123,8 @@ def _serve_shard(conn, args: tuple, logs, level: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     parent = multiprocessing.parent_process()
     if parent is not None:              # a killed fleet must not leave a shard writing its state files
-        threading.Thread(target=lambda: (parent.join(), os._exit(1)), daemon=True).start()
+        threading.Thread(target=lambda: (parent.join(), os._exit(1)),  # type: ignore[func-returns-value]
+                         daemon=True).start()
     root = logging.getLogger()
     root.handlers[:] = [logging.handlers.QueueHandler(logs)]
     root.setLevel(level)
@@ -274,8 +276,8 @@ class PopulationFleet:
         if state_dir is not None:
             check_state_layout(Path(state_dir), len(population), chunk)
         self.processes = processes is not None
-        self.shards = []
-        self._logs = None
+        self.shards: list[_RayShard | _ProcessShard | PopulationShard] = []
+        self._logs: _LogRelay | None = None
         try:
             if self.processes:
                 context = multiprocessing.get_context("spawn")
@@ -286,6 +288,7 @@ class PopulationFleet:
                 if self.distributed:
                     self.shards.append(_RayShard(remote.remote(np.arange(lo, hi), days, model, where, chunk)))
                 elif self.processes:
+                    assert self._logs is not None
                     self.shards.append(_ProcessShard(context, (np.arange(lo, hi), days, model, where, chunk, 1),
                                                      self._logs.queue))
                 else:
@@ -302,9 +305,9 @@ class PopulationFleet:
         self._pending_ids: frozenset[int] = frozenset()
         self._length = 0
         self.setup_seconds = time.perf_counter() - t0
-        where = " on Ray" if self.distributed else " (one process each)" if self.processes else ""
+        how = " on Ray" if self.distributed else " (one process each)" if self.processes else ""
         log.info("population fleet: %d simulated devices (%s) in %d shard(s)%s, set up in %.1f s", len(population),
-                 population.method, len(self.shards), where, self.setup_seconds)
+                 population.method, len(self.shards), how, self.setup_seconds)
 
     def _on_every_shard(self, name: str, *args) -> list:
         """``shard.name(*args)`` for every shard, in shard order; remote shards all start before any is
@@ -364,6 +367,7 @@ class PopulationFleet:
             parts = self._on_every_shard("round_request", msg)
             kind = KIND_ROUND_REQUEST
         else:
+            assert isinstance(msg, InitialStatesRequest)        # the only kind ``expect`` leaves
             parts = self._on_every_shard("environment_request", msg.region_cells)
             kind = KIND_INITIAL_STATES_REQUEST
         self._pending = np.sum(parts, axis=0)

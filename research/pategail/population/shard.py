@@ -21,6 +21,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -128,7 +129,7 @@ class PopulationShard:
                            else np.empty((0, N_PAIR_FEATURES), dtype=np.float32))
         self._environment_cache: dict[tuple[int, int], np.ndarray] = {}
         self._reset()
-        self._pending: tuple[str, object] | None = None
+        self._pending: tuple[str, Any] | None = None
         if self.state_dir is not None:
             self.state_dir.mkdir(parents=True, exist_ok=True)
             self._load_latest()
@@ -147,6 +148,7 @@ class PopulationShard:
     def _chunk_states(self) -> list[tuple[int, int, Path]]:
         """(first row, end row, directory) of each chunk's state."""
         first = int(self.ids[0]) if len(self.ids) else 0
+        assert self.state_dir is not None               # only a shard that keeps state asks
         return [(lo, hi, self.state_dir / chunk_directory(first + lo, first + hi - 1)) for lo, hi in self._chunks()]
 
     def _has_state(self, round_: int) -> bool:
@@ -293,7 +295,7 @@ class PopulationShard:
                                                               m.candidates, region_cells, m.action_rates)
         return self._environment_cache[key]
 
-    def environment_request(self, region_cells: int = 0) -> np.ndarray:
+    def environment_request(self, region_cells: int = 0) -> np.ndarray | None:
         """Make every device's environment contribution (coarse parts over regions of at most
         ``region_cells`` cells when > 0) pending; return the shard's Σ of encoded (v, v²) — each v L1-clipped as
         the SDK client does in a Laplace round (this total is only used by one)."""
@@ -323,9 +325,10 @@ class PopulationShard:
                 bound = env_l1_bound(self.model.action_rates)
                 encoded = lambda v: encoded_pair(laplace_environment_input(v, bound))  # noqa: E731
             counts = np.bincount(self._table_of[rows], minlength=len(self._tables))
-            return sum(int(c) * encoded(self._environment(t, negatives)) for t, c in enumerate(counts) if c)
+            return sum(  # type: ignore[return-value]  # rows is not empty: never the empty sum's 0
+                int(c) * encoded(self._environment(t, negatives)) for t, c in enumerate(counts) if c)
 
-        def chunk(lo: int, hi: int) -> np.ndarray:    # whole chunks, as scored for the request: bit for bit
+        def chunk(lo: int, hi: int) -> np.ndarray | int:    # whole chunks, as scored for the request: bit for bit
             inside = rows[(rows >= lo) & (rows < hi)]
             prob = probabilities(self.model.layout, self.params[lo:hi].numpy(), negatives)[inside - lo]
             prob = prob.astype(np.float64)

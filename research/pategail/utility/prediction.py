@@ -40,7 +40,7 @@ class NextLocationLSTM(nn.Module):
         return self.head(h)
 
 
-def train_predictor(days: np.ndarray, n_cells: int, config: PredictionConfig) -> NextLocationLSTM:
+def train_predictor(days: np.ndarray | torch.Tensor, n_cells: int, config: PredictionConfig) -> NextLocationLSTM:
     """An LSTM trained for ``config.steps`` minibatches on ``days`` (int (n, T)); seeded by ``config.seed``
     (weights and minibatches), so two arms differ only by their days."""
     days = torch.as_tensor(np.asarray(days, dtype=np.int64), device=config.device)

@@ -16,6 +16,10 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
+from typing import TYPE_CHECKING, Any, Sequence
+
+if TYPE_CHECKING:
+    from dp_accounting import dp_event as dp_events, privacy_accountant
 
 PLAN_INTERVAL = 3e-4
 """PLD grid a run's privacy plan is calibrated on (``pategail.server.privacy.plan``) and a device's ledger
@@ -32,7 +36,7 @@ class QueryRelease:
     sq_sum_scale: float | None
     count: int
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not self.sum_scale > 0 or (self.sq_sum_scale is not None and not self.sq_sum_scale > 0):
             raise ValueError("noise scales must be > 0 (a release without noise has ε = ∞)")
         if self.count < 1:
@@ -57,7 +61,7 @@ class GaussianRelease:
     count: int
     shares: int = 1
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not (self.noise_std > 0 and self.sensitivity > 0):
             raise ValueError("noise_std and sensitivity must be > 0 (a release without noise has ε = ∞)")
         if self.count < 1 or self.shares < 1:
@@ -123,7 +127,7 @@ Release = QueryRelease | GaussianRelease
 
 
 # -- pure functions ---------------------------------------------------------------------------------------
-def to_dp_event(releases: list[Release]):
+def to_dp_event(releases: Sequence[Release]) -> dp_events.ComposedDpEvent:
     """All releases as one dp-accounting ``DpEvent`` (Laplace noise multiplier = scale / sensitivity, here
     scale; a Gaussian release as the Gaussian event of its ρ)."""
     from dp_accounting import dp_event
@@ -139,7 +143,7 @@ def to_dp_event(releases: list[Release]):
     return dp_event.ComposedDpEvent(events)
 
 
-def _pld(releases: list[Release], interval: float):
+def _pld(releases: Sequence[Release], interval: float) -> privacy_accountant.PrivacyAccountant:
     """The accountant of ``releases``: PLD for Laplace releases alone; RDP as soon as a Gaussian release is
     among them (the discrete Gaussian's guarantee is an RDP/zCDP bound — the PLD of a continuous Gaussian
     would not be a proven bound for it)."""
@@ -153,7 +157,7 @@ def _pld(releases: list[Release], interval: float):
     return acc
 
 
-def composed_epsilon(releases: list[Release], delta: float, interval: float = 1e-4) -> float:
+def composed_epsilon(releases: Sequence[Release], delta: float, interval: float = 1e-4) -> float:
     """Smallest ε such that the composition of ``releases`` is (ε, δ)-DP (PLD, pessimistic estimate)."""
     if not releases:
         return 0.0
@@ -167,14 +171,14 @@ def _cached_epsilon(releases: tuple[Release, ...], delta: float, interval: float
     return float(_pld(list(releases), interval).get_epsilon(delta))
 
 
-def composed_delta(releases: list[Release], epsilon: float, interval: float = 1e-4) -> float:
+def composed_delta(releases: Sequence[Release], epsilon: float, interval: float = 1e-4) -> float:
     """δ(ε) of the composition of ``releases`` (PLD)."""
     if not releases:
         return 0.0
     return float(_pld(releases, interval).get_delta(epsilon))
 
 
-def merge_release(releases: list[Release], new: Release) -> list[Release]:
+def merge_release(releases: Sequence[Release], new: Release) -> list[Release]:
     """``releases`` + ``new``, merged into the last entry when it is of the same kind with the same noise."""
     last = releases[-1] if releases else None
     if last is not None and type(last) is type(new) and replace(last, count=new.count) == new:
@@ -182,13 +186,13 @@ def merge_release(releases: list[Release], new: Release) -> list[Release]:
     return [*releases, new]
 
 
-def release_to_dict(release: Release) -> dict:
+def release_to_dict(release: Release) -> dict[str, Any]:
     """A JSON-able record (ledgers, journals): Laplace releases as before, Gaussian ones tagged."""
     d = asdict(release)
     return {"kind": "gaussian", **d} if isinstance(release, GaussianRelease) else d
 
 
-def release_from_dict(d: dict) -> Release:
+def release_from_dict(d: dict[str, Any]) -> Release:
     d = dict(d)
     return GaussianRelease(**{k: v for k, v in d.items() if k != "kind"}) if d.get("kind") == "gaussian" \
         else QueryRelease(**d)

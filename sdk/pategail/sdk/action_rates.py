@@ -49,14 +49,15 @@ def action_rate_l2_bound() -> float:
     return float(np.sqrt(np.sum(per_bucket.astype(np.float64) ** 2)) / (SLOTS - 1))
 
 
-def slot_bucket(t: np.ndarray) -> np.ndarray:
+def slot_bucket(t: int | np.ndarray) -> np.ndarray:
     """Time-of-day bucket of decision slot(s) t (0..46)."""
     return np.asarray(t) // SLOT_BUCKET
 
 
 def count_bucket(distinct: np.ndarray) -> np.ndarray:
     """Bucket 0..4 of a distinct-cells-so-far count ≥ 1 (1, 2, 3, 4, 5+)."""
-    return np.clip(np.asarray(distinct) - 1, 0, COUNT_BUCKETS - 1)
+    bucket: np.ndarray = np.clip(np.asarray(distinct) - 1, 0, COUNT_BUCKETS - 1)
+    return bucket
 
 
 def distinct_so_far(days: np.ndarray) -> np.ndarray:
@@ -97,4 +98,5 @@ def action_rate_contribution(days: np.ndarray, home: int, days_cap: int) -> np.n
         return out
     counts = decision_counts(days, np.full(len(days), home)).ravel()
     w = min(1.0, len(days) / days_cap)
-    return w * counts / counts.sum()
+    rates: np.ndarray = w * counts / counts.sum()
+    return rates

@@ -21,7 +21,7 @@ import sys
 import types
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
@@ -29,6 +29,10 @@ from pategail.sdk.epr import candidate_count, explore_rank_weights
 from pategail.sdk.errors import BundleError
 from pategail.sdk.places import PlaceLaw
 from pategail.sdk.secagg.policy import DeclaredPlan
+
+if TYPE_CHECKING:
+    import onnxruntime as ort
+    from onnxruntime.training.api import CheckpointState, Module, Optimizer
 
 MANIFEST = "manifest.json"
 FORMAT = "pategail-model-bundle"
@@ -94,11 +98,11 @@ class Environment:
     pategail.sdk.action_rates) — for the coordinator's rule-model warm start. Absent: False, the layout as
     before."""
 
-    def write(self, root: Path) -> dict:
+    def write(self, root: Path) -> dict[str, Any]:
         """Write the files into ``root``; return the manifest's "environment" section."""
         rows = "".join(f"{i},{lat!r},{lon!r}\n" for i, (lat, lon) in enumerate(self.cells.tolist()))
         (root / CELLS_FILE).write_text("cell,lat,lon\n" + rows, encoding="utf-8")
-        section = {"cells": CELLS_FILE, "n_cells": len(self.cells), "alpha": float(self.alpha),
+        section: dict[str, Any] = {"cells": CELLS_FILE, "n_cells": len(self.cells), "alpha": float(self.alpha),
                    "candidates": int(self.candidates)}
         if self.explore_factors is not None:
             try:
@@ -108,6 +112,7 @@ class Environment:
                 raise BundleError(f"environment: {e}") from None
             section["explore_factors"] = [float(f) for f in self.explore_factors]
         if self.initial_states is not None:
+            assert self.initial_weights is not None       # given together
             rows = "".join(f"{h},{f},{w!r}\n" for (h, f), w in zip(self.initial_states.tolist(),
                                                                    self.initial_weights.tolist()))
             (root / INITIAL_STATES_FILE).write_text("home,first,weight\n" + rows, encoding="utf-8")
@@ -124,7 +129,7 @@ class Environment:
         return section
 
     @classmethod
-    def read(cls, root: Path, section: dict) -> "Environment":
+    def read(cls, root: Path, section: dict[str, Any]) -> "Environment":
         cells = _read_table(root / section["cells"], "cell,lat,lon", float)[:, 1:]
         if len(cells) != section["n_cells"] or not np.isfinite(cells).all() or (np.abs(cells) > [90, 180]).any():
             raise BundleError(f"{root / section['cells']}: cell table inconsistent with the manifest")
@@ -159,7 +164,7 @@ class Environment:
                    action_rates=action_rates)
 
 
-def _read_table(path: Path, header: str, dtype) -> np.ndarray:
+def _read_table(path: Path, header: str, dtype: Callable[[str], float]) -> np.ndarray:
     lines = path.read_text(encoding="utf-8").splitlines()
     if not lines or lines[0] != header:
         raise BundleError(f"{path}: header must be {header!r}")
@@ -206,7 +211,7 @@ class Bundle:
         return float(self.manifest["discriminator"]["optimizer"]["learning_rate"])
 
 
-def sha256_file(path: str | os.PathLike) -> str:
+def sha256_file(path: str | os.PathLike[str]) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
@@ -230,12 +235,12 @@ def check_runtime(requires: dict[str, Any], running: str) -> None:
         raise BundleError(f"bundle needs onnxruntime >= {lo} and < {hi}, but onnxruntime {running} is installed")
 
 
-def _tensor(d: dict) -> TensorSpec:
+def _tensor(d: dict[str, Any]) -> TensorSpec:
     shape = d.get("shape")
     return TensorSpec(str(d["name"]), str(d["dtype"]), None if shape is None else tuple(shape))
 
 
-def _model(root: Path, d: dict, requires: dict) -> ModelSpec:
+def _model(root: Path, d: dict[str, Any], requires: dict[str, Any]) -> ModelSpec:
     spec = ModelSpec(root / d["file"], tuple(_tensor(t) for t in d["inputs"]),
                      tuple(_tensor(t) for t in d["outputs"]), int(d["ir_version"]), int(d["opset"]))
     if spec.ir_version > requires["max_ir_version"] or spec.opset > requires["max_opset"]:
@@ -244,7 +249,7 @@ def _model(root: Path, d: dict, requires: dict) -> ModelSpec:
     return spec
 
 
-def load_bundle(path: str | os.PathLike, *, onnxruntime_version: str | None = None) -> Bundle:
+def load_bundle(path: str | os.PathLike[str], *, onnxruntime_version: str | None = None) -> Bundle:
     """Read ``path``/manifest.json, verify the format version, every file's SHA-256 and size, and that the
     running onnxruntime (or ``onnxruntime_version``, for tests) is within the bundle's range.
 
@@ -318,7 +323,7 @@ def load_bundle(path: str | os.PathLike, *, onnxruntime_version: str | None = No
                   parameters=parameters, environment=environment, policy_step=policy_step, privacy=privacy)
 
 
-def session_options(threads: int = 1, *, arena: bool = True):
+def session_options(threads: int = 1, *, arena: bool = True) -> ort.SessionOptions:
     """onnxruntime.SessionOptions with ``threads`` intra-op threads (1 on devices) and one inter-op thread.
 
     ``arena=False`` turns ONNX Runtime's CPU memory arena off: each run then frees its activations instead of
@@ -334,7 +339,7 @@ def session_options(threads: int = 1, *, arena: bool = True):
     return so
 
 
-def open_policy_session(bundle: Bundle, *, threads: int = 1):
+def open_policy_session(bundle: Bundle, *, threads: int = 1) -> ort.InferenceSession:
     """An InferenceSession on the policy model (use with :func:`pategail.sdk.generate.generate_days`)."""
     import onnxruntime as ort
 
@@ -342,7 +347,7 @@ def open_policy_session(bundle: Bundle, *, threads: int = 1):
                                 providers=["CPUExecutionProvider"])
 
 
-def open_generation_session(bundle: Bundle, *, threads: int = 1):
+def open_generation_session(bundle: Bundle, *, threads: int = 1) -> ort.InferenceSession:
     """The session :func:`pategail.sdk.generate.generate_days` should use: the incremental policy model when
     the bundle has one (one slot a step, key/value cache), else the full-prefix model."""
     import onnxruntime as ort
@@ -353,7 +358,7 @@ def open_generation_session(bundle: Bundle, *, threads: int = 1):
                                 providers=["CPUExecutionProvider"])
 
 
-def open_scoring_session(bundle: Bundle, *, threads: int = 1):
+def open_scoring_session(bundle: Bundle, *, threads: int = 1) -> ort.InferenceSession:
     """An InferenceSession on the discriminator inference model (the bundle's initial parameters):
     pairs (batch, 15) → logit, prob."""
     import onnxruntime as ort
@@ -369,7 +374,7 @@ class TrainingSession:
     Labels: 1 = expert (the owner's real pairs), 0 = generated pairs.
     """
 
-    def __init__(self, bundle: Bundle, state, module, optimizer):
+    def __init__(self, bundle: Bundle, state: CheckpointState, module: Module, optimizer: Optimizer) -> None:
         self.bundle = bundle
         self.state = state
         self.module = module
@@ -396,7 +401,8 @@ class TrainingSession:
 
     def get_flat_parameters(self) -> np.ndarray:
         """float32 (n_parameters,): the trainable parameters in ``bundle.parameters`` order."""
-        return self.module.get_contiguous_parameters(trainable_only=True).numpy().copy()
+        flat: np.ndarray = self.module.get_contiguous_parameters(trainable_only=True).numpy().copy()
+        return flat
 
     def set_flat_parameters(self, flat: np.ndarray) -> None:
         from onnxruntime import OrtValue
@@ -407,7 +413,7 @@ class TrainingSession:
         # the training API takes the C-level OrtValue (get_contiguous_parameters returns one too)
         self.module.copy_buffer_to_parameters(OrtValue.ortvalue_from_numpy(flat)._ortvalue, trainable_only=True)
 
-    def save_checkpoint(self, path: str | os.PathLike) -> None:
+    def save_checkpoint(self, path: str | os.PathLike[str]) -> None:
         """Write the parameters (and optimizer state) so a later session can resume from them."""
         from onnxruntime.training.api import CheckpointState
 
@@ -439,7 +445,7 @@ def ensure_training_api() -> None:
         import onnxruntime.training.api  # noqa: F401,F811
 
 
-def open_training_session(bundle: Bundle, checkpoint: str | os.PathLike | None = None, *,
+def open_training_session(bundle: Bundle, checkpoint: str | os.PathLike[str] | None = None, *,
                           threads: int = 1) -> TrainingSession:
     """Open the discriminator's training artifacts from ``bundle``, starting from ``checkpoint`` (a file
     written by :meth:`TrainingSession.save_checkpoint`, e.g. this device's discriminator from the last

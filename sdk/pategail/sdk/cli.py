@@ -23,7 +23,7 @@ DEFAULT_BATCH = 1000
 enough that the key/value cache (48 slots × 2 layers × 2 × 64 floats a day) stays in the processor's cache."""
 
 
-def register(sub) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("generate", help="generate synthetic days with a model bundle's policy (ONNX Runtime)",
                        description="Generate synthetic days on this machine with the bundle's policy model and "
                                    "the EPR environment, exactly as a device does (no torch). Initial states "
@@ -40,7 +40,7 @@ def register(sub) -> None:
     p.set_defaults(func=run_generate)
 
 
-def run_generate(args) -> int:
+def run_generate(args: argparse.Namespace) -> int:
     import time
 
     import numpy as np
@@ -61,6 +61,7 @@ def run_generate(args) -> int:
                           "it cannot seed generated days")
     t0 = time.perf_counter()
     rng = np.random.default_rng(args.seed)
+    assert env.initial_weights is not None              # given with the initial states
     weights = env.initial_weights / env.initial_weights.sum()
     rows = env.initial_states[rng.choice(len(weights), size=args.days, p=weights)]
     geometry = CellGeometry.build(env.cells, env.candidates, lazy=True)       # rows as agents explore
@@ -77,7 +78,8 @@ def run_generate(args) -> int:
     return 0
 
 
-def run(parser: argparse.ArgumentParser, argv: list[str] | None, user_errors: tuple = (SdkError,)) -> int:
+def run(parser: argparse.ArgumentParser, argv: list[str] | None,
+        user_errors: tuple[type[Exception], ...] = (SdkError,)) -> int:
     """Parse ``argv``, set up logging (``-q``: warnings only) and run the chosen command. ``user_errors`` are
     printed as one line with exit status 2 (or the error's ``exit_status``: 3 for a failed integrity check, 4 for
     an exhausted privacy budget); anything else is a bug and keeps its traceback."""

@@ -100,7 +100,7 @@ class Granularity:
     block: int
     """Decisions per released value (1 = pair, 47 = day)."""
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not 1 <= self.block <= SLOTS - 1:
             raise ValueError(f"a block holds 1..{SLOTS - 1} decisions, got {self.block}")
 
@@ -137,7 +137,7 @@ class Granularity:
         per_day = reward_matrix(np.asarray(values, dtype=np.float64), n_days)
         idx = self._index()
         sums = np.zeros((int(n_days), self.blocks_per_day))
-        np.add.at(sums, (slice(None), idx), per_day)
+        np.add.at(sums, (slice(None), idx), per_day)  # type: ignore[arg-type]  # numpy's stubs take no tuple here
         return (sums / np.bincount(idx)).ravel()
 
     def expand(self, block_values: np.ndarray, n_days: int) -> np.ndarray:

@@ -57,7 +57,7 @@ class DayState:
         # visited flags per day and cell: "seen today?" in O(1) for explore's candidates and for distinct
         small = n * len(self.cells) <= VISITED_TABLE_MAX
         self._visited = np.zeros((n, len(self.cells)), dtype=bool) if small else None
-        if small:
+        if self._visited is not None:          # small
             self._visited[np.arange(n), first] = True
 
     def _moments(self, lat: np.ndarray, lon: np.ndarray) -> None:
@@ -97,7 +97,8 @@ class DayState:
             return isin_rows(candidates, self.history()[rows])
         # one flat gather: faster than indexing the table with a pair of (m, 1) and (m, K) arrays
         flat = np.asarray(rows, dtype=np.int64)[:, None] * self._visited.shape[1] + candidates
-        return self._visited.reshape(-1).take(flat)
+        seen: np.ndarray = self._visited.reshape(-1).take(flat)
+        return seen
 
     @property
     def current(self) -> np.ndarray:
@@ -114,7 +115,8 @@ class DayState:
         return self.days[:, : self.t + 1]
 
     def _returnable(self, at_home: np.ndarray) -> np.ndarray:
-        return self._distinct - self._home_seen - (~at_home)
+        returnable: np.ndarray = self._distinct - self._home_seen - (~at_home)
+        return returnable
 
     def mask(self) -> np.ndarray:
         """bool (n, 4): the actions possible at slot t (row t of ``action_mask``)."""
@@ -157,4 +159,5 @@ def isin_rows(values: np.ndarray, sets: np.ndarray) -> np.ndarray:
     keys = np.sort((np.where(sets < 0, base - 1, sets) + off).ravel())
     query = (values + off).ravel()
     pos = np.minimum(np.searchsorted(keys, query), len(keys) - 1)
-    return (keys[pos] == query).reshape(values.shape)
+    found: np.ndarray = (keys[pos] == query).reshape(values.shape)
+    return found

@@ -21,7 +21,7 @@ policy behind the same interface) will do.
 """
 from __future__ import annotations
 
-from typing import NamedTuple, Protocol
+from typing import TYPE_CHECKING, Mapping, NamedTuple, Protocol
 
 import numpy as np
 
@@ -61,8 +61,12 @@ def new_names(n_layers: int) -> list[str]:
     return [f"new_{kind}_{i}" for i in range(int(n_layers)) for kind in ("key", "value")]
 
 
+if TYPE_CHECKING:
+    from onnxruntime import InferenceSession
+
+
 class Session(Protocol):
-    def run(self, output_names, input_feed): ...
+    def run(self, output_names: list[str], input_feed: Mapping[str, np.ndarray]) -> list[np.ndarray]: ...
 
 
 class CacheLayout(NamedTuple):
@@ -73,7 +77,7 @@ class CacheLayout(NamedTuple):
     head_dim: int
 
     @classmethod
-    def of_session(cls, session) -> "CacheLayout | None":
+    def of_session(cls, session: InferenceSession) -> "CacheLayout | None":
         """The layout an ONNX Runtime session's inputs declare (either incremental model); None for a
         full-prefix model."""
         inputs = {i.name: i.shape for i in session.get_inputs()}
@@ -140,7 +144,7 @@ class CachedDecoder:
 
     def __call__(self, cells: np.ndarray, features: np.ndarray, mask: np.ndarray) -> np.ndarray:
         """float32 (n, 4): log π(· | s_t) given slot t's cell (n,), features (n, 11) and mask (n, 4)."""
-        feeds = {POLICY_INPUT_CELLS: np.asarray(cells, dtype=np.int64)[:, None],
+        feeds: dict[str, np.ndarray] = {POLICY_INPUT_CELLS: np.asarray(cells, dtype=np.int64)[:, None],
                  POLICY_INPUT_FEATURES: np.asarray(features, dtype=np.float32)[:, None],
                  POLICY_INPUT_MASK: np.asarray(mask, dtype=bool)[:, None]}
         feeds.update(zip(self._past, self._cache))
@@ -197,7 +201,7 @@ class BufferedDecoder:
         self._buffers = [m.reshape(-1)[:np.prod(shape)].reshape(shape) for m in self._memory]
         self._feeds = dict(zip(self._names, self._buffers))
 
-    def feeds(self, cells: np.ndarray, features: np.ndarray, mask: np.ndarray) -> dict:
+    def feeds(self, cells: np.ndarray, features: np.ndarray, mask: np.ndarray) -> dict[str, np.ndarray]:
         """The model's inputs for slot t (the decoder's count of calls so far) given slot t's cell (n,),
         features (n, 11) and mask (n, 4), moving to the next stage first when this one is full."""
         t = self.t
@@ -238,7 +242,7 @@ def _move_rows(short: np.ndarray, long: np.ndarray, t: int, block: int = 32) -> 
         long[start:start + block, :, :t] = short[start:start + block, :, :t]
 
 
-def decoder_for(session: Session, slots: int = 48):
+def decoder_for(session: Session, slots: int = 48) -> PrefixDecoder | CachedDecoder | BufferedDecoder:
     """The decoder a session supports, from its inputs (or, for a session that is not ONNX Runtime's, its
     ``cache_layout`` attribute and ``cache_buffers`` flag): :class:`BufferedDecoder` for the incremental model,
     :class:`CachedDecoder` for the first incremental model, :class:`PrefixDecoder` for the full-prefix one.

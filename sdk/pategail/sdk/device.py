@@ -34,11 +34,15 @@ import struct
 import os
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
 import numpy as np
+from numpy.typing import ArrayLike
 
 from pategail.sdk import checkpoint, policy_update
 from pategail.sdk.budget import check_request_budget, device_ledger, forget_plan, plan_in_force
-from pategail.sdk.bundle import MANIFEST, Bundle, TrainingSession, ensure_training_api, open_generation_session
+from pategail.sdk.bundle import (MANIFEST, Bundle, Environment, TrainingSession, ensure_training_api,
+                                 open_generation_session)
 from pategail.sdk.checkpoint import CHECKPOINT
 from pategail.sdk.contribution import env_l1_bound, reward_vector
 from pategail.sdk.environment_vector import environment_vector
@@ -60,6 +64,9 @@ from pategail.sdk.secagg.errors import MessageRejected, ProtocolError, RoundRefu
 from pategail.sdk.secagg_endpoint import SECAGG_FRAMES, PendingVector, SecAggEndpoint
 from pategail.sdk.store import TrajectoryStore
 
+if TYPE_CHECKING:
+    import onnxruntime as ort
+
 log = logging.getLogger(__name__)
 ROUND_LOG_FILE = "secagg-rounds.json"
 """Last secure-aggregation round accepted per coordinator key: a restarted app must not reopen old rounds."""
@@ -71,8 +78,8 @@ class Device:
     bound the requests it accepts. A device restarted on the same ``root`` resumes where it was (bundle,
     discriminator checkpoint, accepted policy, identity); a pending vector does not survive a restart."""
 
-    def __init__(self, root: str | os.PathLike, device_id: int, *, rng: np.random.Generator,
-                 limits: MessageLimits = DEFAULT_LIMITS):
+    def __init__(self, root: str | os.PathLike[str], device_id: int, *, rng: np.random.Generator,
+                 limits: MessageLimits = DEFAULT_LIMITS) -> None:
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
         self.device_id = int(device_id)
@@ -84,10 +91,10 @@ class Device:
         self.bundle: Bundle | None = None
         self._bundle_sha256: str | None = None
         self._session: TrainingSession | None = None
-        self._policy = None                         # opened on the first generate() (_generation_session)
+        self._policy: ort.InferenceSession | None = None   # opened on the first generate() (_generation_session)
         self._policy_path: Path | None = None
         self._policy_sha256: str | None = None
-        self._step_session = None
+        self._step_session: ort.InferenceSession | None = None
         self._pending = PendingVector()
         self._positives: np.ndarray | None = None
         self._geometry: CellGeometry | None = None
@@ -103,7 +110,7 @@ class Device:
                 self.bundle = self._session = self._policy = self._policy_path = None
 
     # -- local API (the app) ---------------------------------------------------------------------------------
-    def add_days(self, days) -> int:
+    def add_days(self, days: ArrayLike) -> int:
         """Store more of the owner's days (int (n, 48); cell ids checked against the bundle's cell table once
         one is installed). Returns the number of days stored."""
         n = self.store.add_days(days)
@@ -112,7 +119,20 @@ class Device:
 
     @property
     def n_cells(self) -> int | None:
-        return None if self.bundle is None else len(self.bundle.environment.cells)
+        return None if self.bundle is None else len(self._environment.cells)
+
+    @property
+    def _installed(self) -> Bundle:
+        """The installed bundle, where the caller has made sure there is one."""
+        assert self.bundle is not None
+        return self.bundle
+
+    @property
+    def _environment(self) -> Environment:
+        """The installed bundle's environment (installing refuses a bundle without one)."""
+        env = self._installed.environment
+        assert env is not None
+        return env
 
     @property
     def public_keys(self) -> DevicePublicKeys:
@@ -157,7 +177,7 @@ class Device:
         days = self.store.days()
         if not len(days):
             raise DeviceError("the device holds no days to take initial states from")
-        env = self.bundle.environment
+        env = self._environment
         if self._geometry is None:
             self._geometry = CellGeometry.build(env.cells, env.candidates, lazy=True)
         first = rng.choice(days[:, 0], size=int(n_days))
@@ -165,22 +185,23 @@ class Device:
         return generate_days(self._generation_session(), self._geometry, homes, first, rng, alpha=env.alpha,
                              explore_factors=env.explore_factors, places=env.places)
 
-    def _generation_session(self):
+    def _generation_session(self) -> ort.InferenceSession:
         """The bundle's incremental policy model while the policy in use is the bundle's (it computes that
         policy only); the policy in use (full prefix) after a PolicyUpdate or with an older bundle."""
-        bundle_policy = self.bundle.manifest["files"][self.bundle.policy.path.name]["sha256"]
-        if self.bundle.policy_step is None or self._policy_sha256 != bundle_policy:
+        bundle_policy = self._installed.manifest["files"][self._installed.policy.path.name]["sha256"]
+        if self._installed.policy_step is None or self._policy_sha256 != bundle_policy:
             if self._policy is None:
+                assert self._policy_path is not None and self._policy_sha256 is not None   # set with the bundle
                 self._policy = policy_update.open_policy_file(self._policy_path, self._policy_sha256)
             return self._policy
         if self._step_session is None:
-            self._step_session = open_generation_session(self.bundle)
+            self._step_session = open_generation_session(self._installed)
         return self._step_session
 
     def positive_pairs(self) -> np.ndarray:
         """float32 (n_days · 47, 15): the owner's real (state, action) pairs (cached until days are added)."""
         if self._positives is None:
-            self._positives = positive_pairs(self._require_days(), self.store.home, self.bundle.environment.cells)
+            self._positives = positive_pairs(self._require_days(), self.store.home, self._environment.cells)
         return self._positives
 
     def release_sessions(self) -> None:
@@ -192,20 +213,20 @@ class Device:
         self._session = self._policy = self._step_session = None
 
     # -- bundle ----------------------------------------------------------------------------------------------
-    def install_bundle(self, bundle_dir: str | os.PathLike, expected_sha256: str | None = None) -> Bundle:
+    def install_bundle(self, bundle_dir: str | os.PathLike[str], expected_sha256: str | None = None) -> Bundle:
         """Verify the bundle at ``bundle_dir`` (hashes, versions, runtime; ``expected_sha256`` if given),
         copy it into the device directory and open it. The discriminator checkpoint is kept if it belongs to
         this very bundle; otherwise (another bundle, or unreadable) the device starts again from the bundle's
         checkpoint and logs a warning. Raises BundleError (nothing changed) when the bundle is refused."""
         self._open(install_bundle(self.root, bundle_dir, expected_sha256, self.store.max_cell()))
-        return self.bundle
+        return self._installed
 
     def _open(self, bundle: Bundle) -> None:
         sha = bundle.sha256
         # compare with the hash remembered at the last opening: Bundle.sha256 re-reads the (replaced) manifest
         changed = sha != self._bundle_sha256
         self.bundle, self._bundle_sha256 = bundle, sha
-        self.store.n_cells = len(bundle.environment.cells)
+        self.store.n_cells = len(self._environment.cells)
         if bundle.privacy is not None:
             plan_in_force(self.root, bundle.privacy)   # remembered: a later bundle without one keeps it in force
         self._session = checkpoint.open_checkpoint(self.root, bundle, self.device_id)
@@ -228,6 +249,7 @@ class Device:
             elif isinstance(msg, RoundRequest):
                 reply = self._on_round_request(msg)
             else:
+                assert isinstance(msg, InitialStatesRequest)        # the only kind ``expect`` leaves
                 reply = self._on_initial_states_request(msg)
         except MessageError as err:
             log.info("device %d refused a request: %s (%s)", self.device_id, err, err.code)
@@ -249,7 +271,7 @@ class Device:
 
     def _on_policy_update(self, msg: PolicyUpdate) -> Ack:
         self._require_session()
-        self._policy_path = policy_update.accept_policy(self.root, msg, self.bundle)
+        self._policy_path = policy_update.accept_policy(self.root, msg, self._installed)
         self._policy, self._policy_sha256 = None, msg.policy_sha256      # opened when the app generates
         return Ack(msg.round, KIND_NAMES[KIND_POLICY_UPDATE], 0)
 
@@ -267,17 +289,18 @@ class Device:
     def _on_round_request(self, msg: RoundRequest) -> Ack:
         self._require_session()
         check_request_budget(self.root, self._plan(), msg.round, msg.n_queries)
-        session = checkpoint.before_round(self.root, self._require_session(), self.bundle, self._bundle_sha256,
+        assert self._bundle_sha256 is not None             # set with the bundle
+        session = checkpoint.before_round(self.root, self._require_session(), self._installed, self._bundle_sha256,
                                           msg.round, self.device_id)
         self._session = session
         positives = self.positive_pairs()
         try:
-            prob, _ = train_and_score(session, positives, msg, self.bundle.environment.cells,
-                                      self.bundle.manifest["discriminator"]["labels"], self.rng)
-            checkpoint.save_checkpoint(self.root, session, self.bundle)
+            prob, _ = train_and_score(session, positives, msg, self._environment.cells,
+                                      self._installed.manifest["discriminator"]["labels"], self.rng)
+            checkpoint.save_checkpoint(self.root, session, self._installed)
         except BaseException:
             # a half-trained discriminator must not survive a failure: back to the checkpoint on disk
-            self._session = checkpoint.open_checkpoint(self.root, self.bundle, self.device_id)
+            self._session = checkpoint.open_checkpoint(self.root, self._installed, self.device_id)
             raise
         self._pending.set(reward_vector(prob))
         return Ack(msg.round, KIND_NAMES[KIND_ROUND_REQUEST], len(self._pending))
@@ -285,7 +308,7 @@ class Device:
     def _on_initial_states_request(self, msg: InitialStatesRequest) -> Ack:
         self._require_session()
         days = self._require_days()
-        env = self.bundle.environment
+        env = self._environment
         contribution = environment_vector(days, self.store.home, env.cells, env.alpha, env.candidates,
                                           msg.region_cells, env.action_rates)
         check_request_budget(self.root, self._plan(), msg.round, len(contribution), environment=True)
@@ -318,7 +341,8 @@ class Device:
                 self._pending.set(None)                  # uploaded once: a second noisy copy would weaken the DP
                 return reply
             if step == "advertise":
-                return client.start_round(*frames, environment=self._pending.environment,
+                signed_config, envelope = frames                 # two: checked above
+                return client.start_round(signed_config, envelope, environment=self._pending.environment,
                                           env_l1_bound=self._pending.env_l1_bound)
             method = {"share": client.share_keys, "ack": client.consistency_check, "unmask": client.unmask}[step]
             return method(*frames)

@@ -25,7 +25,7 @@ def positive_pairs(days: np.ndarray, home: int, cells: np.ndarray) -> np.ndarray
 
 
 def train_and_score(session: TrainingSession, positives: np.ndarray, request: RoundRequest, cells: np.ndarray,
-                    labels: dict, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+                    labels: dict[str, float], rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """Train ``session`` for ``request.k_steps`` steps, then score the request's generated pairs. Returns
     (float32 (n · 47,) D_u(s, a), float32 (n · 47, 15) those generated pairs). ``labels`` are the manifest's
     {"expert": ..., "generated": ...}; ``rng`` draws the minibatches.

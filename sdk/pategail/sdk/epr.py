@@ -22,8 +22,10 @@ agents, and all randomness comes from the ``numpy.random.Generator`` passed in.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, Callable, Literal
 
 import numpy as np
+from numpy.typing import ArrayLike, DTypeLike
 
 from pategail.sdk import explore_draw
 from pategail.sdk.contribution import DAYS_CAP, contribution_weight
@@ -49,8 +51,9 @@ class CellGeometry:
     """
 
     cells: np.ndarray
-    neighbours: np.ndarray
-    _laws: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    neighbours: np.ndarray | NearestCellRows
+    _laws: dict[tuple[bytes, bytes | None], ExploreLaw] = field(default_factory=dict, init=False, repr=False,
+                                                                compare=False)
 
     @classmethod
     def build(cls, cells: np.ndarray, candidates: int = DEFAULT_CANDIDATES, *, lazy: bool = False) -> "CellGeometry":
@@ -63,7 +66,8 @@ class CellGeometry:
 
     @property
     def candidates(self) -> int:
-        return self.neighbours.shape[1]
+        k: int = self.neighbours.shape[1]
+        return k
 
     def explore_law(self, rank_weight: np.ndarray, places: PlaceLaw | None) -> "ExploreLaw":
         """The :class:`ExploreLaw` of these cells under ``rank_weight`` (K,) and ``places``, shared by the
@@ -90,7 +94,8 @@ class ExploreLaw:
     Tables of more than ``RANK_TABLE_MAX`` cells keep no ranks (:attr:`fast` False): the environment then
     zeroes the visited candidates' weights, kept per cell, and sums them at every move (the draw of before)."""
 
-    def __init__(self, neighbours: np.ndarray, rank_weight: np.ndarray, relevance: np.ndarray | None):
+    def __init__(self, neighbours: np.ndarray | NearestCellRows, rank_weight: np.ndarray,
+                 relevance: np.ndarray | None):
         self.neighbours = neighbours
         self.rank_weight = rank_weight
         self.relevance = relevance
@@ -105,7 +110,8 @@ class ExploreLaw:
     def _weights(self, cells: np.ndarray) -> np.ndarray:
         if self.relevance is None:
             return np.repeat(self.rank_weight[None, :], len(cells), axis=0)
-        return self.rank_weight[None, :] * self.relevance[self.neighbours[cells]]
+        weights: np.ndarray = self.rank_weight[None, :] * self.relevance[self.neighbours[cells]]
+        return weights
 
     def _rows_of(self, cells: np.ndarray) -> np.ndarray:
         """The rows of the kept table for ``cells``, filled here the first time they are asked for."""
@@ -121,7 +127,8 @@ class ExploreLaw:
         if self.fast or self.relevance is None:
             return self._weights(cells)
         kept = self._rows_of(cells)                 # first: filling rows may move the table
-        return self._table.data[kept]
+        rows: np.ndarray = self._table.data[kept]
+        return rows
 
     @property
     def cumulative(self) -> np.ndarray:
@@ -146,7 +153,8 @@ class ExploreLaw:
             rank[np.arange(len(missing))[:, None], self.neighbours[missing]] = np.arange(k)
             self._rank.add(missing, rank)
         n = self._rank.width
-        return self._rank.data.reshape(-1).take(self._rank.slot[origins][:, None] * n + cells)
+        ranks: np.ndarray = self._rank.data.reshape(-1).take(self._rank.slot[origins][:, None] * n + cells)
+        return ranks
 
 
 class _KeptRows:
@@ -155,7 +163,7 @@ class _KeptRows:
     resident 2 MB at a time by the kernel's transparent huge pages: 35 MB of ranks for pategail-geolife's 4,210
     cells within a few rounds, where the rows used take a few MB."""
 
-    def __init__(self, n: int, width: int, dtype):
+    def __init__(self, n: int, width: int, dtype: DTypeLike):
         self.width = width
         self.slot = np.full(n, -1, dtype=np.int64)
         """The row of ``data`` holding each key, −1 where not kept."""
@@ -191,7 +199,11 @@ def candidate_count(n_cells: int, candidates: int) -> int:
     return k
 
 
-def sine_tables(cells: np.ndarray, pairs: int):
+SineTables = tuple[HalfAngleTable, HalfAngleTable, np.ndarray]
+"""What :func:`sine_tables` returns: the latitudes' and longitudes' half-angle tables, the latitudes' cosines."""
+
+
+def sine_tables(cells: np.ndarray, pairs: int) -> SineTables | None:
     """The half-angle tables of ``cells``' latitudes and longitudes and the cosines of the latitudes, for
     :func:`nearest_cells`, when they are worth it for ``pairs`` distances (else None)."""
     lat, lon = cells[:, 0], cells[:, 1]
@@ -201,7 +213,7 @@ def sine_tables(cells: np.ndarray, pairs: int):
 
 
 def nearest_cells(cells: np.ndarray, rows: np.ndarray, candidates: int, chunk: int = 128,
-                  tables=False) -> np.ndarray:
+                  tables: SineTables | None | Literal[False] = False) -> np.ndarray:
     """int32 (len(rows), K): for each cell id in ``rows``, its K nearest other cells by great-circle distance
     (ties by cell id, so every platform ranks alike); column r holds rank r + 1. Blocks of 128 rows stay in
     cache, and with the sine tables of :class:`~pategail.sdk.geo.HalfAngleTable` pategail-geolife's table of
@@ -247,7 +259,7 @@ class NearestCellRows:
         # time, see _KeptRows); what is saved is the CPU of the rows never read
         self._rows = np.empty((n, self._k), dtype=np.int32)
         self._filled = np.zeros(n, dtype=bool)
-        self._tables = False                                    # the sine tables, built at the first fill
+        self._tables: SineTables | None | Literal[False] = False  # the sine tables, built at the first fill
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -265,7 +277,7 @@ class NearestCellRows:
     def __len__(self) -> int:
         return len(self._rows)
 
-    def _fill(self, ids: np.ndarray) -> None:
+    def _fill(self, ids: ArrayLike) -> None:
         ids = np.asarray(ids).ravel()
         if len(ids) == 0:
             return
@@ -281,16 +293,17 @@ class NearestCellRows:
         if not self._filled.all():
             self._fill(np.flatnonzero(~self._filled))
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: Any) -> np.ndarray:
         rows = key[0] if isinstance(key, tuple) else key
         if isinstance(rows, (int, np.integer)) or (isinstance(rows, np.ndarray)
                                                      and np.issubdtype(rows.dtype, np.integer)):
             self._fill(rows)
         else:
             self._fill_all()
-        return self._rows[key]
+        table_rows: np.ndarray = self._rows[key]
+        return table_rows
 
-    def __array__(self, dtype=None, copy=None):
+    def __array__(self, dtype: DTypeLike | None = None, copy: bool | None = None) -> np.ndarray:
         self._fill_all()
         return self._rows if dtype is None else self._rows.astype(dtype)
 
@@ -314,7 +327,8 @@ def explore_rank_weights(candidates: int, alpha: float, explore_factors: np.ndar
     if f.shape != (n_rank_bins(candidates),) or not (np.isfinite(f) & (f > 0)).all():
         raise ValueError(f"explore_factors must be {n_rank_bins(candidates)} positive numbers "
                          f"for {candidates} candidates")
-    return w * f[rank_bins(candidates)]
+    weights: np.ndarray = w * f[rank_bins(candidates)]
+    return weights
 
 
 class EPREnvironment:
@@ -470,7 +484,7 @@ class EPREnvironment:
             raise RuntimeError("explore: every cell has been visited")
         return int(np.argmin(d))
 
-    def _check_realised(self, hist, actions, realised) -> None:
+    def _check_realised(self, hist: np.ndarray, actions: np.ndarray, realised: np.ndarray) -> None:
         cur, homes = hist[:, -1], self.homes
         seen = (realised[:, None] == hist).any(axis=1)
         bad = ((actions == STAY) & (realised != cur)) | ((actions == HOME) & (realised != homes)) \
@@ -495,10 +509,12 @@ def _pick_cdf(values: np.ndarray, cdf: np.ndarray, r: np.ndarray) -> np.ndarray:
         return np.empty(0, dtype=np.int32)
     u = r * cdf[:, -1]
     idx = (cdf <= u[:, None]).sum(axis=1)
-    return values[np.arange(len(values)), np.minimum(idx, values.shape[1] - 1)].astype(np.int32)
+    picked: np.ndarray = values[np.arange(len(values)), np.minimum(idx, values.shape[1] - 1)].astype(np.int32)
+    return picked
 
 
-def explore_ranks(neighbours_of, days: np.ndarray, homes: np.ndarray, chunk: int = 4096):
+def explore_ranks(neighbours_of: Callable[[np.ndarray], np.ndarray], days: np.ndarray, homes: np.ndarray,
+                  chunk: int = 4096) -> tuple[np.ndarray, np.ndarray]:
     """For every explore move of labelled days: the destination's distance rank from the current cell
     (1 = nearest other cell; 0 = beyond the K candidates) and which of the K nearest cells were not yet
     visited that day (the cells explore could have chosen).
@@ -547,7 +563,7 @@ def explore_law_contribution(days: np.ndarray, home: int, cells: np.ndarray, *, 
     homes = np.full(len(days), home, dtype=np.int64)
     lookup: dict[int, np.ndarray] = {}
 
-    def neighbours_of(ids):
+    def neighbours_of(ids: np.ndarray) -> np.ndarray:
         ids = np.asarray(ids, dtype=np.int64)
         missing = np.setdiff1d(ids, np.fromiter(lookup, dtype=np.int64, count=len(lookup)))
         if len(missing):

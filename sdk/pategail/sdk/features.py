@@ -46,7 +46,8 @@ _SCALE = float(SLOTS)
 def _same_cell(days: np.ndarray) -> np.ndarray:
     """(n, T, T) bool: slot t and slot τ hold the same cell, kept for τ <= t only (causal)."""
     eq = days[:, :, None] == days[:, None, :]
-    return eq & np.tril(np.ones(eq.shape[1:], dtype=bool))
+    causal: np.ndarray = eq & np.tril(np.ones(eq.shape[1:], dtype=bool))
+    return causal
 
 
 def state_features(days: np.ndarray, homes: np.ndarray, cells: np.ndarray, day_slots: int = SLOTS) -> np.ndarray:
@@ -149,10 +150,11 @@ def pair_features(days: np.ndarray, homes: np.ndarray, actions: np.ndarray, cell
     return np.concatenate([states, onehot], axis=-1)
 
 
-def distinct_cells(days) -> np.ndarray:
+def distinct_cells(days: np.ndarray) -> np.ndarray:
     """int (n,): the number of distinct cells each day (int (n, T) cell ids) visits (1..T)."""
     s = np.sort(np.asarray(days), axis=1)
-    return 1 + np.count_nonzero(s[:, 1:] != s[:, :-1], axis=1)
+    counts: np.ndarray = 1 + np.count_nonzero(s[:, 1:] != s[:, :-1], axis=1)
+    return counts
 
 
 def infer_home(days: np.ndarray, night_slots: int = 12) -> int:

@@ -21,7 +21,7 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
-def write_atomic(path: str | os.PathLike, data: bytes, mode: int = 0o644) -> None:
+def write_atomic(path: str | os.PathLike[str], data: bytes, mode: int = 0o644) -> None:
     """Write ``data`` to a temporary sibling (created with ``mode``, so a private key is never readable by
     others, not even for a moment), fsync it and rename it over ``path``."""
     path = Path(path)
@@ -39,7 +39,7 @@ def write_atomic(path: str | os.PathLike, data: bytes, mode: int = 0o644) -> Non
 
 
 @contextmanager
-def replacing(path: str | os.PathLike) -> Iterator[Path]:
+def replacing(path: str | os.PathLike[str]) -> Iterator[Path]:
     """For writers that take a path (an ONNX Runtime checkpoint, ``numpy.save``): yields a temporary sibling
     to write; when the block ends without an exception it is fsynced and renamed over ``path``, otherwise
     removed."""
@@ -55,7 +55,7 @@ def replacing(path: str | os.PathLike) -> Iterator[Path]:
 
 
 @contextmanager
-def replacing_directory(target: str | os.PathLike) -> Iterator[Path]:
+def replacing_directory(target: str | os.PathLike[str]) -> Iterator[Path]:
     """Yields an empty sibling directory to fill; when the block ends without an exception it takes the place
     of ``target`` (the old one, if any, is moved aside first and then deleted), otherwise it is deleted and
     ``target`` is untouched."""

@@ -14,9 +14,12 @@ from typing import NamedTuple
 import numpy as np
 
 # The policy models' interface (written to the bundle manifest by pategail.export) lives with the decoders
-from pategail.sdk.decoding import (POLICY_INPUT_CELLS, POLICY_INPUT_FEATURES, POLICY_INPUT_MASK,  # noqa: F401
-                                   POLICY_OUTPUT_LOG_PROBS, POLICY_OUTPUT_LOGITS, POLICY_OUTPUT_VALUES, Session,
-                                   decoder_for)
+from pategail.sdk.decoding import (POLICY_INPUT_CELLS as POLICY_INPUT_CELLS,
+                                   POLICY_INPUT_FEATURES as POLICY_INPUT_FEATURES,
+                                   POLICY_INPUT_MASK as POLICY_INPUT_MASK,
+                                   POLICY_OUTPUT_LOG_PROBS as POLICY_OUTPUT_LOG_PROBS,
+                                   POLICY_OUTPUT_LOGITS as POLICY_OUTPUT_LOGITS,
+                                   POLICY_OUTPUT_VALUES as POLICY_OUTPUT_VALUES, Session, decoder_for)
 from pategail.sdk.epr import DEFAULT_ALPHA, CellGeometry, EPREnvironment
 from pategail.sdk.features import N_ACTIONS, SLOTS, action_mask, state_features
 from pategail.sdk.places import PlaceLaw
@@ -57,7 +60,8 @@ def sample_actions(log_probs: np.ndarray, rng: np.random.Generator) -> np.ndarra
     p = np.exp(log_probs.astype(np.float64))
     cdf = np.cumsum(p, axis=1)
     u = rng.random(len(p)) * cdf[:, -1]
-    return np.minimum((cdf <= u[:, None]).sum(axis=1), N_ACTIONS - 1).astype(np.int8)
+    actions: np.ndarray = np.minimum((cdf <= u[:, None]).sum(axis=1), N_ACTIONS - 1).astype(np.int8)
+    return actions
 
 
 def generate_days(policy_session: Session, geometry: CellGeometry, homes: np.ndarray, first_cells: np.ndarray,

@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 EARTH_RADIUS_KM = 6371.0088
 """Mean Earth radius (IUGG), the value METRICS.md fixes for the km mode."""
 
 
-def haversine_km(lat1, lon1, lat2, lon2) -> np.ndarray:
+def haversine_km(lat1: ArrayLike, lon1: ArrayLike, lat2: ArrayLike, lon2: ArrayLike) -> np.ndarray:
     """Great-circle distance in km between points given in degrees; broadcasts like numpy."""
     p1, p2 = np.radians(lat1), np.radians(lat2)
     dphi = p2 - p1
@@ -18,7 +19,8 @@ def haversine_km(lat1, lon1, lat2, lon2) -> np.ndarray:
 
 def km_of_haversine(a: np.ndarray) -> np.ndarray:
     """Great-circle km from the haversine term a = sin²(Δφ/2) + cos φ1 cos φ2 sin²(Δλ/2)."""
-    return 2 * EARTH_RADIUS_KM * np.arcsin(np.sqrt(np.clip(a, 0.0, 1.0)))
+    km: np.ndarray = 2 * EARTH_RADIUS_KM * np.arcsin(np.sqrt(np.clip(a, 0.0, 1.0)))
+    return km
 
 
 class HalfAngleTable:
@@ -39,7 +41,8 @@ class HalfAngleTable:
 
     def block(self, rows: np.ndarray) -> np.ndarray:
         """(len(rows), n): sin²(Δ/2) from the points ``rows`` to every point."""
-        return self.table[self.index[rows]][:, self.index]
+        block: np.ndarray = self.table[self.index[rows]][:, self.index]
+        return block
 
 
 def pairwise_km(cells: np.ndarray) -> np.ndarray:

@@ -24,6 +24,7 @@ def load_or_create_identity(path: Path) -> DeviceIdentity:
         return DeviceIdentity(Ed25519PrivateKey.from_private_bytes(raw[:32]),
                               X25519PrivateKey.from_private_bytes(raw[32:]))
     identity = DeviceIdentity.generate()
-    raw = serialization.Encoding.Raw, serialization.PrivateFormat.Raw, serialization.NoEncryption()
-    write_atomic(path, identity.signing_key.private_bytes(*raw) + identity.envelope_key.private_bytes(*raw), 0o600)
+    encoding = serialization.Encoding.Raw, serialization.PrivateFormat.Raw, serialization.NoEncryption()
+    write_atomic(path, identity.signing_key.private_bytes(*encoding) + identity.envelope_key.private_bytes(*encoding),
+                 0o600)
     return identity

@@ -17,7 +17,7 @@ from pategail.sdk.files import replacing_directory
 BUNDLE_DIR = "bundle"
 
 
-def install_bundle(root: Path, bundle_dir: str | os.PathLike, expected_sha256: str | None,
+def install_bundle(root: Path, bundle_dir: str | os.PathLike[str], expected_sha256: str | None,
                    max_cell: int) -> Bundle:
     """Verify the bundle at ``bundle_dir`` (``expected_sha256`` if given; cell ids up to ``max_cell`` must
     exist) and copy it into ``root/bundle`` whole or not at all; returns the installed copy."""

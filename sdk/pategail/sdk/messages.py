@@ -20,9 +20,10 @@ from __future__ import annotations
 import hashlib
 import struct
 from dataclasses import dataclass
-from typing import ClassVar, Union
+from typing import Any, Callable, ClassVar, NoReturn, TypeVar, Union, cast
 
 import numpy as np
+from numpy.typing import ArrayLike, DTypeLike
 
 from pategail.sdk.contribution import reward_count
 from pategail.sdk.errors import SdkError
@@ -86,7 +87,7 @@ class MessageLimits:
 DEFAULT_LIMITS = MessageLimits()
 
 
-def _fail(code: str, message: str):
+def _fail(code: str, message: str) -> NoReturn:
     raise MessageError(code, message)
 
 
@@ -98,7 +99,8 @@ def _check_round(round_: int, limits: MessageLimits, allow_none: bool = False) -
         _fail(MALFORMED, f"round {round_} out of range")
 
 
-def _int_array(value, dtype, shape: tuple, name: str, lo: int, hi: int | None) -> np.ndarray:
+def _int_array(value: ArrayLike, dtype: DTypeLike, shape: tuple[int | None, ...], name: str, lo: int,
+               hi: int | None) -> np.ndarray:
     """``value`` as a read-only ``dtype`` array of ``shape`` (None = any length) with entries in [lo, hi)."""
     arr = np.asarray(value)
     if arr.ndim != len(shape) or any(s is not None and s != d for s, d in zip(shape, arr.shape)):
@@ -125,13 +127,17 @@ class _Wire:
     """``to_bytes()`` / ``from_bytes()`` of every message type."""
 
     KIND: ClassVar[int]
+    validate: Callable[..., None]
+    """``validate(limits)`` (``validate(limits, n_cells)`` of a RoundRequest): raise MessageError when invalid."""
+    body: Callable[[], bytes]
 
     def to_bytes(self) -> bytes:
         """The frame of this message."""
-        return to_bytes(self)
+        return to_bytes(cast("Message", self))
 
     @classmethod
-    def from_bytes(cls, data: bytes, *, limits: "MessageLimits" = None, n_cells: int | None = None):
+    def from_bytes(cls, data: bytes, *, limits: "MessageLimits | None" = None,
+                   n_cells: int | None = None) -> "Message":
         """Decode a frame that must hold a message of this type (see :func:`from_bytes`)."""
         return from_bytes(data, limits=limits or DEFAULT_LIMITS, n_cells=n_cells, expect=cls)
 
@@ -150,7 +156,7 @@ class PolicyUpdate(_Wire):
     policy_onnx: bytes
     KIND: ClassVar[int] = KIND_POLICY_UPDATE
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self.validate(DEFAULT_LIMITS)
 
     def validate(self, limits: MessageLimits) -> None:
@@ -169,9 +175,9 @@ class PolicyUpdate(_Wire):
     @classmethod
     def read(cls, r: Reader, limits: MessageLimits) -> "PolicyUpdate":
         round_ = _read_i64(r)
-        digest = r.raw(64)
+        hex_digits = r.raw(64)
         try:
-            digest = digest.decode("ascii")
+            digest = hex_digits.decode("ascii")
         except UnicodeDecodeError:
             _fail(MALFORMED, "policy_sha256 is not ASCII")
         n = r.u32()
@@ -206,7 +212,7 @@ class RoundRequest(_Wire):
     actions: np.ndarray
     KIND: ClassVar[int] = KIND_ROUND_REQUEST
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self.validate(DEFAULT_LIMITS, None)
 
     def validate(self, limits: MessageLimits, n_cells: int | None) -> None:
@@ -268,7 +274,7 @@ class InitialStatesRequest(_Wire):
     """0: no coarse parts (the body is the round alone, as before); else a 4-byte trailer carries it."""
     KIND: ClassVar[int] = KIND_INITIAL_STATES_REQUEST
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self.validate(DEFAULT_LIMITS)
 
     def validate(self, limits: MessageLimits) -> None:
@@ -301,7 +307,7 @@ class Ack(_Wire):
     n: int
     KIND: ClassVar[int] = KIND_ACK
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self.validate(DEFAULT_LIMITS)
 
     def validate(self, limits: MessageLimits) -> None:
@@ -333,7 +339,7 @@ class ErrorReply(_Wire):
     message: str
     KIND: ClassVar[int] = KIND_ERROR
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self.validate(DEFAULT_LIMITS)
 
     def validate(self, limits: MessageLimits) -> None:
@@ -372,10 +378,14 @@ def _i64(v: int) -> bytes:
 
 
 def _read_i64(r: Reader) -> int:
-    return struct.unpack(">q", r.raw(8))[0]
+    value: int = struct.unpack(">q", r.raw(8))[0]
+    return value
 
 
-def _build(cls, limits: MessageLimits, n_cells: int | None = None, **fields):
+_M = TypeVar("_M", bound=_Wire)
+
+
+def _build(cls: type[_M], limits: MessageLimits, n_cells: int | None = None, **fields: Any) -> _M:
     """Construct without the default-limit check, then validate with the receiver's limits."""
     obj = object.__new__(cls)
     for k, v in fields.items():

@@ -32,7 +32,7 @@ class PlaceLaw:
     relevance: np.ndarray
     return_last: float = 0.0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         r = np.asarray(self.relevance, dtype=np.float64)
         if r.ndim != 1 or not len(r) or not (np.isfinite(r) & (r > 0)).all():
             raise ValueError("relevance must be a non-empty vector of positive numbers")

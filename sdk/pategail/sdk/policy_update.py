@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -24,13 +25,16 @@ from pategail.sdk.generate import (POLICY_INPUT_CELLS, POLICY_INPUT_FEATURES, PO
                                    POLICY_OUTPUT_LOG_PROBS, prefix_features)
 from pategail.sdk.messages import HASH, INCOMPATIBLE, NON_FINITE, MessageError, PolicyUpdate, sha256_hex
 
+if TYPE_CHECKING:
+    import onnxruntime as ort
+
 log = logging.getLogger(__name__)
 
 POLICY_FILE = "policy.onnx"
 POLICY_META = "policy.json"
 
 
-def check_policy_model(model: bytes, bundle: Bundle):
+def check_policy_model(model: bytes, bundle: Bundle) -> ort.InferenceSession:
     """An InferenceSession on ``model``, checked against the bundle's policy interface and probed once:
     every cell id and every slot position must give finite log-probabilities (MessageError otherwise).
     The session has no memory arena: a caller that only checks does not keep the probe's buffers."""
@@ -43,6 +47,7 @@ def check_policy_model(model: bytes, bundle: Bundle):
     names = ({i.name for i in session.get_inputs()}, {o.name for o in session.get_outputs()})
     if names != (set(bundle.policy.input_names), set(bundle.policy.output_names)):
         raise MessageError(INCOMPATIBLE, "the model's inputs/outputs are not the bundle's policy interface")
+    assert bundle.environment is not None              # an installed bundle has one
     cells = bundle.environment.cells
     n, slots = len(cells), int(bundle.manifest["features"]["slots"])
     probe = np.resize(np.arange(n, dtype=np.int32), (-(-n // slots), slots))
@@ -87,7 +92,7 @@ def policy_in_use(root: Path, bundle: Bundle, device_id: int) -> tuple[Path, str
     return bundle.policy.path, bundle.manifest["files"][bundle.policy.path.name]["sha256"]
 
 
-def open_policy_file(path: Path, sha256: str):
+def open_policy_file(path: Path, sha256: str) -> ort.InferenceSession:
     """An InferenceSession on the policy model at ``path``, whose bytes must still hash to ``sha256`` (the
     file was checked when it was accepted or installed); DeviceError otherwise."""
     import onnxruntime as ort

@@ -3,17 +3,23 @@ caller never supplies or sees), the names of the round's steps, and an adapter w
 over :meth:`pategail.sdk.device.Device.secagg_step`."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from pategail.sdk.contribution import ENV_L1_BOUND
 from pategail.sdk.secagg.errors import ProtocolError
+
+if TYPE_CHECKING:
+    from pategail.sdk.device import Device
+    from pategail.sdk.secagg.config import KeyDirectory
 
 
 class PendingVector:
     """The vector the next secure aggregation will upload (masked): the clipped scores of the last
     RoundRequest or the environment contribution of the last InitialStatesRequest. Uploaded at most once."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._vector: np.ndarray | None = None
         self.environment = False
         """The pending vector is the device's environment vector (a Laplace round releases it as one L1-clipped
@@ -51,7 +57,7 @@ class SecAggEndpoint:
     takes no scores: an adapter over the device's public :meth:`~pategail.sdk.device.Device.secagg_step`,
     which uploads the device's own pending vector."""
 
-    def __init__(self, device, directory):
+    def __init__(self, device: Device, directory: KeyDirectory) -> None:
         self.device_id = device.device_id
         self._device = device
         self._directory = directory

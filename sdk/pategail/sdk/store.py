@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from pategail.sdk.errors import DataError
 from pategail.sdk.features import SLOTS, infer_home
@@ -22,7 +23,7 @@ from pategail.sdk.files import replacing
 DAYS_FILE = "days.npy"
 
 
-def validate_days(days, n_cells: int | None = None, slots: int = SLOTS, where: str = "days") -> np.ndarray:
+def validate_days(days: ArrayLike, n_cells: int | None = None, slots: int = SLOTS, where: str = "days") -> np.ndarray:
     """int32 (n, slots) copy of ``days``; DataError when the shape, the type or a cell id is wrong.
 
     Cell ids must be >= 0 and, when ``n_cells`` is known, < n_cells. The message names the offending row and
@@ -47,7 +48,7 @@ class TrajectoryStore:
     """The owner's days under ``root`` (created if missing). ``n_cells``, once known (the device sets it from
     its model bundle), bounds the cell ids :meth:`add_days` accepts."""
 
-    def __init__(self, root: str | os.PathLike, *, n_cells: int | None = None, slots: int = SLOTS):
+    def __init__(self, root: str | os.PathLike[str], *, n_cells: int | None = None, slots: int = SLOTS):
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
         self.n_cells = n_cells
@@ -75,7 +76,7 @@ class TrajectoryStore:
         """int32 (n, slots): every stored day (a copy), in the order they were added."""
         return self._days.copy()
 
-    def add_days(self, days) -> int:
+    def add_days(self, days: ArrayLike) -> int:
         """Validate ``days`` (n, slots) and append them; returns how many days the store now holds.
         Nothing is changed when validation fails (DataError)."""
         new = validate_days(days, self.n_cells, self.slots)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from types import TracebackType
 
 import numpy as np
 
@@ -31,7 +32,7 @@ def _rows(days: np.ndarray, agents: np.ndarray, day_of_agent: np.ndarray, cell_t
     return "".join(f"{p}{s},{cell_text[c]}\n" for p, row in zip(prefix, days.tolist()) for s, c in zip(range(T), row))
 
 
-def write_synthetic_csv(path: str | os.PathLike, days: np.ndarray, cells: np.ndarray,
+def write_synthetic_csv(path: str | os.PathLike[str], days: np.ndarray, cells: np.ndarray,
                         agents: np.ndarray | None = None) -> None:
     """Write generated days (n, T) of cell ids; ``agents`` (n,) gives each day's agent (default: one agent
     per day). Written to a temporary file and renamed, so a crash never leaves half a file."""
@@ -57,7 +58,7 @@ class SyntheticCsvWriter:
     :meth:`write` appends days of new agents (one day each, agents numbered on from the last batch).
     """
 
-    def __init__(self, path: str | os.PathLike, cells: np.ndarray):
+    def __init__(self, path: str | os.PathLike[str], cells: np.ndarray):
         self.path = Path(path)
         self._cell_text = _cell_text(cells)
         self.n_agents = 0
@@ -85,12 +86,13 @@ class SyntheticCsvWriter:
         self._file.write(_rows(np.asarray(days), np.asarray(agents), np.asarray(day_of_agent), self._cell_text))
         self.n_agents = max(self.n_agents, int(np.max(agents, initial=-1)) + 1)
 
-    def __exit__(self, exc_type, exc, tb) -> bool:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> bool:
         self._file.close()
         return bool(self._replacing.__exit__(exc_type, exc, tb))
 
 
-def read_synthetic_csv(path: str | os.PathLike, n_cells: int | None = None, slots: int = SLOTS) -> np.ndarray:
+def read_synthetic_csv(path: str | os.PathLike[str], n_cells: int | None = None, slots: int = SLOTS) -> np.ndarray:
     """Read a synthetic data file back into int32 days (n, slots), validating every row."""
     path = Path(path)
     try:

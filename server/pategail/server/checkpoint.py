@@ -18,6 +18,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -90,7 +91,7 @@ def journal_intent(directory: Path, round_: int, sum_scale: float, sq_sum_scale:
     root.mkdir(parents=True, exist_ok=True)
     attempt = sum(len(list(root.glob(f"{state}-{round_:05d}-*.json"))) for state in ("intent", "aborted"))
     path = root / f"intent-{round_:05d}-{attempt:02d}.json"
-    record = {"round": round_, "attempt": attempt, "sum_scale": sum_scale, "sq_sum_scale": sq_sum_scale,
+    record: dict[str, Any] = {"round": round_, "attempt": attempt, "sum_scale": sum_scale, "sq_sum_scale": sq_sum_scale,
               "count": count}
     if noise is not None and noise.mechanism == "gaussian":   # ``noise``: a privacy.plan.ReleaseNoise
         record.update(mechanism="gaussian", block=noise.block, clip_norm=noise.clip_norm, shares=shares)

@@ -193,6 +193,7 @@ class PrivacySettings:
 
     @property
     def reward_granularity(self) -> Granularity:
+        assert self.granularity is not None             # resolved on construction
         return Granularity.parse(self.granularity)
 
     @property

@@ -61,9 +61,11 @@ class InitialStates:
         parts = EnvironmentLayout(n_cells, n_bins, place_law=True, n_regions=n_regions,
                                   action_rates=action_rates).unpack(sums)
         weight = parts.weight
+        assert parts.places is not None                       # unpacked with place_law=True
         s = max(float(noise_std), 0.0)
         visits = None
         if n_regions:
+            assert region_of is not None and parts.coarse is not None     # regions: coarse parts unpacked
             # totals known from single entries (noise s each): Σ homes = Σ visits = Σw, Σ firsts = Σw − at home
             homes = two_level_histogram(parts.homes, parts.coarse[0], region_of, s, s, weight)
             firsts = two_level_histogram(parts.firsts, parts.coarse[1], region_of, s, s, weight - parts.first_at_home)

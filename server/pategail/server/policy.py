@@ -70,6 +70,9 @@ def filled_rows_bias(capacity: int, slot: torch.Tensor) -> torch.Tensor:
 class CausalSelfAttention(nn.Module):
     """Multi-head self-attention where token t sees tokens ≤ t."""
 
+    causal_bias: torch.Tensor
+    """A buffer (registered in ``__init__``)."""
+
     def __init__(self, config: PolicyConfig):
         super().__init__()
         self.d_model = config.d_model
@@ -167,6 +170,9 @@ class Policy(nn.Module):
     :func:`masked_log_probs`.
     """
 
+    blocks: Sequence[Block]
+    """An ``nn.ModuleList`` of the transformer's blocks."""
+
     def __init__(self, config: PolicyConfig):
         super().__init__()
         self.config = config
@@ -174,7 +180,7 @@ class Policy(nn.Module):
         self.cell_proj = nn.Linear(config.cell_dim, config.d_model)
         self.feature_proj = nn.Linear(N_STATE_FEATURES, config.d_model)
         self.slot_embedding = nn.Embedding(config.max_slots, config.d_model)
-        self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layers))
+        self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layers))  # type: ignore[assignment]
         self.ln_f = nn.LayerNorm(config.d_model)
         self.action_head = nn.Linear(config.d_model, N_ACTIONS)
         self.value_head = nn.Linear(config.d_model, 1)
@@ -308,6 +314,10 @@ class PolicyStepInference(nn.Module):
       leaves the one-row kernel that the q·K products of B × heads days run on;
     - the new slot's own score is one (B·heads, head_dim) × (head_dim, 1) product.
     """
+
+    cell_table: torch.Tensor
+    ones: torch.Tensor
+    """Buffers (registered in ``__init__``)."""
 
     def __init__(self, policy: Policy):
         super().__init__()

@@ -158,9 +158,10 @@ def ppo_update(policy: Policy, optimizer: torch.optim.Optimizer, rollout: Rollou
     adv_all = torch.as_tensor(advantages, dtype=torch.float32)
     ret_all = torch.as_tensor(returns, dtype=torch.float32)
     anchored = anchor is not None and config.anchor_coef > 0
-    anchor_logp = anchor_log_probs(anchor, cells, feats, masks) if anchored else None
+    anchor_logp = anchor_log_probs(anchor, cells, feats, masks) if anchor is not None and anchored else None
     n = len(cells)
-    stats = {"policy_loss": [], "value_loss": [], "entropy": [], "approx_kl": [], "clip_fraction": []}
+    stats: dict[str, list[float]] = {"policy_loss": [], "value_loss": [], "entropy": [], "approx_kl": [],
+                                     "clip_fraction": []}
     if anchored:
         stats["anchor_kl"] = []
     policy.train()
@@ -181,7 +182,7 @@ def ppo_update(policy: Policy, optimizer: torch.optim.Optimizer, rollout: Rollou
             value_loss = ((values[:, :-1] - ret_all[idx]) ** 2).mean()
             entropy = -(logp_all.exp() * logp_all).sum(-1).mean()
             loss = policy_loss + config.vf_coef * value_loss - config.ent_coef * entropy
-            if anchored:
+            if anchor_logp is not None:
                 kl = anchor_kl(logp_all, anchor_logp[idx], masks[idx]).mean()
                 loss = loss + config.anchor_coef * kl
                 stats["anchor_kl"].append(kl.item())

@@ -40,6 +40,7 @@ class SecureReleases:
         self.fleet = fleet
         self.ckpt_dir = Path(ckpt_dir)
         self.seed = seed
+        assert config.privacy.delta is not None             # a run's config is resolved (for_devices)
         self.accountant = PrivacyAccountant(target_delta=config.privacy.delta)
         self.factors = SensitivityFactors()
         """What multiplies each recorded (zero-out) sensitivity under the relation the target applies to (set
@@ -60,15 +61,17 @@ class SecureReleases:
     def rebuild_accountant(self) -> None:
         """Every secure aggregation that may have released counts, including one made after the last
         checkpoint and one whose result never reached the coordinator (see pategail/server/checkpoint.py)."""
+        assert self.config.privacy.delta is not None        # a run's config is resolved (for_devices)
         self.accountant = PrivacyAccountant(target_delta=self.config.privacy.delta)
         for intent in read_intents(self.ckpt_dir):
             noise = ReleaseNoise(intent.get("mechanism", "laplace"), intent["sum_scale"], intent["sq_sum_scale"],
                                  intent.get("block", 0), intent.get("clip_norm", 0.0),
                                  intent.get("environment", False),
                                  intent.get("env_l1_bound", ENV_L1_BOUND))
-            if noise.noisy:
-                self.accountant.record_release(noise.accounting(intent["count"], intent.get("shares", 1)),
-                                               noise.is_environment)
+            if noise.noisy:                                 # so it has a release
+                self.accountant.record_release(
+                    noise.accounting(intent["count"], intent.get("shares", 1)),  # type: ignore[arg-type]
+                    noise.is_environment)
 
     def check_budget(self, round_: int, length: int, noise: ReleaseNoise, reserve_rounds: int) -> None:
         """The promise of --epsilon: a release of ``length`` queries that would take the composed ε past the
@@ -79,6 +82,7 @@ class SecureReleases:
         # the target applies to the plan's relation (zero-out unless the run asked for replace-one)
         after = self.accountant.epsilon_under(self.factors, extra=noise.accounting(length, self._shares()),
                                               extra_is_environment=noise.is_environment)
+        assert self.config.privacy.epsilon is not None      # a noisy release: a private run
         if after > self.config.privacy.epsilon:
             from pategail.server.errors import BudgetExhausted
             raise BudgetExhausted(
@@ -109,6 +113,7 @@ class SecureReleases:
             elif isinstance(answer, Ack):
                 ok.append(device_id)
             else:
+                assert isinstance(answer, ErrorReply)       # the only other kind ``expect`` leaves
                 log.warning("device %d refused round: %s (%s)", device_id, answer.message, answer.code)
         return ok, down, up
 
@@ -152,8 +157,9 @@ class SecureReleases:
                                 noise=noise, shares=self._shares())
         attempt = int(intent.stem.rsplit("-", 1)[1])
         config = replace(config, round_id=(round_ << 16) | attempt)
-        if noise.noisy:
-            self.accountant.record_release(noise.accounting(length, self._shares()), noise.is_environment)
+        if noise.noisy:                                     # so it has a release
+            self.accountant.record_release(noise.accounting(length, self._shares()),  # type: ignore[arg-type]
+                                           noise.is_environment)
         # the aggregator draw (aggregator="device") comes from (seed, round, attempt), not a running stream,
         # so a resumed run draws what an uninterrupted one would
         rng = np.random.default_rng([self.seed, round_, attempt])

@@ -49,6 +49,7 @@ def ensemble_verdict(release: Release, config: TrainConfig | None = None,
     centred sums over ``public_count`` devices."""
     if config is not None and config.privacy.mechanism == "gaussian" and \
             release.count == config.privacy.reward_granularity.count(config.days_per_round):
+        assert public_count is not None                     # given for a Gaussian release
         mean = np.asarray(release.sum, dtype=np.float64) / public_count + 0.5
     else:
         mean = np.asarray(release.sum, dtype=np.float64) / release.n_survivors

@@ -106,6 +106,7 @@ class RunSummary:
         ups = [u for _, u in state.bytes_by_round] or [0.0]
         downs = [d for d, _ in state.bytes_by_round] or [0.0]
         history = state.history
+        assert state.initial_states is not None         # released before the first round
         return cls(config, seed, state.round, devices, state.wall_seconds,
                    float(np.mean([h["seconds"] for h in history])) if history else None,
                    history[-1] if history else None, float(np.mean(ups)), float(np.mean(downs)), candidates,

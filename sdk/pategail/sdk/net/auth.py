@@ -11,6 +11,7 @@ import hashlib
 import struct
 import threading
 import time
+from typing import Callable
 
 HEADER_DEVICE = "X-Pategail-Device"
 HEADER_NONCE = "X-Pategail-Nonce"
@@ -29,7 +30,7 @@ def signed_bytes(method: str, path: str, device_id: int, nonce: int, body: bytes
 class NonceClock:
     """Strictly increasing nanosecond nonces from the wall clock (thread-safe)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._last = 0
         self._lock = threading.Lock()
 
@@ -39,7 +40,8 @@ class NonceClock:
             return self._last
 
 
-def request_headers(sign, method: str, path: str, device_id: int, nonce: int, body: bytes) -> dict[str, str]:
+def request_headers(sign: Callable[[bytes], bytes], method: str, path: str, device_id: int, nonce: int,
+                    body: bytes) -> dict[str, str]:
     """The three authentication headers of a request; ``sign(data) -> 64-byte Ed25519 signature``."""
     signature = sign(signed_bytes(method, path, device_id, nonce, body))
     return {HEADER_DEVICE: str(device_id), HEADER_NONCE: str(nonce), HEADER_SIGNATURE: signature.hex()}

@@ -10,15 +10,21 @@ admitted by ``--token`` (single-use, from the operator) or by its key being on t
 """
 from __future__ import annotations
 
+import argparse
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING, Callable
 
 from pategail.sdk.errors import SdkError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 log = logging.getLogger(__name__)
 
 
-def register(sub, user_days=None) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser],
+             user_days: Callable[[Path, int], np.ndarray] | None = None) -> None:
     """Add the ``device`` command. ``user_days(data_dir, user)`` returns one user's days of a prepared data set:
     given, the command also takes ``--data DIR --user U``."""
     p = sub.add_parser("device", help="run one device of a served run (polls the service over HTTP(S))",
@@ -46,7 +52,7 @@ def register(sub, user_days=None) -> None:
     p.set_defaults(func=run_device, user_days=user_days)
 
 
-def days_loader(args):
+def days_loader(args: argparse.Namespace) -> Callable[[], np.ndarray] | None:
     """A function returning the device's days from --days or --data/--user (None when neither is given)."""
     data, user = getattr(args, "data", None), getattr(args, "user", None)
     if data is not None:
@@ -61,7 +67,7 @@ def days_loader(args):
     return None
 
 
-def run_device(args) -> int:
+def run_device(args: argparse.Namespace) -> int:
     from pategail.sdk.net.client import DeviceClient, RetryPolicy
     from pategail.sdk.net.connection import check_store
     from pategail.sdk.net.frames import ANY_ID

@@ -20,7 +20,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -32,7 +32,8 @@ from pategail.sdk.messages import peek_round
 from pategail.sdk.net import auth
 from pategail.sdk.net.frames import (ANY_ID, WORK_PING, WORK_REQUEST, Enrolled, Enrolment, Order, Pong,
                                      directory_from_bytes)
-from pategail.sdk.secagg.config import DevicePublicKeys
+from pategail.sdk.secagg.config import DevicePublicKeys, KeyDirectory
+from pategail.sdk.secagg.crypto import DeviceIdentity
 from pategail.sdk.secagg.errors import MessageRejected
 from pategail.sdk.store import TrajectoryStore
 
@@ -85,7 +86,7 @@ class DeviceClient:
         self.days, self.requested_id, self.seed, self.token = days, requested_id, seed, token
         self.retry, self.poll_wait_s = retry, poll_wait_s
         self.rng = rng if rng is not None else np.random.default_rng()
-        self._identity = None
+        self._identity: DeviceIdentity | None = None
         self.state = self._load_state()
         if coordinator_key is not None:
             pinned = self.state.get("coordinator")
@@ -97,13 +98,13 @@ class DeviceClient:
         self._http = Connection(self.server, context, timeout_s=poll_wait_s + 30.0)
         self._nonces = auth.NonceClock()
         self._stop = threading.Event()              # run()'s stop event: ends retries too
-        self._directory = None
+        self._directory: KeyDirectory | None = None
         self.device: Device | None = None
         self.device_id: int | None = None
         self.orders_handled = 0
 
     # -- state ---------------------------------------------------------------------------------------------
-    def _load_state(self) -> dict:
+    def _load_state(self) -> dict[str, Any]:
         path = self.store / STATE_FILE
         if not path.is_file():
             return {}
@@ -119,7 +120,7 @@ class DeviceClient:
         write_atomic(self.store / STATE_FILE, json.dumps(self.state).encode("utf-8"))
 
     @property
-    def identity(self):
+    def identity(self) -> DeviceIdentity:
         """The device's long-term keys, made (and kept in the store) at first use."""
         if self._identity is None:
             self._identity = load_or_create_identity(self.store / IDENTITY_FILE)
@@ -131,7 +132,8 @@ class DeviceClient:
         return None if pinned is None else bytes.fromhex(pinned)
 
     # -- HTTP ----------------------------------------------------------------------------------------------
-    def _call(self, method: str, path: str, body: bytes = b"", *, signed: bool = True, headers: dict | None = None,
+    def _call(self, method: str, path: str, body: bytes = b"", *, signed: bool = True,
+              headers: dict[str, str] | None = None,
               query: str = "", ok: tuple[int, ...] = (200, 204)) -> tuple[int, bytes]:
         """One request, retried with backoff and jitter while the service is unreachable or busy; returns
         (status, body) for a status in ``ok`` or 409/410, raises ServiceError for any other."""
@@ -139,6 +141,7 @@ class DeviceClient:
         while True:
             h = dict(headers or {})
             if signed:
+                assert self.device_id is not None                 # signed requests come after enrolment
                 h.update(auth.request_headers(self.identity.sign, method, path, self.device_id,
                                               self._nonces.next(), body))
             try:
@@ -184,6 +187,7 @@ class DeviceClient:
     def _check_coordinator(self) -> None:
         """A store pinned to a coordinator: the service must be that one (a store reused from another run
         gets told so, before it enrols)."""
+        assert self.coordinator is not None                       # called for a pinned store only
         status, body = self._call("GET", "/v1/coordinator", signed=False, ok=(200, 404))
         if status == 200 and len(body) == 32 and body != self.coordinator:
             raise ServiceError(f"{self.store} belongs to another run (coordinator key {self.coordinator.hex()[:16]}…"
@@ -225,9 +229,10 @@ class DeviceClient:
         write_atomic(download / "manifest.json", manifest)
         device.install_bundle(download, expected_sha256=sha256)     # hashes checked: BundleError otherwise
 
-    def _key_directory(self):
+    def _key_directory(self) -> KeyDirectory:
         if self._directory is None:
             _, body = self._call("GET", "/v1/directory", ok=(200,))
+            assert self.coordinator is not None                   # pinned at enrolment
             try:
                 self._directory = directory_from_bytes(body, self.coordinator)
             except MessageRejected as err:
@@ -255,6 +260,7 @@ class DeviceClient:
             self._http.close()
 
     def _carry_out(self, order: Order) -> bytes:
+        assert self.device is not None and self.device_id is not None     # orders come after prepare()
         if order.work == WORK_PING:
             return Pong(self.device_id, order.seq).to_bytes(self.identity.sign)
         if order.work == WORK_REQUEST:
@@ -266,6 +272,7 @@ class DeviceClient:
         return self.device.secagg_step(self._key_directory(), order.work, *order.parts)
 
     def _answer(self, data: bytes) -> None:
+        assert self.coordinator is not None and self.device_id is not None    # orders come after prepare()
         try:
             order = Order.from_bytes(data, self.coordinator, self.device_id)
         except MessageRejected as err:

@@ -86,7 +86,7 @@ class Connection:
         self._conn: http.client.HTTPConnection | None = None
         self._answered = False                     # the service answered an HTTP request once: right scheme
 
-    def request(self, method: str, path: str, body: bytes, headers: dict) -> tuple[int, bytes]:
+    def request(self, method: str, path: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
         try:
             if self._conn is None:
                 if self.https:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pategail.sdk.secagg import crypto, wire
 from pategail.sdk.secagg.config import DevicePublicKeys, KeyDirectory
 from pategail.sdk.secagg.errors import MessageRejected
-from pategail.sdk.secagg.wire import Reader, Writer
+from pategail.sdk.secagg.wire import Reader, Signer, Writer
 from pategail.sdk.secagg_endpoint import SECAGG_STEPS
 
 MAGIC = b"PGNT"
@@ -43,7 +43,7 @@ _DOMAIN = b"pategail-net-v1/frame"
 MAX_PARTS = 4
 
 
-def _frame(kind: int, body: bytes, sign) -> bytes:
+def _frame(kind: int, body: bytes, sign: Signer) -> bytes:
     return wire.frame(kind, body, lambda head: sign(_DOMAIN + head), magic=MAGIC, version=VERSION)
 
 
@@ -69,7 +69,7 @@ class Enrolment:
     keys: DevicePublicKeys
     requested_id: int = ANY_ID
 
-    def to_bytes(self, sign) -> bytes:
+    def to_bytes(self, sign: Signer) -> bytes:
         body = Writer().raw(self.keys.signing).raw(self.keys.envelope).u32(self.requested_id).bytes()
         return _frame(KIND_ENROLMENT, body, sign)
 
@@ -97,7 +97,7 @@ class Enrolled:
     bundle_sha256: str
     """SHA-256 (hex) of the run's model bundle manifest: the device installs exactly this bundle."""
 
-    def to_bytes(self, sign) -> bytes:
+    def to_bytes(self, sign: Signer) -> bytes:
         body = Writer().u32(self.device_id).raw(self.coordinator).raw(bytes.fromhex(self.bundle_sha256)).bytes()
         return _frame(KIND_ENROLLED, body, sign)
 
@@ -115,7 +115,7 @@ class Enrolled:
         return cls(device_id, coordinator, sha)
 
 
-def directory_to_bytes(directory: KeyDirectory, sign) -> bytes:
+def directory_to_bytes(directory: KeyDirectory, sign: Signer) -> bytes:
     """The signed public-key directory."""
     w = Writer().raw(directory.coordinator).u32(len(directory.devices))
     for device_id, keys in sorted(directory.devices.items()):
@@ -149,7 +149,7 @@ class Order:
     work: str
     parts: tuple[bytes, ...]
 
-    def to_bytes(self, sign) -> bytes:
+    def to_bytes(self, sign: Signer) -> bytes:
         w = Writer().u32(self.device_id).u64(self.seq).u8(WORKS.index(self.work)).u8(len(self.parts))
         for part in self.parts:
             w.blob(part)
@@ -176,7 +176,7 @@ class Pong:
     device_id: int
     seq: int
 
-    def to_bytes(self, sign) -> bytes:
+    def to_bytes(self, sign: Signer) -> bytes:
         return _frame(KIND_PONG, Writer().u32(self.device_id).u64(self.seq).bytes(), sign)
 
     @classmethod

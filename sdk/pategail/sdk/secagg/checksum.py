@@ -52,7 +52,8 @@ def weights(key: bytes, n: int) -> list[int]:
 
 def checksum(values: np.ndarray, w: list[int], offset: int) -> int:
     """Σ_i w_i x_i + offset mod P61 for signed int64 ``values`` (exact, in Python integers)."""
-    return (sum(map(mul, w, np.asarray(values, dtype=np.int64).tolist())) + offset) % P61
+    total: int = (sum(map(mul, w, np.asarray(values, dtype=np.int64).tolist())) + offset) % P61
+    return total
 
 
 def key_commitment(key: bytes) -> bytes:

@@ -36,6 +36,7 @@ import hmac
 import os
 import struct
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
@@ -51,7 +52,7 @@ from .fixedpoint import SCALE, clip_unit, encode, encode_signed, to_ring
 from .graph import NeighbourGraph
 from .ledger import PrivacyLedger
 from .messages import (KIND_ACK_SET, KIND_KEY_BROADCAST, AdvertiseKeys, ChecksumEnvelope, MaskedInput, RelayedFrames,
-                       ShareDelivery, ShareKeys, SurvivorAck, SurvivorSet, UnmaskShares, from_bitmap)
+                       RoundMessage, ShareDelivery, ShareKeys, SurvivorAck, SurvivorSet, UnmaskShares, from_bitmap)
 from .noise import noise_share
 from .policy import DevicePolicy
 from .prg import add_mask, expand_mask
@@ -145,8 +146,9 @@ class SecAggClient:
     own privacy ledger (``ledger.PrivacyLedger``); both are checked before the device sends anything."""
 
     def __init__(self, device_id: int, identity: crypto.DeviceIdentity, directory: KeyDirectory,
-                 noise_sampler=None, round_log: RoundLog | None = None,
-                 policy: DevicePolicy | None = None, ledger: PrivacyLedger | None = None):
+                 noise_sampler: Callable[[float, int, int], np.ndarray] | None = None,
+                 round_log: RoundLog | None = None, policy: DevicePolicy | None = None,
+                 ledger: PrivacyLedger | None = None):
         self.device_id = device_id
         self._identity = identity
         self._directory = directory
@@ -163,7 +165,7 @@ class SecAggClient:
             raise ProtocolError(f"device {self.device_id}: expected phase {phase.name}, in {self.phase.name}")
         return self._round
 
-    def _check_round(self, msg) -> None:
+    def _check_round(self, msg: RoundMessage) -> None:
         """``msg`` must belong to the current round and to its signed configuration (not merely its id)."""
         if self._round is None or msg.round_id != self._round.config.round_id:
             raise MessageRejected(f"message for round {msg.round_id}, not the current one")
@@ -174,6 +176,7 @@ class SecAggClient:
         return self._identity.sign(data)
 
     def _x(self, device: int) -> int:
+        assert self._round is not None
         return self._round.config.participants.index(device) + 1
 
     # -- protocol ------------------------------------------------------------------------------------------
@@ -294,6 +297,7 @@ class SecAggClient:
         if self.phase in (Phase.ACKED, Phase.DONE):
             ss = SurvivorSet.decode(survivor_set)
             self._check_round(ss)
+            assert self._round is not None
             if ss.bitmap != self._round.ack_bitmap:
                 raise RefusedUnmask("already acknowledged a different survivor set in this round")
             return self._round.ack
@@ -320,6 +324,7 @@ class SecAggClient:
         U3 from ``cfg.certificate_size`` distinct survivors (so no other survivor set of the round can be
         certified: every honest device that reveals anything saw this one), t − 1 of them its neighbours."""
         if self.phase is Phase.DONE:
+            assert self._round is not None
             return self._round.response
         r = self._expect(Phase.ACKED)
         cfg = r.config
@@ -347,7 +352,8 @@ class SecAggClient:
         if len(neighbours) < cfg.threshold:
             raise SecAggAbort(f"only {len(neighbours)} neighbours confirmed the survivor set; "
                               f"{cfg.threshold} needed")
-        b_shares, s_shares = [], []
+        b_shares: list[tuple[int, bytes]] = []
+        s_shares: list[tuple[int, bytes]] = []
         for v, (b_y, s_y) in sorted(r.held.items()):
             alive = v in r.survivors
             self._reveal(v, "b" if alive else "s")
@@ -368,6 +374,7 @@ class SecAggClient:
 
     def _reveal(self, device: int, secret: str) -> None:
         """Record that a share of ``secret`` ('b' or 's') of ``device`` goes out; refuse the other one."""
+        assert self._round is not None
         previous = self._round.revealed.setdefault(device, secret)
         if previous != secret:
             raise RefusedUnmask(f"refusing to reveal both secrets of device {device}")

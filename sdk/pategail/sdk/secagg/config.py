@@ -12,13 +12,13 @@ import hashlib
 import math
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Mapping
+from typing import Any, Mapping
 
 from . import crypto
 from .errors import MessageRejected
 from .fixedpoint import FRAC_BITS, MAX_DEVICES, MAX_NOISE_SCALE_QUANTA, SAFE_ABS_SUM, SCALE, mechanism_noise_bound
 from .graph import certificate_size
-from .wire import Reader, Writer, frame, unframe
+from .wire import Reader, Signer, Writer, frame, unframe
 
 KIND_CONFIG = 1
 MECHANISM_GAUSSIAN = 1
@@ -44,7 +44,7 @@ class KeyDirectory:
     coordinator: bytes
     devices: Mapping[int, DevicePublicKeys] = field(default_factory=dict)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         object.__setattr__(self, "devices", MappingProxyType(dict(self.devices)))
 
     def signing_key(self, device: int) -> bytes:
@@ -105,7 +105,7 @@ class RoundConfig:
     (the aggregate's checksum would then carry ⟨r_u, x_u⟩ under weights only that device has — 61 bits of its
     vector)."""
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         p, n = self.participants, len(self.participants)
         if list(p) != sorted(set(p)) or n < 1 or n > MAX_DEVICES:
             raise ValueError(f"participants must be 1..{MAX_DEVICES} sorted distinct ids")
@@ -177,7 +177,7 @@ class RoundConfig:
         """SHA-256 of the configuration (its signed body): every message and key of the round is bound to it."""
         return hashlib.sha256(b"pategail-secagg/round-config" + self.body()).digest()
 
-    def to_signed_bytes(self, sign) -> bytes:
+    def to_signed_bytes(self, sign: Signer) -> bytes:
         """The signed frame; ``sign`` is the coordinator's Ed25519 signing function."""
         return frame(KIND_CONFIG, self.body(), sign)
 
@@ -188,7 +188,7 @@ class RoundConfig:
         if not crypto.verify(coordinator_public, sig, signed):
             raise MessageRejected("round configuration not signed by the coordinator")
         r = Reader(body)
-        fields = dict(round_id=r.u64(), participants=r.u32s(), num_queries=r.u32(), n_min=r.u32(),
+        fields: dict[str, Any] = dict(round_id=r.u64(), participants=r.u32s(), num_queries=r.u32(), n_min=r.u32(),
                       threshold=r.u32(), degree=r.u32(), sum_noise_scale=r.f64(), sq_sum_noise_scale=r.f64(),
                       round_seed=r.raw(32), envelope_public=r.raw(32), colluders=r.u32(), aggregator=r.u32(),
                       frac_bits=r.u8(), checksum_commitment=r.raw(32))

@@ -13,6 +13,7 @@ import hashlib
 import os
 import struct
 from dataclasses import dataclass
+from typing import Any
 
 from cryptography.exceptions import InvalidSignature, InvalidTag
 from cryptography.hazmat.primitives import hashes, serialization
@@ -26,7 +27,7 @@ from .errors import MessageRejected
 KEY_BYTES = 32
 SIGNATURE_BYTES = 64
 NONCE_BYTES = 12
-_RAW = dict(encoding=serialization.Encoding.Raw, format=serialization.PublicFormat.Raw)
+_RAW: dict[str, Any] = dict(encoding=serialization.Encoding.Raw, format=serialization.PublicFormat.Raw)
 _LABEL = b"pategail-secagg-v1/"
 
 

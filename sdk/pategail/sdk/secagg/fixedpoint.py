@@ -40,7 +40,8 @@ def clip_unit(values: np.ndarray) -> np.ndarray:
 
 def encode(values: np.ndarray) -> np.ndarray:
     """Clip to [0, 1] and encode as int64 quanta in [0, 2^FRAC_BITS] (round half to even)."""
-    return np.rint(clip_unit(values) * SCALE).astype(np.int64)
+    quanta: np.ndarray = np.rint(clip_unit(values) * SCALE).astype(np.int64)
+    return quanta
 
 
 def to_ring(x: np.ndarray) -> np.ndarray:

@@ -15,6 +15,7 @@ SurvivorAck -> RelayedFrames (ack set) -> UnmaskShares -> AggregateResult (to th
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Iterable, Protocol, Sequence
 
 import numpy as np
 
@@ -22,13 +23,23 @@ from . import crypto
 from .config import KeyDirectory
 from .errors import MessageRejected
 from .shamir import SHARE_BYTES
-from .wire import Reader, Writer, frame, unframe
+from .wire import Reader, Signer, Writer, frame, unframe
 
 (KIND_ENVELOPE, KIND_ADVERTISE, KIND_KEY_BROADCAST, KIND_SHARE_KEYS, KIND_SHARE_DELIVERY, KIND_MASKED_INPUT,
  KIND_SURVIVORS, KIND_ACK, KIND_ACK_SET, KIND_UNMASK, KIND_AGGREGATE) = range(2, 13)
 
 
 DIGEST_BYTES = 32
+
+
+class RoundMessage(Protocol):
+    """What every message of a round carries first (checked against the current round before anything else)."""
+
+    @property
+    def round_id(self) -> int: ...
+
+    @property
+    def config_digest(self) -> bytes: ...
 
 
 def _open_signed(data: bytes, kind: int, directory: KeyDirectory) -> tuple[Reader, int, bytes, int]:
@@ -63,7 +74,7 @@ def _pairs(r: Reader, size: int | None) -> tuple[tuple[int, bytes], ...]:
     return tuple(out)
 
 
-def _write_pairs(w: Writer, pairs, sized: bool) -> Writer:
+def _write_pairs(w: Writer, pairs: Sequence[tuple[int, bytes]], sized: bool) -> Writer:
     w.u32(len(pairs))
     for who, data in pairs:
         w.u32(who)
@@ -71,7 +82,7 @@ def _write_pairs(w: Writer, pairs, sized: bool) -> Writer:
     return w
 
 
-def to_bitmap(members, participants: tuple[int, ...]) -> bytes:
+def to_bitmap(members: Iterable[int], participants: tuple[int, ...]) -> bytes:
     """A bit per participant, in participant order: set when the participant is in ``members``."""
     members = set(members)
     bits = np.array([p in members for p in participants], dtype=bool)
@@ -120,7 +131,7 @@ class AdvertiseKeys:
     s_public: bytes
     """Key agreement for pairwise mask seeds."""
 
-    def encode(self, sign) -> bytes:
+    def encode(self, sign: Signer) -> bytes:
         body = _head(self.round_id, self.config_digest).u32(self.sender).raw(self.c_public).raw(self.s_public)
         return frame(KIND_ADVERTISE, body.bytes(), sign)
 
@@ -145,7 +156,7 @@ class RelayedFrames:
     config_digest: bytes
     frames: tuple[bytes, ...]
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.kind not in (KIND_KEY_BROADCAST, KIND_ACK_SET):
             raise ValueError(f"not a relayed-frames kind: {self.kind}")
 
@@ -173,7 +184,7 @@ class ShareKeys:
     shares: tuple[tuple[int, bytes], ...]
     """(recipient, nonce || ciphertext) pairs."""
 
-    def encode(self, sign) -> bytes:
+    def encode(self, sign: Signer) -> bytes:
         w = _head(self.round_id, self.config_digest).u32(self.sender)
         return frame(KIND_SHARE_KEYS, _write_pairs(w, self.shares, sized=False).bytes(), sign)
 
@@ -215,7 +226,7 @@ class MaskedInput:
     sender: int
     vector: np.ndarray
 
-    def encode(self, sign) -> bytes:
+    def encode(self, sign: Signer) -> bytes:
         body = _head(self.round_id, self.config_digest).u32(self.sender).words(self.vector)
         return frame(KIND_MASKED_INPUT, body.bytes(), sign)
 
@@ -256,7 +267,7 @@ class SurvivorAck:
     digest: bytes
     """``survivor_digest`` of the survivor bitmap the device saw."""
 
-    def encode(self, sign) -> bytes:
+    def encode(self, sign: Signer) -> bytes:
         body = _head(self.round_id, self.config_digest).u32(self.sender).raw(self.digest)
         return frame(KIND_ACK, body.bytes(), sign)
 
@@ -278,7 +289,7 @@ class UnmaskShares:
     b_shares: tuple[tuple[int, bytes], ...]
     s_shares: tuple[tuple[int, bytes], ...]
 
-    def encode(self, sign) -> bytes:
+    def encode(self, sign: Signer) -> bytes:
         w = _write_pairs(_head(self.round_id, self.config_digest).u32(self.sender), self.b_shares, sized=True)
         return frame(KIND_UNMASK, _write_pairs(w, self.s_shares, sized=True).bytes(), sign)
 

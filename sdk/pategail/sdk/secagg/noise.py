@@ -81,7 +81,7 @@ def negative_binomial(r: float, a: float, size: int) -> np.ndarray:
     return out
 
 
-def discrete_laplace_share(scale_quanta: float, n_min: int, size: int) -> np.ndarray:
+def discrete_laplace_share(scale_quanta: float, n_min: float, size: int) -> np.ndarray:
     """One device's share (int64, ``size`` coordinates) of DLap(1/scale_quanta) split among ``n_min``.
 
     ``scale_quanta == 0`` means no noise (zeros), for tests of exactness and for non-private runs.
@@ -94,12 +94,14 @@ def discrete_laplace_share(scale_quanta: float, n_min: int, size: int) -> np.nda
         raise ValueError("n_min must be at least 1")
     a = 1.0 / scale_quanta
     both = negative_binomial(1.0 / n_min, a, 2 * size)
-    return both[:size] - both[size:]
+    share: np.ndarray = both[:size] - both[size:]
+    return share
 
 
 def _geometric(scale: float, size: int) -> np.ndarray:
     """Failures before a success of probability 1 − e^(−1/scale): ⌊−scale · ln U⌋ (inversion)."""
-    return np.floor(-scale * np.log(csprng_uniform(size))).astype(np.int64)
+    failures: np.ndarray = np.floor(-scale * np.log(csprng_uniform(size))).astype(np.int64)
+    return failures
 
 
 def discrete_gaussian(std_quanta: float, size: int) -> np.ndarray:
@@ -119,7 +121,7 @@ def discrete_gaussian(std_quanta: float, size: int) -> np.ndarray:
     return out
 
 
-def discrete_gaussian_share(std_quanta: float, n_min: int, size: int) -> np.ndarray:
+def discrete_gaussian_share(std_quanta: float, n_min: float, size: int) -> np.ndarray:
     """One device's share (int64, ``size`` coordinates) of distributed discrete Gaussian noise of total
     standard deviation ``std_quanta`` split among ``n_min`` honest devices: N_Z(0, std²/n_min) each.
 
@@ -133,7 +135,7 @@ def discrete_gaussian_share(std_quanta: float, n_min: int, size: int) -> np.ndar
     return discrete_gaussian(std_quanta / math.sqrt(n_min), size)
 
 
-def noise_share(mechanism: str, scale_quanta: float, n_min: int, size: int) -> np.ndarray:
+def noise_share(mechanism: str, scale_quanta: float, n_min: float, size: int) -> np.ndarray:
     """A device's noise share for one round — the one function every device (and a simulated fleet drawing
     the ideal functionality's noise) calls, so all draw the same law.
 

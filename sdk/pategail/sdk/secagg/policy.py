@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from pategail.sdk.accounting import gaussian_sensitivity, laplace_vector_sensitivity
 from pategail.sdk.contribution import ENV_L1_BOUND
@@ -30,6 +30,9 @@ from pategail.sdk.contribution import ENV_L1_BOUND
 from .config import RoundConfig
 from .errors import RoundRefused
 from .graph import secure_threshold
+
+if TYPE_CHECKING:
+    from pategail.sdk.accounting import GaussianRelease, QueryRelease
 
 POLICY = "policy"
 """``RoundRefused.code`` of a configuration below the device's floors."""
@@ -68,7 +71,7 @@ class DevicePolicy:
     :func:`~pategail.sdk.secagg.graph.secure_threshold`. A share s instead makes it floor(s · h) + 1 of the h
     share holders — weaker, for tests that study the protocol under heavy dropouts only."""
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.min_n_min < 1 or not 0 <= self.min_survivor_share <= 1 or self.min_colluders < 0:
             raise ValueError("min_n_min >= 1, min_survivor_share in [0, 1], min_colluders >= 0")
         if self.min_threshold_share is not None and not 0 < self.min_threshold_share < 1:
@@ -79,9 +82,10 @@ class DevicePolicy:
     def check(self, cfg: RoundConfig, environment: bool = False, env_l1_bound: float = ENV_L1_BOUND) -> None:
         """Raise RoundRefused (code ``POLICY``) naming the first floor ``cfg`` is below; ``environment``: the
         round would upload the device's environment vector."""
-        def refuse(reason: str):
+        def refuse(reason: str) -> NoReturn:
             raise RoundRefused(POLICY, f"round {cfg.round_id}: {reason}; refusing to take part")
 
+        floor: float
         if self.min_threshold_share is None:
             floor, why = secure_threshold(len(cfg.participants), cfg.degree, cfg.colluders), "the secure threshold"
         else:
@@ -142,7 +146,7 @@ class DeclaredPlan:
     """σ / Δ₂ of the environment release (Gaussian); b / Δ₁, its Laplace scale over its L1 sensitivity
     (Laplace: one vector query with its own budget share)."""
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.mechanism == "gaussian":
             noise_ok = self.noise_multiplier > 0 and self.env_noise_multiplier > 0
         else:
@@ -159,7 +163,7 @@ class DeclaredPlan:
                             mechanism=self.mechanism, min_noise_multiplier=self.noise_multiplier,
                             min_env_noise_multiplier=self.env_noise_multiplier)
 
-    def request_release(self, values: int, environment: bool = False):
+    def request_release(self, values: int, environment: bool = False) -> QueryRelease | GaussianRelease:
         """The release answering a request of ``values`` values costs at this plan's noise (a device's
         budget check before it prepares anything)."""
         from pategail.sdk.accounting import GaussianRelease, QueryRelease
@@ -170,7 +174,7 @@ class DeclaredPlan:
         return QueryRelease(self.sum_noise_scale, self.sq_sum_noise_scale, values)
 
     def to_manifest(self) -> dict[str, Any]:
-        out = {"target_epsilon": self.target_epsilon, "target_delta": self.target_delta,
+        out: dict[str, Any] = {"target_epsilon": self.target_epsilon, "target_delta": self.target_delta,
                "sum_noise_scale": self.sum_noise_scale, "sq_sum_noise_scale": self.sq_sum_noise_scale,
                "min_survivors": self.min_survivors, "colluders": self.colluders}
         if self.mechanism == "gaussian":   # Laplace manifests keep their fields (and the Java core's parser)

@@ -8,6 +8,7 @@ checked and a frame must be consumed exactly — trailing or missing bytes are a
 from __future__ import annotations
 
 import struct
+from typing import Callable, Iterable
 
 import numpy as np
 
@@ -19,6 +20,8 @@ VERSION = 3
 certified by a majority of the participants (2: every message carries the round configuration's digest; the
 aggregate carries the survivors' acks)."""
 _HEAD = struct.Struct(">4sBBI")
+Signer = Callable[[bytes], bytes]
+"""Signs the bytes of a frame: an identity key's ``sign``."""
 
 
 class Writer:
@@ -50,9 +53,9 @@ class Writer:
     def blob(self, data: bytes) -> "Writer":
         return self.u32(len(data)).raw(data)
 
-    def u32s(self, values) -> "Writer":
-        values = list(values)
-        return self.u32(len(values)).raw(struct.pack(f">{len(values)}I", *values))
+    def u32s(self, values: Iterable[int]) -> "Writer":
+        items = list(values)
+        return self.u32(len(items)).raw(struct.pack(f">{len(items)}I", *items))
 
     def words(self, vec: np.ndarray) -> "Writer":
         """A uint64 vector, little-endian (the natural layout of the masked upload)."""
@@ -84,13 +87,16 @@ class Reader:
         return self._take(1)[0]
 
     def u32(self) -> int:
-        return struct.unpack(">I", self._take(4))[0]
+        value: int = struct.unpack(">I", self._take(4))[0]
+        return value
 
     def u64(self) -> int:
-        return struct.unpack(">Q", self._take(8))[0]
+        value: int = struct.unpack(">Q", self._take(8))[0]
+        return value
 
     def f64(self) -> float:
-        return struct.unpack(">d", self._take(8))[0]
+        value: float = struct.unpack(">d", self._take(8))[0]
+        return value
 
     def raw(self, n: int) -> bytes:
         return self._take(n)
@@ -118,7 +124,7 @@ class Reader:
             raise MessageRejected("trailing bytes in message")
 
 
-def frame(kind: int, body: bytes, sign=None, *, magic: bytes = MAGIC, version: int = VERSION) -> bytes:
+def frame(kind: int, body: bytes, sign: Signer | None = None, *, magic: bytes = MAGIC, version: int = VERSION) -> bytes:
     """A frame of ``kind`` around ``body``, signed by ``sign(data) -> signature`` when given. ``magic`` and
     ``version`` name the protocol (the network frames of :mod:`pategail.sdk.net.frames` use their own)."""
     head = _HEAD.pack(magic, version, kind, len(body)) + body

@@ -90,6 +90,7 @@ class Admission:
         return " or ".join(parts) or "nobody may enrol"
 
     def _reload(self) -> None:
+        assert self.tokens_file is not None             # reloaded only when there is one
         try:
             st = os.stat(self.tokens_file)
         except OSError as err:

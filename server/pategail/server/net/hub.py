@@ -126,7 +126,8 @@ class Hub:
         waiter = self._waiters.pop(device_id, None)
         if waiter is not None:
             loop, future = waiter
-            loop.call_soon_threadsafe(lambda: future.done() or future.set_result(None))
+            loop.call_soon_threadsafe(
+                lambda: future.done() or future.set_result(None))  # type: ignore[func-returns-value]
 
     # -- the event loop ------------------------------------------------------------------------------------
     async def next_order(self, device_id: int, wait_s: float) -> bytes | None:
@@ -172,6 +173,7 @@ class Hub:
                 return False
             ticket.reply = bytes(body)
             self.stats.bytes_up += len(body)
+            assert ticket.delivered_at is not None          # an open ticket went out
             self.stats.turnaround_s.append(time.monotonic() - ticket.delivered_at)
             self._done.notify_all()
             return True

@@ -288,7 +288,9 @@ class Service:
             seq = int(request.headers[HEADER_SEQ])
         except (KeyError, ValueError):
             raise web.HTTPBadRequest(text=f"no {HEADER_SEQ} header") from None
-        _check_reply(body, self.roster.keys(device_id).signing, device_id, seq)
+        keys = self.roster.keys(device_id)
+        assert keys is not None                             # _authenticated: an enrolled device
+        _check_reply(body, keys.signing, device_id, seq)
         if not self.hub.reply(device_id, seq, body):
             raise web.HTTPConflict(text="no order awaits this reply (answered already, or past its deadline)")
         return web.Response(status=204)

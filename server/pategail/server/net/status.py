@@ -3,6 +3,7 @@ service) and the traffic that crossed it, with bounded latency samples."""
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 from .limits import BoundedSamples
 
@@ -10,7 +11,7 @@ from .limits import BoundedSamples
 class RunStatus:
     """What ``GET /status`` reports; written by the training thread, read by the service."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._lock = threading.Lock()
         self._fields = {"phase": "enrolling", "round": 0}
 
@@ -35,7 +36,7 @@ class Traffic:
     KEEP = 10_000
     """Latency samples kept per route (the newest): percentiles are over these, counts over all."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.bytes_in = self.bytes_out = self.requests = 0
         self.latency_s: dict[str, BoundedSamples] = {}
 
@@ -47,7 +48,8 @@ class Traffic:
 
     def summary(self) -> dict:
         import numpy as np
-        out = {"requests": self.requests, "bytes_in": self.bytes_in, "bytes_out": self.bytes_out, "latency_ms": {}}
+        out: dict[str, Any] = {"requests": self.requests, "bytes_in": self.bytes_in, "bytes_out": self.bytes_out,
+                               "latency_ms": {}}
         for route, samples in sorted(self.latency_s.items()):
             v = 1e3 * np.fromiter(samples, float, len(samples))
             out["latency_ms"][route] = {"n": samples.count, "p50": float(np.percentile(v, 50)),

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import math
 
-from pategail.sdk.accounting import (QueryRelease, Release, composed_delta, composed_epsilon,  # noqa: F401
-                                     merge_release, to_dp_event)  # to_dp_event: re-exported for callers
+from pategail.sdk.accounting import (QueryRelease as QueryRelease, Release, composed_delta,  # noqa: F401
+                                     composed_epsilon, merge_release,
+                                     to_dp_event as to_dp_event)  # to_dp_event: re-exported for callers
 from pategail.server.privacy.adjacency import SensitivityFactors, scale_release
 
 
@@ -40,13 +41,13 @@ class PrivacyAccountant:
             raise ValueError("target_delta must be in (0, 1)")
         self.target_delta = target_delta
         self.value_discretization_interval = value_discretization_interval
-        self._releases: list[QueryRelease] = []
+        self._releases: list[Release] = []
         self._is_environment: list[bool] = []
         """Whether each entry of ``_releases`` is an environment release (its sensitivity scales differently
         under another relation)."""
 
     @property
-    def releases(self) -> tuple[QueryRelease, ...]:
+    def releases(self) -> tuple[Release, ...]:
         return tuple(self._releases)
 
     def releases_under(self, factors: SensitivityFactors) -> list[Release]:
@@ -76,7 +77,7 @@ class PrivacyAccountant:
         self.record_release(QueryRelease(float(sum_scale), None if sq_sum_scale is None else float(sq_sum_scale),
                                          int(count)))
 
-    def record_release(self, release, environment: bool = False) -> None:
+    def record_release(self, release: Release, environment: bool = False) -> None:
         """Record a ``QueryRelease`` or ``GaussianRelease`` (merged with an identical last reward entry);
         ``environment``: it is an environment release."""
         if environment or (self._is_environment and self._is_environment[-1]):
@@ -86,7 +87,7 @@ class PrivacyAccountant:
         self._releases = merge_release(self._releases, release)
         self._is_environment += [False] * (len(self._releases) - len(self._is_environment))
 
-    def epsilon_after_release(self, release) -> float:
+    def epsilon_after_release(self, release: Release) -> float:
         """Composed ε (at target_delta) if ``release`` were added."""
         return composed_epsilon(merge_release(self._releases, release), self.target_delta,
                                 self.value_discretization_interval)

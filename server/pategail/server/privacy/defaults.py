@@ -5,6 +5,11 @@ both chosen from the run's device count — pure functions.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pategail.server.config import TrainConfig
+
 DELTA_CAP = 1e-5
 """The largest default δ."""
 DELTA_EXPONENT = 1.1
@@ -36,10 +41,11 @@ def default_delta(devices: int) -> float:
     """min(1e-5, N^-1.1) for a run of N devices."""
     if devices < 1:
         raise ValueError(f"devices must be at least 1, got {devices}")
-    return min(DELTA_CAP, float(devices) ** -DELTA_EXPONENT)
+    delta: float = min(DELTA_CAP, float(devices) ** -DELTA_EXPONENT)
+    return delta
 
 
-def environment_share(config, devices: int) -> float:
+def environment_share(config: TrainConfig, devices: int) -> float:
     """The share of ε a run of ``config`` (target ε and δ set) over ``devices`` devices gives its environment
     release: with the Gaussian mechanism the largest share in ``SHARE_RANGE`` (on a ``SHARE_STEP`` grid) at
     which the rewards' noise std on a mean reward stays within ``TOLERANCE_MARGIN`` × the measured tolerance
@@ -55,15 +61,18 @@ def environment_share(config, devices: int) -> float:
         return low
     if config.privacy.mechanism != "gaussian":
         return LAPLACE_SHARE
-    tolerance = tolerance_for(config.privacy.granularity)
+    # set by then: a private config has its target ε, ``for_devices`` sets δ first, construction the granularity
+    privacy = config.privacy
+    assert privacy.epsilon is not None and privacy.delta is not None and privacy.granularity is not None
+    tolerance = tolerance_for(privacy.granularity)
     if not tolerance:
         return low
-    values = Granularity.parse(config.privacy.granularity).count(config.days_per_round)
+    values = Granularity.parse(privacy.granularity).count(config.days_per_round)
     steps = round((high - low) / SHARE_STEP)
     for i in range(steps, -1, -1):
         share = round(low + i * SHARE_STEP, 10)
-        g = plan_gaussian(config.privacy.epsilon, config.privacy.delta, values, config.rounds + config.privacy.retry_rounds,
-                          1, config.privacy.clip_share, share, adjacency=config.privacy.adjacency)
+        g = plan_gaussian(privacy.epsilon, privacy.delta, values, config.rounds + privacy.retry_rounds,
+                          1, privacy.clip_share, share, adjacency=privacy.adjacency)
         if g.noise_std / devices <= TOLERANCE_MARGIN * tolerance:
             return share
     return low

@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pategail.server.privacy.plan import PrivacyPlan
 
 MEASURED_TOLERANCE: dict[str, float] = {"pair": 3.0, "block:8": 0.0, "day": 0.3}
 """Largest noise std s on a released mean reward at which the generator still beat epr on >= 4 of 5 km metrics
@@ -78,11 +82,12 @@ def tolerance_for(granularity: str) -> float | None:
     return MEASURED_TOLERANCE.get(granularity)
 
 
-def plan_feasibility(plan, devices: int) -> Feasibility:
+def plan_feasibility(plan: PrivacyPlan, devices: int) -> Feasibility:
     """The run's own line, from its privacy plan (no calibration): Laplace b on Σ D has std √2·b/N on the mean
     over N devices; the Gaussian mechanism's σ is divided by the fixed count N. The environment's: on each
     released sum (its signal is the device weight of a cell, not a mean)."""
     if plan.is_gaussian:
+        assert plan.gaussian is not None
         std, env = plan.gaussian["noise_std"] / devices, plan.gaussian["env_noise_std"]
     else:
         std = math.sqrt(2) * plan.sum_noise_scale / devices

@@ -23,6 +23,7 @@ import json
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any, Callable
 
 from dp_accounting.mechanism_calibration import LowerEndpointAndGuess, calibrate_dp_mechanism
 from dp_accounting.pld import pld_privacy_accountant
@@ -125,7 +126,7 @@ class PrivacyPlan:
     """Gaussian: values of one round's reward vector."""
     env_values: int = 0
     """Values of the environment vector (Gaussian; Laplace when it is one vector query)."""
-    gaussian: dict | None = None
+    gaussian: dict[str, Any] | None = None
     """Gaussian: the noise (``pategail.server.privacy.gaussian.GaussianPlan`` as a dict); None otherwise."""
     env_sum_noise_scale: float = 0.0
     """Laplace: the scale b_env on each entry of the environment release (both halves of the upload), its L1
@@ -174,7 +175,8 @@ class PrivacyPlan:
 
     @property
     def clip_share(self) -> float:
-        return (self.gaussian or {}).get("clip_share", 1.0)
+        share: float = (self.gaussian or {}).get("clip_share", 1.0)
+        return share
 
     @property
     def noise_scales(self) -> tuple[float, float]:
@@ -200,7 +202,9 @@ class PrivacyPlan:
         privacy."""
         if not self.private:
             return None
+        assert self.target_epsilon is not None
         if self.is_gaussian:
+            assert self.gaussian is not None
             return DeclaredPlan(self.target_epsilon, self.target_delta, 0.0, 0.0, min_survivors, colluders,
                                 "gaussian", self.gaussian["noise_multiplier"], self.gaussian["env_noise_multiplier"])
         return DeclaredPlan(self.target_epsilon, self.target_delta, self.sum_noise_scale, self.sq_sum_noise_scale,
@@ -233,8 +237,10 @@ class PrivacyPlan:
         records them (zero-out sensitivities); ``reserve``: with the retry reserve spent too."""
         if not self.private:
             return [], []
+        env: list[Release]
         if self.is_gaussian:
             g = self.gaussian
+            assert g is not None
             # planned and reserved rounds release the same number of queries each (47 per generated day)
             rewards = self.planned_queries - self.env_values
             rounds = g["reward_releases"] if reserve else round(
@@ -244,7 +250,9 @@ class PrivacyPlan:
                                          rounds)] if rounds else []
         queries = self.planned_queries + (self.reserve_queries if reserve else 0)
         if self.env_sum_noise_scale > 0:
-            env = [self.release_noise("initial_states").accounting(self.env_values)]
+            release = self.release_noise("initial_states").accounting(self.env_values)
+            assert release is not None                  # noisy: its scale is > 0
+            env = [release]
             queries -= 1
         else:
             env = []
@@ -259,11 +267,11 @@ class PrivacyPlan:
         return composed_epsilon([scale_release(r, factors.environment) for r in env]
                                 + [scale_release(r, factors.rewards) for r in rewards], self.target_delta)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "PrivacyPlan":
+    def from_dict(cls, d: dict[str, Any]) -> "PrivacyPlan":
         return cls(**d)
 
 
@@ -280,7 +288,7 @@ def plan_privacy(target_epsilon: float | None, target_delta: float, kappa: float
     ``env_values`` entries: its scale is its L1 sensitivity over its share ``env_fraction`` of the target ε
     (pure DP), and the rewards' per-query noise is calibrated so that the joint PLD composition of the
     environment release, the planned reward queries and the reserve meets the target (it gets the rest)."""
-    base = dict(env_values=int(env_values), env_fraction=float(env_fraction) if env_values else 0.0,
+    base: dict[str, Any] = dict(env_values=int(env_values), env_fraction=float(env_fraction) if env_values else 0.0,
                 env_l1_bound=float(env_l1_bound), adjacency=adjacency)
     if target_epsilon is None:
         return PrivacyPlan(None, target_delta, kappa, planned_queries, reserve_queries, **base)
@@ -312,7 +320,8 @@ def plan_privacy(target_epsilon: float | None, target_delta: float, kappa: float
     per_query = reward_epsilon / math.sqrt(2 * budgeted * math.log(1 / target_delta))
     guess = sum_noise_scales(per_query, kappa).sum_scale
     def epsilon(b: float) -> float:
-        return accountant().compose(to_dp_event(releases(b))).get_epsilon(target_delta)
+        eps: float = accountant().compose(to_dp_event(releases(b))).get_epsilon(target_delta)
+        return eps
 
     # the true scale lay within 0.57-1.1x of the guess from 9 k to 279 k queries; a wider bracket (whose
     # evaluations cost more: less noise, wider privacy-loss support) only where the guess is far off (few queries)
@@ -348,8 +357,9 @@ class GaussianSpec:
 def plan_gaussian_run(target_epsilon: float | None, target_delta: float, kappa: float, planned_queries: int,
                       reserve_queries: int, spec: GaussianSpec) -> PrivacyPlan:
     """The plan of a Gaussian-mechanism run (zero noise without privacy)."""
-    base = dict(mechanism_name="gaussian", granularity=spec.granularity, reward_values=spec.reward_values,
-                env_values=spec.env_values, adjacency=spec.adjacency)
+    base: dict[str, Any] = dict(mechanism_name="gaussian", granularity=spec.granularity,
+                                reward_values=spec.reward_values, env_values=spec.env_values,
+                                adjacency=spec.adjacency)
     settings = {"clip_share": spec.clip_share, "env_fraction": spec.env_fraction,
                 "reward_releases": spec.reward_releases, "env_clip_norm": float(spec.env_clip_norm)}
     if target_epsilon is None:
@@ -378,6 +388,7 @@ def load_or_make_plan(directory: Path, target_epsilon: float | None, target_delt
     ``adjacency`` included); ``env_values`` / ``env_fraction``: the Laplace mechanism's environment release
     (:func:`plan_privacy`); ``adjacency``: the Laplace plan's relation."""
     path = Path(directory) / PLAN_FILE
+    fresh: Callable[[], PrivacyPlan]
     if gaussian is not None:
         fresh = lambda: plan_gaussian_run(target_epsilon, target_delta, kappa, planned_queries,  # noqa: E731
                                           reserve_queries, gaussian)

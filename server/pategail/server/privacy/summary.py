@@ -3,10 +3,14 @@ report.json and its line in report.md all come from here (the plan, and what the
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING, Any
 
 from pategail.server.privacy.accountant import PrivacyAccountant
 from pategail.server.privacy.adjacency import DESCRIPTION, REPLACE_ONE, ZERO_OUT
 from pategail.server.privacy.plan import PrivacyPlan
+
+if TYPE_CHECKING:
+    from pategail.server.config import TrainConfig
 
 NOTES = ("lambda: Laplace scale of the noise on the mean reward (sum scale / devices); lambda_c: the scale on "
          "the mean of D^2, from which the variance is computed with the noisy mean (Theorem 3's budget split, 3x "
@@ -17,7 +21,7 @@ NOTES = ("lambda: Laplace scale of the noise on the mean reward (sum scale / dev
 
 
 def privacy_section(plan: PrivacyPlan, accountant: PrivacyAccountant, devices: int, beta: float,
-                    releases: int, config=None) -> dict:
+                    releases: int, config: TrainConfig | None = None) -> dict[str, Any]:
     """report.json's "privacy": the plan, what was spent, and the noise on a mean over ``devices``."""
     b, b_sq = plan.noise_scales
     return {
@@ -39,14 +43,15 @@ def privacy_section(plan: PrivacyPlan, accountant: PrivacyAccountant, devices: i
     }
 
 
-def _mechanism_fields(plan: PrivacyPlan, accountant: PrivacyAccountant, devices: int, config) -> dict:
+def _mechanism_fields(plan: PrivacyPlan, accountant: PrivacyAccountant, devices: int,
+                      config: TrainConfig | None) -> dict[str, Any]:
     """The mechanism's parameters, the budget's parts, the collusion assumption, and the two guarantees
     stated separately, each under both neighbouring relations."""
     if not plan.private:
         return {"granularity": plan.granularity, "guarantees": None}
     colluders = 0 if config is None else config.secagg.colluders
     min_survivors = 1.0 if config is None else config.secagg.min_survivors
-    out = {"granularity": plan.granularity,
+    out: dict[str, Any] = {"granularity": plan.granularity,
            "collusion": (f"the distributed noise is sized for n_min − t honest survivors (n_min = "
                          f"{min_survivors:g} of the devices asked, t = {colluders}): the guarantee holds while "
                          + ("no device reveals" if colluders == 0 else f"at most {colluders} devices reveal")
@@ -54,6 +59,7 @@ def _mechanism_fields(plan: PrivacyPlan, accountant: PrivacyAccountant, devices:
                          "aggregation's threshold")}
     if plan.is_gaussian:
         g = plan.gaussian
+        assert g is not None
         out.update(clip_norm=g["clip_norm"], env_clip_norm=g["env_clip_norm"],
                    noise_multiplier=g["noise_multiplier"], env_noise_multiplier=g["env_noise_multiplier"],
                    noise_std_on_mean=g["noise_std"] / devices,
@@ -88,7 +94,7 @@ def epsilons(plan: PrivacyPlan, accountant: PrivacyAccountant, copies: int = 1) 
     return {relation: accountant.epsilon_under(plan.factors(relation).times(copies)) for relation in RELATIONS}
 
 
-def guarantees(plan: PrivacyPlan, accountant: PrivacyAccountant) -> dict:
+def guarantees(plan: PrivacyPlan, accountant: PrivacyAccountant) -> dict[str, Any]:
     """The two guarantees of a private run, each under both neighbouring relations (report.json)."""
     eps = epsilons(plan, accountant)
     head = {"epsilon": eps[plan.adjacency], "epsilon_zero_out": eps[ZERO_OUT],
@@ -109,7 +115,7 @@ def guarantees(plan: PrivacyPlan, accountant: PrivacyAccountant) -> dict:
     }
 
 
-def person_guarantee(plan: PrivacyPlan, accountant: PrivacyAccountant, copies: int) -> dict:
+def person_guarantee(plan: PrivacyPlan, accountant: PrivacyAccountant, copies: int) -> dict[str, Any]:
     """A resampled population's guarantee for a person: the guarantees above are per device, and a person
     whose data sits on ``copies`` devices moves every release ``copies`` times as far (group privacy, computed
     exactly on the composition rather than by the generic k·ε bound)."""
@@ -121,17 +127,18 @@ def person_guarantee(plan: PrivacyPlan, accountant: PrivacyAccountant, copies: i
                          f"{eps[REPLACE_ONE]:.3g} (replace-one) at δ = {plan.target_delta:.3g}"}
 
 
-def _relations(section: dict) -> str:
+def _relations(section: dict[str, Any]) -> str:
     g = section["guarantees"]["against_the_coordinator"]
     return (f"ε = {g['epsilon_zero_out']:.3g} under zero-out adjacency, {g['epsilon_replace_one']:.3g} under "
             f"replace-one, at δ = {g['delta']:.3g} (target ε {section['epsilon_target']:g} under "
             f"{g['adjacency']})")
 
 
-def privacy_line(section: dict) -> str:
+def privacy_line(section: dict[str, Any]) -> str:
     """One line for report.md."""
     if section["epsilon_target"] is None:
-        return section["mechanism"]
+        mechanism: str = section["mechanism"]
+        return mechanism
     if section.get("noise_multiplier") is not None:
         parts = section["epsilon_parts"]
         return (f"{section['mechanism']}, granularity {section['granularity']}: {_relations(section)}; each part "
@@ -147,7 +154,7 @@ def privacy_line(section: dict) -> str:
                                        f"std {section['env_noise_std']:.3g} on each released sum"))
 
 
-def guarantee_lines(section: dict) -> list[str]:
+def guarantee_lines(section: dict[str, Any]) -> list[str]:
     """report.md's lines for the two guarantees, the per-person figure of a resampled population and the
     collusion assumption (none without privacy)."""
     if not section.get("guarantees"):
@@ -176,12 +183,13 @@ def _target(plan: PrivacyPlan, devices: int) -> str:
             f"zero-out, {both[REPLACE_ONE]:.3g} under replace-one, per device)")
 
 
-def plan_line(plan: PrivacyPlan, devices: int, beta: float, config=None) -> str:
+def plan_line(plan: PrivacyPlan, devices: int, beta: float, config: TrainConfig | None = None) -> str:
     """One line for the log at the start of a run."""
     if not plan.private:
         return f"privacy: {plan.mechanism}: the same protocol, masked sums released without noise"
     if plan.is_gaussian:
         g = plan.gaussian
+        assert g is not None
         return (f"privacy: total {_target(plan, devices)}; {plan.mechanism}; granularity "
                 f"{plan.granularity} ({plan.reward_values} values a round); clip norm {g['clip_norm']:.3g}, noise "
                 f"multiplier {g['noise_multiplier']:.3g} (std {g['noise_std'] / devices:.3g} on each released mean "

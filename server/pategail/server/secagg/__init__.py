@@ -3,8 +3,9 @@ from pategail.sdk.secagg.errors import (ImplausibleAggregate, MessageRejected, P
                                         SecAggAbort, SecAggError, TamperDetected)
 
 from .aggregator import Aggregator
+from .config import SecureRoundConfig
 from .coordinator import RoundStart, SecAggCoordinator, VerifiedAggregate
-from .round import AggregateResult, Dropouts, RoundStats, SecureRoundConfig, run_secure_round
+from .round import AggregateResult, Dropouts, RoundStats, run_secure_round
 
 __all__ = ["Aggregator", "RoundStart", "SecAggCoordinator", "VerifiedAggregate", "AggregateResult", "Dropouts",
            "RoundStats", "SecureRoundConfig", "run_secure_round", "ImplausibleAggregate", "MessageRejected",

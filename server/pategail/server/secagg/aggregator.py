@@ -9,6 +9,7 @@ the state untouched; every ``close_*`` aborts the round (SecAggAbort) when fewer
 from __future__ import annotations
 
 import logging
+from typing import Container, Mapping, Protocol
 
 import numpy as np
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
@@ -19,13 +20,20 @@ from pategail.sdk.secagg.config import KeyDirectory, RoundConfig
 from pategail.sdk.secagg.errors import MessageRejected, SecAggAbort
 from pategail.sdk.secagg.graph import NeighbourGraph
 from pategail.sdk.secagg.messages import (KIND_ACK_SET, KIND_KEY_BROADCAST, AdvertiseKeys, AggregateResult,
-                                          MaskedInput, RelayedFrames, ShareDelivery, ShareKeys, SurvivorAck,
-                                          SurvivorSet, UnmaskShares, to_bitmap)
+                                          MaskedInput, RelayedFrames, RoundMessage, ShareDelivery, ShareKeys,
+                                          SurvivorAck, SurvivorSet, UnmaskShares, to_bitmap)
 from pategail.sdk.secagg.prg import P61, add_mask, expand_mask
 
 log = logging.getLogger(__name__)
 _SHARE_BLOB = crypto.NONCE_BYTES + 16 + 16 + 2 * shamir.SHARE_BYTES  # nonce, header, two y's, GCM tag
 _PHASES = ("advertise", "share", "input", "ack", "unmask", "done")
+
+
+class _DeviceMessage(RoundMessage, Protocol):
+    """A round's message a device signed."""
+
+    @property
+    def sender(self) -> int: ...
 
 
 class Aggregator:
@@ -47,7 +55,7 @@ class Aggregator:
         self._bitmap = b""
 
     # -- validation ----------------------------------------------------------------------------------------
-    def _accept(self, phase: str, msg, seen: dict, allowed) -> None:
+    def _accept(self, phase: str, msg: _DeviceMessage, seen: Container[int], allowed: Container[int]) -> None:
         if self.phase != phase:
             raise MessageRejected(f"{type(msg).__name__} arrived in phase {self.phase}")
         if msg.round_id != self.config.round_id:
@@ -59,7 +67,7 @@ class Aggregator:
         if msg.sender in seen:
             raise MessageRejected(f"duplicate {type(msg).__name__} from device {msg.sender} (replay?)")
 
-    def _close(self, phase: str, members: dict, what: str) -> None:
+    def _close(self, phase: str, members: Mapping[int, object], what: str) -> None:
         if self.phase != phase:
             raise SecAggAbort(f"cannot close phase {phase} in phase {self.phase}")
         if len(members) < self.config.n_min:
@@ -68,7 +76,7 @@ class Aggregator:
                               "the round releases nothing")
         self.phase = _PHASES[_PHASES.index(phase) + 1]
 
-    def _live_neighbours(self, device: int, members) -> list[int]:
+    def _live_neighbours(self, device: int, members: Container[int]) -> list[int]:
         return sorted(v for v in self.graph.neighbours(device) if v in members)
 
     # -- 0: AdvertiseKeys ----------------------------------------------------------------------------------
@@ -167,7 +175,7 @@ class Aggregator:
                     index[which].setdefault(v, []).append((self._x[holder], shamir.y_from_bytes(y)))
         return index
 
-    def _recover(self, index, owner: int, which: str) -> bytes:
+    def _recover(self, index: dict[str, dict[int, list[tuple[int, int]]]], owner: int, which: str) -> bytes:
         shares = index[which].get(owner, [])
         if len(shares) < self.config.threshold:
             raise SecAggAbort(f"only {len(shares)} shares of device {owner}'s {which}-secret "

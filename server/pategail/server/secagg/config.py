@@ -35,6 +35,6 @@ class SecureRoundConfig:
     clip_norm: float = 0.0
     """Gaussian: the L2 norm each device clips its vector to."""
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.aggregator not in ("coordinator", "device"):
             raise ValueError("aggregator must be 'coordinator' or 'device'")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import secrets
 from dataclasses import dataclass
+from typing import Iterable
 
 import numpy as np
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -75,7 +76,7 @@ class SecAggCoordinator:
             raise ValueError(f"device {device_id}: envelope key refused ({err})") from None
         self._devices[device_id] = keys
 
-    def new_round(self, config: SecureRoundConfig, participants, num_queries: int,
+    def new_round(self, config: SecureRoundConfig, participants: Iterable[int], num_queries: int,
                   aggregator: int = COORDINATOR) -> RoundStart:
         """Sign the RoundConfig of ``config`` over ``participants`` (``num_queries`` values each, aggregated
         by ``aggregator``) and seal a fresh checksum key and offset to every participant."""

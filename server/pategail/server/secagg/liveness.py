@@ -19,8 +19,12 @@ The rules, step by step (U1 ⊇ U2 ⊇ U3 ⊇ U4 ⊇ U5 as in Bonawitz et al. 20
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pategail.sdk.secagg.graph import NeighbourGraph, certificate_size
+
+if TYPE_CHECKING:
+    from .round import Dropouts
 
 
 @dataclass(frozen=True)
@@ -32,7 +36,8 @@ class Outcome:
     survivors: int
 
 
-def round_completes(graph: NeighbourGraph, threshold: int, n_min: int, dropouts, colluders: int = 0) -> Outcome:
+def round_completes(graph: NeighbourGraph, threshold: int, n_min: int, dropouts: Dropouts,
+                    colluders: int = 0) -> Outcome:
     """The outcome of a round over ``graph.participants`` with Shamir ``threshold`` and ``n_min`` when the
     devices of ``dropouts`` (a :class:`~pategail.server.secagg.round.Dropouts`) stop after their step."""
     everyone = set(graph.participants)

@@ -15,20 +15,23 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Protocol, Sequence
+from typing import Any, Callable, Mapping, Protocol, Sequence, TypeVar
 
 import numpy as np
 
 from pategail.sdk.secagg.client import SecAggClient
 from pategail.sdk.secagg.config import COORDINATOR
 from pategail.sdk.secagg.errors import AbortAfterUnmask, SecAggAbort, SecAggError
-from pategail.sdk.secagg_endpoint import SECAGG_STEPS
+from pategail.sdk.secagg_endpoint import SECAGG_STEPS, SecAggEndpoint
 
 from .aggregator import Aggregator
 from .config import SecureRoundConfig
 from .coordinator import SecAggCoordinator
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
+Adversary = Callable[[str, Aggregator, dict[int, bytes]], "bytes | None"]
+"""``adversary(phase, aggregator, replies)`` of :func:`drive_secure_round`."""
 STAGES = ("after_advertise", "after_share_keys", "after_masked_input", "after_consistency")
 
 
@@ -90,7 +93,7 @@ class InProcessExchange:
 
     _METHODS = dict(zip(SECAGG_STEPS, ("start_round", "share_keys", "masked_input", "consistency_check", "unmask")))
 
-    def __init__(self, by_id: dict[int, tuple]):
+    def __init__(self, by_id: Mapping[int, tuple[Any, np.ndarray | None]]):
         self.by_id = by_id
         self.device_cpu_s: dict[int, float] = {}
 
@@ -109,9 +112,9 @@ class InProcessExchange:
         return replies
 
 
-def run_secure_round(clients: Sequence[SecAggClient], values: np.ndarray | None, config: SecureRoundConfig,
-                     rng: np.random.Generator, *, coordinator: SecAggCoordinator,
-                     dropouts: Dropouts | None = None, adversary=None,
+def run_secure_round(clients: Sequence[SecAggClient | SecAggEndpoint], values: np.ndarray | None,
+                     config: SecureRoundConfig, rng: np.random.Generator, *, coordinator: SecAggCoordinator,
+                     dropouts: Dropouts | None = None, adversary: Adversary | None = None,
                      num_queries: int | None = None) -> AggregateResult:
     """One full round over ``clients`` in this process (values[i] are the scores of clients[i], shape (n, M)).
 
@@ -137,7 +140,7 @@ def run_secure_round(clients: Sequence[SecAggClient], values: np.ndarray | None,
 
 def drive_secure_round(exchange: Exchange, devices: Sequence[int], config: SecureRoundConfig,
                        rng: np.random.Generator, *, coordinator: SecAggCoordinator, num_queries: int,
-                       dropouts: Dropouts | None = None, adversary=None) -> AggregateResult:
+                       dropouts: Dropouts | None = None, adversary: Adversary | None = None) -> AggregateResult:
     """One full round over ``devices``, the aggregator's and the coordinator's side here, the devices' behind
     ``exchange``; every frame is bytes. A ``dropouts`` schedule makes devices stop answering after a step.
 
@@ -157,7 +160,7 @@ def drive_secure_round(exchange: Exchange, devices: Sequence[int], config: Secur
     down = dict.fromkeys(participants, 0)
     agg_cpu = [0.0]
 
-    def on_aggregator(fn, *args):
+    def on_aggregator(fn: Callable[..., _T], *args: object) -> _T:
         t = time.thread_time()
         try:
             return fn(*args)
@@ -171,7 +174,8 @@ def drive_secure_round(exchange: Exchange, devices: Sequence[int], config: Secur
     alive = list(participants)
     rejected: list[str] = []
 
-    def step(make_inbox, receive, stage, phase):
+    def step(make_inbox: Callable[[int], tuple[bytes, ...]], receive: Callable[[bytes], object], stage: str | None,
+             phase: str) -> None:
         """Deliver each live device its inbox, run its step, hand the replies to the aggregator."""
         nonlocal alive
         inboxes = {d: on_aggregator(make_inbox, d) for d in alive}
@@ -223,7 +227,8 @@ def drive_secure_round(exchange: Exchange, devices: Sequence[int], config: Secur
     return AggregateResult(verified.sum, verified.sq_sum, verified.n_survivors, verified.survivors, agg_id, stats)
 
 
-def enroll_clients(coordinator: SecAggCoordinator, device_ids: Sequence[int], **client_kwargs) -> list[SecAggClient]:
+def enroll_clients(coordinator: SecAggCoordinator, device_ids: Sequence[int],
+                   **client_kwargs: Any) -> list[SecAggClient]:
     """Fresh identities for ``device_ids``, enrolled with ``coordinator``; one SecAggClient each (emulator)."""
     from pategail.sdk.secagg.config import DevicePublicKeys
     from pategail.sdk.secagg.crypto import DeviceIdentity
