@@ -130,7 +130,8 @@ public final class Bundle {
 
     /**
      * Read and verify the bundle at {@code dir} for a runtime of version {@code runtimeVersion} (the ONNX
-     * Runtime the app ships, e.g. "1.19.2"). Throws BundleException with a one-line reason on any mismatch.
+     * Runtime the app ships, e.g. "1.19.2"; null for a trainer that is not ONNX Runtime and checks the
+     * discriminator's declared form itself). Throws BundleException with a one-line reason on any mismatch.
      */
     @SuppressWarnings("unchecked")     // Android's JSONObject.keys() is typed; older org.json builds are raw
     public static Bundle load(File dir, String runtimeVersion) throws BundleException {
@@ -160,9 +161,9 @@ public final class Bundle {
         try {
             JSONObject files = m.getJSONObject("files");
             JSONObject requires = m.getJSONObject("requires");
-            int[] v = parseVersion(runtimeVersion);
             String lo = requires.getString("onnxruntime_min"), hi = requires.getString("onnxruntime_below");
-            if (compareVersions(parseVersion(lo), v) > 0 || compareVersions(v, parseVersion(hi)) >= 0) {
+            int[] v = runtimeVersion == null ? null : parseVersion(runtimeVersion);
+            if (v != null && (compareVersions(parseVersion(lo), v) > 0 || compareVersions(v, parseVersion(hi)) >= 0)) {
                 throw new BundleException("bundle needs onnxruntime >= " + lo + " and < " + hi
                         + ", but onnxruntime " + runtimeVersion + " is installed");
             }

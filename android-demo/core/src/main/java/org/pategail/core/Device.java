@@ -33,8 +33,8 @@ public final class Device {
     static final String ROUND_TAG = "discriminator.round";
     static final String POLICY_FILE = "policy.onnx";
     static final String POLICY_META = "policy.json";
-    static final String IDENTITY_FILE = "identity.key";
-    static final String DAYS_FILE = "days.bin";
+    public static final String IDENTITY_FILE = "identity.key";
+    public static final String DAYS_FILE = "days.bin";
     static final String LEDGER_FILE = "privacy-ledger.jsonl";
     static final String ROUND_LOG_FILE = "secagg-rounds.json";
     private static final Logger LOG = Logger.getLogger(Device.class.getName());
@@ -92,7 +92,8 @@ public final class Device {
     }
 
     // -- storage ------------------------------------------------------------------------------------------
-    static void writeAtomic(File path, byte[] data) throws IOException {
+    /** Write {@code data} to {@code path} through a synced temporary file and a rename. */
+    public static void writeAtomic(File path, byte[] data) throws IOException {
         File tmp = new File(path.getParentFile(), "." + path.getName() + ".tmp");
         try (FileOutputStream out = new FileOutputStream(tmp)) {
             out.write(data);
@@ -103,7 +104,8 @@ public final class Device {
         }
     }
 
-    static DeviceIdentity loadOrCreateIdentity(File path, SecureRandom secure) throws IOException {
+    /** The device's long-term keys in {@code path}, made (and kept, owner-readable only) at first use. */
+    public static DeviceIdentity loadOrCreateIdentity(File path, SecureRandom secure) throws IOException {
         if (path.isFile()) {
             byte[] raw = Bundle.readAll(path);
             if (raw.length != 64) {
@@ -164,6 +166,14 @@ public final class Device {
         for (int i = 0; i < more.length; i++) {
             all[days.length + i] = more[i].clone();
         }
+        writeDays(root, all);
+        days = all;
+        positives = null;
+        return days.length;
+    }
+
+    /** Store {@code all} days (n, 48) as the device directory's days (before a Device is opened on it). */
+    public static void writeDays(File root, int[][] all) throws IOException {
         byte[] raw = new byte[4 * DeviceMessages.SLOTS * all.length];
         for (int i = 0; i < all.length; i++) {
             for (int t = 0; t < DeviceMessages.SLOTS; t++) {
@@ -171,9 +181,6 @@ public final class Device {
             }
         }
         writeAtomic(new File(root, DAYS_FILE), raw);
-        days = all;
-        positives = null;
-        return days.length;
     }
 
     public int nDays() {
@@ -195,6 +202,11 @@ public final class Device {
 
     public String policySha256() {
         return policySha256;
+    }
+
+    /** Whether the pending vector is the environment contribution (else: a round's scores). */
+    public boolean pendingIsEnvironment() {
+        return pendingEnvironment;
     }
 
     /** A copy of the vector the next secure aggregation will upload (masked), or null. */
