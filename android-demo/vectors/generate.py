@@ -364,6 +364,7 @@ def feature_vectors(days: np.ndarray, cells: np.ndarray, env) -> dict:
     from pategail.sdk.features import action_mask, infer_home, label_actions, pair_features, state_features
     from pategail.sdk.contribution import DAYS_CAP, initial_state_contribution
     from pategail.sdk.places import place_contribution
+    from pategail.sdk.action_rates import action_rate_contribution
 
     home = infer_home(days)
     homes = np.full(len(days), home, dtype=np.int32)
@@ -384,6 +385,7 @@ def feature_vectors(days: np.ndarray, cells: np.ndarray, env) -> dict:
         "explore_law_contribution": explore_law_contribution(days, home, cells, alpha=env.alpha,
                                                              candidates=env.candidates).tolist(),
         "place_contribution": place_contribution(days, home, len(cells), DAYS_CAP).tolist(),
+        "action_rate_contribution": action_rate_contribution(days, home, DAYS_CAP).tolist(),
     }
 
 

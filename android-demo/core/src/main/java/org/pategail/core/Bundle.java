@@ -42,6 +42,8 @@ public final class Bundle {
     public final double[][] cells;
     public final double alpha;
     public final int candidates;
+    /** The environment vector ends with the action-rate part (the manifest's environment.action_rates). */
+    public final boolean actionRates;
     public final double learningRate;
     public final float expertLabel;
     public final float generatedLabel;
@@ -50,7 +52,8 @@ public final class Bundle {
     public final String policySha256;
 
     private Bundle(File root, JSONObject manifest, String sha256, File[] models, File checkpoint, double[][] cells,
-                   double alpha, int candidates, double learningRate, float expert, float generated, int nParameters, String policySha256) {
+                   double alpha, int candidates, boolean actionRates, double learningRate, float expert, float generated,
+                   int nParameters, String policySha256) {
         this.root = root;
         this.manifest = manifest;
         this.sha256 = sha256;
@@ -63,6 +66,7 @@ public final class Bundle {
         this.cells = cells;
         this.alpha = alpha;
         this.candidates = candidates;
+        this.actionRates = actionRates;
         this.learningRate = learningRate;
         this.expertLabel = expert;
         this.generatedLabel = generated;
@@ -205,11 +209,16 @@ public final class Bundle {
                 throw new BundleException(dir + ": a models-only bundle (no cell table); devices cannot run it");
             }
             JSONObject env = m.getJSONObject("environment");
-            if (env.has("action_rates") && !Boolean.FALSE.equals(env.get("action_rates"))) {
-                // the coordinator would decode a vector without the part as one with it: refuse, never mis-send
-                throw new BundleException(manifestFile + ": environment.action_rates: this core does not send "
-                        + "the action-rate part of the environment vector (train with action_prior off for Android "
-                        + "devices)");
+            Object rates = env.opt("action_rates");
+            if (rates != null && !(rates instanceof Boolean)) {
+                throw new BundleException(manifestFile + ": environment.action_rates must be true or false");
+            }
+            for (String key : new String[]{"replay", "input_scaling"}) {
+                if (disc.has(key)) {
+                    // the coordinator would read scores trained without it as trained with it: refuse, never mis-train
+                    throw new BundleException(manifestFile + ": discriminator." + key + ": this core trains without "
+                            + "it (train with disc_replay_share 0 and disc_owner_scaling off for Java devices)");
+                }
             }
             if (env.has("initial_states")) {
                 listed(dir, env.getString("initial_states"), files);
@@ -220,7 +229,8 @@ public final class Bundle {
             }
             JSONObject labels = disc.getJSONObject("labels");
             return new Bundle(dir, m, sha256Hex(raw), models, checkpoint, cells, env.getDouble("alpha"),
-                    env.getInt("candidates"), disc.getJSONObject("optimizer").getDouble("learning_rate"),
+                    env.getInt("candidates"), Boolean.TRUE.equals(rates),
+                    disc.getJSONObject("optimizer").getDouble("learning_rate"),
                     (float) labels.getDouble("expert"), (float) labels.getDouble("generated"), nParameters,
                     files.getJSONObject(models[0].getName()).getString("sha256"));
         } catch (JSONException | IllegalArgumentException err) {

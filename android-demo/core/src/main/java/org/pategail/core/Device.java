@@ -509,11 +509,13 @@ public final class Device {
         double[] a = Contributions.initialStates(days, home, bundle.cells.length);
         double[] b = Contributions.exploreLaw(days, home, bundle.cells, bundle.alpha, bundle.candidates);
         double[] c = Contributions.places(days, home, bundle.cells.length);
-        double[] out = new double[a.length + b.length + c.length];
+        double[] d = bundle.actionRates ? Contributions.actionRates(days, home) : new double[0];
+        double[] out = new double[a.length + b.length + c.length + d.length];
         System.arraycopy(a, 0, out, 0, a.length);
         System.arraycopy(b, 0, out, a.length, b.length);
         System.arraycopy(c, 0, out, a.length + b.length, c.length);
-        pending = Contributions.environmentInput(out);
+        System.arraycopy(d, 0, out, a.length + b.length + c.length, d.length);
+        pending = Contributions.environmentInput(out, Contributions.envL1Bound(bundle.actionRates));
         pendingEnvironment = true;
         return new DeviceMessages.Ack(msg.round, "initial_states_request", out.length);
     }
@@ -603,7 +605,8 @@ public final class Device {
         }
         pending = null;
         try {
-            ledger.record(secagg.config(), pendingEnvironment, System.currentTimeMillis() / 1000);
+            ledger.record(secagg.config(), pendingEnvironment, Contributions.envL1Bound(bundle.actionRates),
+                    System.currentTimeMillis() / 1000);
         } catch (IOException err) {
             // the upload is not sent unless it is on the owner's record
             throw SecAggException.abort("cannot write the privacy ledger: " + err.getMessage());
