@@ -19,8 +19,6 @@ import org.pategail.core.Bundle;
 import org.pategail.core.BundleException;
 import org.pategail.core.Device;
 import org.pategail.core.DeviceMessages;
-import org.pategail.core.PolicyRunner;
-import org.pategail.core.Trainer;
 import org.pategail.core.secagg.Bytes;
 import org.pategail.core.secagg.DeviceIdentity;
 import org.pategail.core.secagg.KeyDirectory;
@@ -39,7 +37,8 @@ import org.pategail.core.secagg.SecAggException;
  * store resumes: same identity and id (kept in {@code network.json}, the Python SDK's format), same bundle,
  * discriminator, round log and ledger.
  *
- * <p>Not thread-safe; {@link #stop} may be called from any thread.
+ * <p>One thread runs it; {@link #stop} may be called from any thread. Every use of the device is synchronized on
+ * it, so an app's screen may use the same {@link Device} (its {@link DeviceOpener} hands out that one).
  */
 public final class CoordinatorClient {
     /** The device's network state in its store: server, id, pinned coordinator key, last order seen. */
@@ -74,16 +73,21 @@ public final class CoordinatorClient {
         void uploaded(long round, boolean environment, double[] values) throws IOException;
     }
 
-    /** What the device runs on: the phone's ONNX Runtime (or the JVM's trainer), its randomness. */
+    /** Opens the device on its store once its id is known (after enrolment): on a phone with ONNX Runtime's
+     * trainer and policy runtime, on the JVM with {@code MlpTrainer}. {@code minibatches} must be the device's
+     * minibatch generator: the client seeds it from (seed, id, round) before every request. */
+    public interface DeviceOpener {
+        Device open(File store, long deviceId, Random minibatches) throws IOException;
+    }
+
+    /** What the device runs on: how it is opened, its secure randomness (identity keys), its minibatch seed. */
     public static final class Runtime {
-        public final Trainer trainer;
-        public final PolicyRunner policy;
+        public final DeviceOpener opener;
         public final SecureRandom secure;
         public final long seed;
 
-        public Runtime(Trainer trainer, PolicyRunner policy, SecureRandom secure, long seed) {
-            this.trainer = trainer;
-            this.policy = policy;
+        public Runtime(DeviceOpener opener, SecureRandom secure, long seed) {
+            this.opener = opener;
             this.secure = secure;
             this.seed = seed;
         }
@@ -362,8 +366,7 @@ public final class CoordinatorClient {
             Device.writeDays(store, days);
         }
         NetFrames.Enrolled enrolled = enrol();
-        device = new Device(store, deviceId, minibatches, DeviceMessages.Limits.DEFAULT, runtime.trainer,
-                runtime.policy, runtime.secure);
+        device = runtime.opener.open(store, deviceId, minibatches);
         if (device.bundle() == null || !device.bundle().sha256.equals(enrolled.bundleSha256)) {
             installBundle(enrolled.bundleSha256);
         }
@@ -449,17 +452,22 @@ public final class CoordinatorClient {
             long round = DeviceMessages.peekRound(order.parts[0]);
             // the minibatch draws of a round come from (seed, id, round): a round answered twice draws the same
             minibatches.setSeed(mix(runtime.seed, deviceId, Math.max(round, 0)));
-            byte[] reply = device.handle(order.parts[0]);
+            byte[] reply;
+            synchronized (device) {         // Device is not thread-safe: an app's screen takes turns with this loop
+                reply = device.handle(order.parts[0]);
+            }
             lastRequestRound = round;
             return reply;
         }
         KeyDirectory dir = keyDirectory();
-        if (!"input".equals(order.work) || uploads == null) {
-            return device.secaggStep(dir, order.work, order.parts);
+        double[] values;
+        boolean environment;
+        byte[] reply;
+        synchronized (device) {
+            values = "input".equals(order.work) && uploads != null ? device.pending() : null;
+            environment = device.pendingIsEnvironment();
+            reply = device.secaggStep(dir, order.work, order.parts);
         }
-        double[] values = device.pending();
-        boolean environment = device.pendingIsEnvironment();
-        byte[] reply = device.secaggStep(dir, order.work, order.parts);
         if (values != null) {
             uploads.uploaded(lastRequestRound, environment, values);
         }

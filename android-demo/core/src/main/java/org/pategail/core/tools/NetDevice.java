@@ -129,8 +129,10 @@ public final class NetDevice {
             throw new UsageError("--give-up " + opts.get("--give-up") + ": not a number of seconds");
         }
         File days = opts.containsKey("--days") ? new File(opts.get("--days")) : null;
-        CoordinatorClient.Runtime runtime = new CoordinatorClient.Runtime(new MlpTrainer(), null, secure,
-                number(opts, "--seed", 0));
+        // no policy runtime on the JVM: PolicyUpdates are refused as "incompatible" (a phone runs OrtPolicy)
+        CoordinatorClient.Runtime runtime = new CoordinatorClient.Runtime((root, deviceId, minibatches) ->
+                new Device(root, deviceId, minibatches, DeviceMessages.Limits.DEFAULT, new MlpTrainer(), null, secure),
+                secure, number(opts, "--seed", 0));
         CoordinatorClient client = new CoordinatorClient(opts.get("--server"),
                 opts.containsKey("--cafile") ? new File(opts.get("--cafile")) : null, store, runtime,
                 days == null ? null : () -> readSyntheticCsv(days), key, id, opts.get("--token"),
