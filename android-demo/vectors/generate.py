@@ -358,6 +358,51 @@ def start_round_vectors(key, coordinator, directory, devices) -> dict:
     return out
 
 
+# ---------------------------------------------------------------------------------------------- device policy
+def policy_vectors() -> dict:
+    """Signed round configurations and what the Python device's floors (DevicePolicy of a declared plan, or
+    none) make of each: accepted, or the refusal's one line, word for word."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from pategail.sdk.secagg import crypto
+    from pategail.sdk.secagg.config import RoundConfig
+    from pategail.sdk.secagg.errors import RoundRefused
+    from pategail.sdk.secagg.policy import DeclaredPlan, DevicePolicy
+
+    key = lambda i: bytes((i * 29 + j * 13) % 256 for j in range(32))  # noqa: E731
+    coordinator = Ed25519PrivateKey.from_private_bytes(key(0))
+    plans = {"laplace": DeclaredPlan(8.0, 1e-5, 2.0, 3.0, 0.6, colluders=1, env_noise_multiplier=0.4).to_manifest(),
+             "gaussian": DeclaredPlan(8.0, 1e-5, 0.0, 0.0, 0.6, colluders=1, mechanism="gaussian",
+                                      noise_multiplier=1.1, env_noise_multiplier=2.0).to_manifest()}
+    cases = [  # name, plan, (n_min, threshold, colluders, sum scale, sq-sum scale, M), environment, L1 bound
+        ("reward_accepted", "laplace", (3, 4, 1, 2.0, 3.0, 94), False, 9.0),
+        ("n_min_below_share", "laplace", (2, 4, 1, 2.0, 3.0, 94), False, 9.0),
+        ("too_few_colluders", "laplace", (3, 4, 0, 2.0, 3.0, 94), False, 9.0),
+        ("threshold_below_secure", "laplace", (3, 3, 1, 2.0, 3.0, 94), False, 9.0),
+        ("sum_scale_below", "laplace", (3, 4, 1, 1.9, 3.0, 94), False, 9.0),
+        ("sq_sum_scale_below", "laplace", (3, 4, 1, 2.0, 2.5, 94), False, 9.0),
+        ("environment_accepted", "laplace", (3, 4, 1, 8.0, 8.0, 13000), True, 9.0),
+        ("environment_below", "laplace", (3, 4, 1, 7.0, 8.0, 13000), True, 9.0),
+        ("environment_action_rates_below", "laplace", (3, 4, 1, 8.0, 8.0, 13000), True, 10.0),
+        ("gaussian_plan_laplace_round", "gaussian", (3, 4, 1, 2.0, 3.0, 94), False, 9.0),
+        ("no_plan_no_noise", None, (2, 4, 1, 0.0, 0.0, 94), False, 9.0),
+    ]
+    out = {"coordinator_public": hx(crypto.public_bytes(coordinator)), "plans": plans, "cases": []}
+    for i, (name, plan, (n_min, threshold, colluders, b, b_sq, m), environment, l1) in enumerate(cases):
+        cfg = RoundConfig(round_id=100 + i, participants=(3, 5, 8, 11, 13), num_queries=m, n_min=n_min,
+                          threshold=threshold, degree=0, sum_noise_scale=b, sq_sum_noise_scale=b_sq,
+                          round_seed=key(1), envelope_public=key(2), colluders=colluders, checksum_commitment=key(3))
+        policy = DevicePolicy() if plan is None else DeclaredPlan.from_manifest(plans[plan]).policy()
+        try:
+            policy.check(cfg, environment, l1)
+            refused = None
+        except RoundRefused as err:
+            refused = str(err)
+        out["cases"].append({"name": name, "plan": plan, "config": hx(cfg.to_signed_bytes(coordinator.sign)),
+                             "environment": environment, "env_l1_bound": l1, "refused": refused})
+    return out
+
+
 # ---------------------------------------------------------------------------------------------- features
 def feature_vectors(days: np.ndarray, cells: np.ndarray, env) -> dict:
     from pategail.sdk.epr import explore_law_contribution
@@ -518,6 +563,7 @@ def main(argv=None) -> int:
     write_json(args.out / "features.json", feature_vectors(days, env.cells, env))
     write_json(args.out / "device.json", reference_round(bundle_dir, days, request, seed=11))
     write_json(args.out / "training.json", artifact_vectors(bundle_dir, days, request))
+    write_json(args.out / "policy.json", policy_vectors())
     return 0
 
 

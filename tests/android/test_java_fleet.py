@@ -213,13 +213,18 @@ def test_python_and_java_devices_in_one_served_run(private, java_classpath, data
         env = journal[0]
         assert env.n_survivors == N_PYTHON + N_JAVA and env.sum_scale > 0
         n_min = set()
-        rates = json.loads((run / "bundle-initial" / "manifest.json").read_text())["environment"].get("action_rates")
+        from pategail.sdk.secagg.policy import DeclaredPlan
+
+        manifest = json.loads((run / "bundle-initial" / "manifest.json").read_text())
+        rates, plan = manifest["environment"].get("action_rates"), DeclaredPlan.from_manifest(manifest["privacy"])
         for i, store in stores.items():                           # each Java device's own record of it
             ledger = [json.loads(line) for line in (store / "privacy-ledger.jsonl").read_text().splitlines()]
             assert len(ledger) == ROUNDS + 1 and ledger[0]["environment"]
             assert ledger[0]["l1_bound"] == (10.0 if rates else 9.0)
             assert ledger[0]["sum_scale"] == env.sum_scale
             n_min |= {entry["n_min"] for entry in ledger}
+            # the plan it holds itself to, remembered as the Python device remembers it (and readable by it)
+            assert DeclaredPlan.from_manifest(json.loads((store / "privacy-plan.json").read_text())) == plan
         (n_min,) = n_min
         # every device adds a share sized for n_min devices: n survivors' shares give n / n_min times the
         # variance 2·b² of the discrete Laplace law (~13,000 entries: the estimate is within ~2%)

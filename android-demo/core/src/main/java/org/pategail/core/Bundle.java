@@ -227,6 +227,13 @@ public final class Bundle {
             if (cells.length != m.getJSONObject("policy").getJSONObject("config").getInt("n_cells")) {
                 throw new BundleException(manifestFile + ": the cell table and the policy disagree on the number of cells");
             }
+            if (m.has("privacy")) {
+                try {
+                    org.pategail.core.secagg.DevicePolicy.fromPlan(m.getJSONObject("privacy"));
+                } catch (IllegalArgumentException err) {
+                    throw new BundleException(manifestFile + ": malformed privacy plan (" + err.getMessage() + ")");
+                }
+            }
             JSONObject labels = disc.getJSONObject("labels");
             return new Bundle(dir, m, sha256Hex(raw), models, checkpoint, cells, env.getDouble("alpha"),
                     env.getInt("candidates"), Boolean.TRUE.equals(rates),

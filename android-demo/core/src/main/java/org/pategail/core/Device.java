@@ -11,6 +11,7 @@ import java.util.logging.Logger;
 import org.json.JSONException;
 import org.json.JSONObject;
 import org.pategail.core.secagg.DeviceIdentity;
+import org.pategail.core.secagg.DevicePolicy;
 import org.pategail.core.secagg.KeyDirectory;
 import org.pategail.core.secagg.RoundLog;
 import org.pategail.core.secagg.SecAggClient;
@@ -37,6 +38,8 @@ public final class Device {
     public static final String DAYS_FILE = "days.bin";
     static final String LEDGER_FILE = "privacy-ledger.jsonl";
     static final String ROUND_LOG_FILE = "secagg-rounds.json";
+    /** The last privacy plan a bundle declared (the Python SDK's file): in force while later bundles declare none. */
+    public static final String PLAN_FILE = "privacy-plan.json";
     private static final Logger LOG = Logger.getLogger(Device.class.getName());
 
     public final File root;
@@ -57,6 +60,7 @@ public final class Device {
     private float[][] positives;
     private SecAggClient secagg;
     private KeyDirectory secaggDirectory;
+    private String secaggPlan;
     private String policySha256;
 
     /**
@@ -433,6 +437,7 @@ public final class Device {
 
     private DeviceMessages.Message onRoundRequest(DeviceMessages.RoundRequest msg) throws MessageError {
         requireBundle();
+        planInForce();              // remembered, and readable (the budget itself: see the README)
         File before = new File(root, BEFORE_ROUND), tag = new File(root, ROUND_TAG);
         String mark = bundle.sha256 + " " + msg.round;
         try {
@@ -504,6 +509,7 @@ public final class Device {
 
     private DeviceMessages.Message onInitialStatesRequest(DeviceMessages.InitialStatesRequest msg) throws MessageError {
         requireBundle();
+        planInForce();
         requireDays();
         int home = Features.inferHome(days, 12);
         double[] a = Contributions.initialStates(days, home, bundle.cells.length);
@@ -526,13 +532,75 @@ public final class Device {
      * round state across calls; replayed rounds are refused across clients and restarts too (the round log
      * on disk, {@code secagg-rounds.json}).
      */
-    public SecAggClient secagg(KeyDirectory directory) {
-        if (secagg == null || !directory.equals(secaggDirectory)) {
+    public SecAggClient secagg(KeyDirectory directory) throws SecAggException {
+        JSONObject plan;
+        try {
+            plan = planInForce();
+        } catch (MessageError err) {             // an unreadable remembered plan: take part in nothing
+            throw SecAggException.protocol(err.getMessage());
+        }
+        String key = plan == null ? "" : plan.toString();
+        if (secagg == null || !directory.equals(secaggDirectory) || !key.equals(secaggPlan)) {
             secagg = new SecAggClient(deviceId, identity, directory, secure,
-                    new RoundLog(new File(root, ROUND_LOG_FILE)));
+                    new RoundLog(new File(root, ROUND_LOG_FILE)),
+                    plan == null ? DevicePolicy.NONE : DevicePolicy.fromPlan(plan));
             secaggDirectory = directory;
+            secaggPlan = key;
         }
         return secagg;
+    }
+
+    /**
+     * The privacy plan this device holds itself to (the Python SDK's {@code plan_in_force}): the one its bundle
+     * declares, remembered in {@code privacy-plan.json}; or, when the bundle declares none, the one remembered
+     * from the last bundle that did — a coordinator cannot lift the floors by serving a bundle without a
+     * privacy section; only the owner can ({@link #forgetPrivacyPlan}). Null: never a private run. An
+     * unreadable remembered plan refuses everything (MessageError "budget").
+     */
+    public JSONObject planInForce() throws MessageError {
+        File path = new File(root, PLAN_FILE);
+        JSONObject declared = bundle == null ? null : bundle.manifest.optJSONObject("privacy");
+        try {
+            if (declared != null) {
+                byte[] text = sortedJson(declared).getBytes(StandardCharsets.UTF_8);
+                if (!path.isFile() || !java.util.Arrays.equals(Bundle.readAll(path), text)) {
+                    writeAtomic(path, text);
+                }
+                return declared;
+            }
+            if (!path.isFile()) {
+                return null;
+            }
+            JSONObject remembered = new JSONObject(new String(Bundle.readAll(path), StandardCharsets.UTF_8));
+            DevicePolicy.fromPlan(remembered);
+            return remembered;
+        } catch (IOException | JSONException | IllegalArgumentException err) {
+            throw new MessageError(DeviceMessages.BUDGET, path + ": the remembered privacy plan cannot be read ("
+                    + err.getMessage() + "); refusing until the owner resets it");
+        }
+    }
+
+    /** The owner's explicit reset: forget the remembered privacy plan (the ledger is kept). Whether one was. */
+    public boolean forgetPrivacyPlan() {
+        secagg = null;
+        return new File(root, PLAN_FILE).delete();
+    }
+
+    /** A JSON object with its keys sorted, as Python's json.dumps(..., sort_keys=True) writes it, and a newline. */
+    static String sortedJson(JSONObject o) throws JSONException {
+        java.util.List<String> keys = new java.util.ArrayList<>();
+        for (java.util.Iterator<?> it = o.keys(); it.hasNext(); ) {
+            keys.add((String) it.next());
+        }
+        java.util.Collections.sort(keys);
+        StringBuilder b = new StringBuilder("{");
+        for (String k : keys) {
+            Object v = o.get(k);
+            b.append(b.length() > 1 ? ", " : "").append(JSONObject.quote(k)).append(": ")
+                    .append(v instanceof Number ? JSONObject.numberToString((Number) v)
+                            : v instanceof String ? JSONObject.quote((String) v) : String.valueOf(v));
+        }
+        return b.append("}\n").toString();
     }
 
     /** The five steps of a secure-aggregation round, as {@link #secaggStep} names them. */
@@ -570,7 +638,8 @@ public final class Device {
             SecAggClient client = secagg(directory);
             switch (step) {
                 case "advertise":
-                    return client.startRound(frames[0], frames[1]);
+                    return client.startRound(frames[0], frames[1], pending != null && pendingEnvironment,
+                            Contributions.envL1Bound(bundle != null && bundle.actionRates));
                 case "share":
                     return client.shareKeys(frames[0]);
                 case "input":
