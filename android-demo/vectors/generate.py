@@ -358,6 +358,42 @@ def start_round_vectors(key, coordinator, directory, devices) -> dict:
     return out
 
 
+# ---------------------------------------------------------------------------------------------- network
+def net_vectors() -> dict:
+    """The frames between a device and the coordinator's service (pategail.sdk.net): a device's enrolment and
+    Pong, the coordinator's Enrolled and Order, and a signed request (what is signed, the signature)."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
+
+    from pategail.sdk.net import auth
+    from pategail.sdk.net.frames import ANY_ID, Enrolled, Enrolment, Order, Pong
+    from pategail.sdk.secagg import crypto
+    from pategail.sdk.secagg.config import DevicePublicKeys
+
+    key = lambda i: bytes((i * 41 + j * 17) % 256 for j in range(32))  # noqa: E731
+    coordinator = Ed25519PrivateKey.from_private_bytes(key(0))
+    identity = crypto.DeviceIdentity(Ed25519PrivateKey.from_private_bytes(key(1)),
+                                     X25519PrivateKey.from_private_bytes(key(2)))
+    keys = DevicePublicKeys(identity.signing_public, identity.envelope_public)
+    coordinator_public = crypto.public_bytes(coordinator)
+    sha = "ab" * 32
+    signed = auth.signed_bytes("POST", "/v1/reply", 7, 1_800_000_000_123_456_789, b"reply bytes")
+    return {
+        "coordinator_public": hx(coordinator_public), "signing_private": hx(key(1)), "envelope_private": hx(key(2)),
+        "enrolment": hx(Enrolment(keys, 7).to_bytes(identity.sign)),
+        "enrolment_any": hx(Enrolment(keys, ANY_ID).to_bytes(identity.sign)),
+        "enrolled": hx(Enrolled(7, coordinator_public, sha).to_bytes(coordinator.sign)), "bundle_sha256": sha,
+        "enrolled_by_device": hx(Enrolled(7, coordinator_public, sha).to_bytes(identity.sign)),
+        "order": hx(Order(7, 123_456_789_012, "advertise", (b"config", b"envelope")).to_bytes(coordinator.sign)),
+        "order_ping": hx(Order(7, 5, "ping", ()).to_bytes(coordinator.sign)),
+        "order_other_device": hx(Order(8, 6, "request", (b"x",)).to_bytes(coordinator.sign)),
+        "order_by_device": hx(Order(7, 7, "request", (b"x",)).to_bytes(identity.sign)),
+        "pong": hx(Pong(7, 5).to_bytes(identity.sign)),
+        "request": {"method": "POST", "path": "/v1/reply", "device": 7, "nonce": "1800000000123456789",
+                    "body": hx(b"reply bytes"), "signed": hx(signed), "signature": hx(identity.sign(signed))},
+    }
+
+
 # ---------------------------------------------------------------------------------------------- device policy
 def policy_vectors() -> dict:
     """Signed round configurations and what the Python device's floors (DevicePolicy of a declared plan, or
@@ -564,6 +600,7 @@ def main(argv=None) -> int:
     write_json(args.out / "device.json", reference_round(bundle_dir, days, request, seed=11))
     write_json(args.out / "training.json", artifact_vectors(bundle_dir, days, request))
     write_json(args.out / "policy.json", policy_vectors())
+    write_json(args.out / "net.json", net_vectors())
     return 0
 
 
