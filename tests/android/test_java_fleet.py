@@ -146,7 +146,7 @@ def data_dir(tmp_path_factory) -> Path:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("private", [False, True], ids=["no-privacy", "laplace"])
-def test_python_and_java_devices_in_one_served_run(private, java_classpath, data_dir, tmp_path, monkeypatch):
+def test_python_and_java_devices_in_one_served_run(private, java_device_classpath, data_dir, tmp_path, monkeypatch):
     from pategail.data.dataset import load_dataset
     from pategail.emulator import choose_users
     from pategail.sdk.synthetic import write_synthetic_csv
@@ -168,7 +168,7 @@ def test_python_and_java_devices_in_one_served_run(private, java_classpath, data
         stores[i].mkdir()
         csv = tmp_path / f"java-{i}.csv"
         write_synthetic_csv(csv, dataset.user_days(int(users[i])), dataset.cells)
-        javas[i] = _java(java_classpath, url, stores[i], csv, i)
+        javas[i] = _java(java_device_classpath, url, stores[i], csv, i)
     try:
         killed = N_PYTHON
         if not private:
@@ -178,7 +178,7 @@ def test_python_and_java_devices_in_one_served_run(private, java_classpath, data
                          "round 2's secure aggregation", list(javas.values()))
             javas[killed].kill()
             javas[killed].wait()
-            javas[killed] = _java(java_classpath, url, stores[killed], tmp_path / f"java-{killed}.csv", killed)
+            javas[killed] = _java(java_device_classpath, url, stores[killed], tmp_path / f"java-{killed}.csv", killed)
         serve.join(timeout=400)
         assert not serve.is_alive() and codes == [0], (run / "train.log").read_text()[-3000:]
         for i, proc in javas.items():

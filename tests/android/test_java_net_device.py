@@ -90,13 +90,13 @@ def tls_service(tmp_path):
     service.stop()
 
 
-def test_a_java_device_enrols_over_tls_answers_its_orders_and_resumes(java_classpath, tls_service, days_csv,
+def test_a_java_device_enrols_over_tls_answers_its_orders_and_resumes(java_device_classpath, tls_service, days_csv,
                                                                        tmp_path):
     from pategail.server.net.liveness import close_enrolment
 
     url, store = f"https://127.0.0.1:{tls_service.port}", tmp_path / "phone"
     args = ["--server", url, "--store", store, "--days", days_csv, "--cafile", tls_service.cert, "--give-up", "3"]
-    proc = subprocess.Popen(["java", "-cp", java_classpath, MAIN, *map(str, args)], stdout=subprocess.PIPE,
+    proc = subprocess.Popen(["java", "-cp", java_device_classpath, MAIN, *map(str, args)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
         # the liveness check: a signed ping order, answered with a Pong signed by the enrolled key
@@ -106,7 +106,7 @@ def test_a_java_device_enrols_over_tls_answers_its_orders_and_resumes(java_class
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 2 and "no answer for 3 s" in err.strip().splitlines()[-1], err
     (device_id,) = devices
-    key = _net_device(java_classpath, "--store", store, "--show-key").stdout.strip()
+    key = _net_device(java_device_classpath, "--store", store, "--show-key").stdout.strip()
     assert devices[device_id].signing.hex() == key
     state = json.loads((store / "network.json").read_text())
     assert state["device_id"] == device_id and state["coordinator"] == tls_service.coordinator_public.hex()
@@ -118,19 +118,19 @@ def test_a_java_device_enrols_over_tls_answers_its_orders_and_resumes(java_class
     service2 = _service(tmp_path / "run2", tls_service.context)
     port2 = service2.port
     try:
-        done = _net_device(java_classpath, "--server", f"https://127.0.0.1:{port2}", "--store", store, "--cafile",
-                           tls_service.cert, "--give-up", "3")
+        done = _net_device(java_device_classpath, "--server", f"https://127.0.0.1:{port2}", "--store", store,
+                           "--cafile", tls_service.cert, "--give-up", "3")
         assert done.returncode == 2 and "belongs to another run" in done.stderr, done.stderr
         assert len(service2.roster) == 0
     finally:
         service2.stop()
 
 
-def test_a_java_device_refuses_an_untrusted_certificate_and_the_wrong_scheme(java_classpath, tls_service, days_csv,
-                                                                             tmp_path):
+def test_a_java_device_refuses_an_untrusted_certificate_and_the_wrong_scheme(java_device_classpath, tls_service,
+                                                                             days_csv, tmp_path):
     https, http = f"https://127.0.0.1:{tls_service.port}", f"http://127.0.0.1:{tls_service.port}"
     for url, message in ((https, "certificate is not trusted"), (http, "speaks TLS: use https://")):
-        done = _net_device(java_classpath, "--server", url, "--store", tmp_path / "phone", "--days", days_csv,
+        done = _net_device(java_device_classpath, "--server", url, "--store", tmp_path / "phone", "--days", days_csv,
                            "--give-up", "30")
         assert done.returncode == 2, done.stderr
         last = done.stderr.strip().splitlines()[-1]
@@ -151,7 +151,7 @@ def test_a_java_device_refuses_an_untrusted_certificate_and_the_wrong_scheme(jav
     (["--days", "nowhere.csv"], "nowhere.csv: no such file"),
     (["--frobnicate", "1"], "unknown argument --frobnicate"),
 ])
-def test_local_mistakes_are_one_line_before_anything_is_sent(argv, message, java_classpath, tmp_path):
+def test_local_mistakes_are_one_line_before_anything_is_sent(argv, message, java_device_classpath, tmp_path):
     """The port has no service: had the device tried to enrol, it would fail with "no answer", not with the
     message; and no identity is made."""
     (tmp_path / "empty.csv").write_text("agent,day,slot,cell,lat,lon\n")
@@ -161,7 +161,7 @@ def test_local_mistakes_are_one_line_before_anything_is_sent(argv, message, java
     argv = [str(subs.get(a, a)) for a in argv]
     if "--server" not in argv:
         argv = ["--server", "http://127.0.0.1:9", *argv]
-    done = subprocess.run(["java", "-cp", java_classpath, MAIN, "--store", "store", "--give-up", "0.5", *argv],
+    done = subprocess.run(["java", "-cp", java_device_classpath, MAIN, "--store", "store", "--give-up", "0.5", *argv],
                           capture_output=True, text=True, timeout=60, cwd=tmp_path)
     err = done.stderr.strip()
     assert done.returncode == 2 and message in err and "\n" not in err and "Exception" not in err, err

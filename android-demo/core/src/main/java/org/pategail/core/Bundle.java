@@ -52,7 +52,8 @@ public final class Bundle {
     public final String policySha256;
 
     private Bundle(File root, JSONObject manifest, String sha256, File[] models, File checkpoint, double[][] cells,
-                   double alpha, int candidates, boolean actionRates, double learningRate, float expert, float generated,
+                   double alpha, int candidates, boolean actionRates, double learningRate, float expert,
+                   float generated,
                    int nParameters, String policySha256) {
         this.root = root;
         this.manifest = manifest;
@@ -75,7 +76,12 @@ public final class Bundle {
     }
 
     public static byte[] readAll(File f) throws IOException {
-        try (InputStream in = new FileInputStream(f)) {
+        return readAll(new FileInputStream(f));
+    }
+
+    /** Everything {@code stream} holds (closed at the end). */
+    public static byte[] readAll(InputStream stream) throws IOException {
+        try (InputStream in = stream) {
             ByteArrayOutputStream out = new ByteArrayOutputStream();
             byte[] buf = new byte[1 << 16];
             int n;

@@ -151,7 +151,8 @@ public final class Contributions {
 
     /**
      * What the device uploads for an environment round (the Python SDK's {@code laplace_environment_input}):
-     * {@code values} clipped to [0, 1], scaled down to L1 norm {@code l1Bound} ({@link #envL1Bound}) when longer, so the
+     * {@code values} clipped to [0, 1], scaled down to L1 norm {@code l1Bound} ({@link #envL1Bound}) when
+     * longer, so the
      * release's sensitivity holds whatever the device holds. A no-op for honest vectors.
      */
     public static double[] environmentInput(double[] values, double l1Bound) {

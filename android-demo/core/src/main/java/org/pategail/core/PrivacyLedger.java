@@ -74,8 +74,9 @@ public final class PrivacyLedger {
 
     /**
      * L1 sensitivity (value units) of an environment upload of {@code values} entries and L1 bound
-     * {@code l1Bound} ({@link Contributions#envL1Bound}): x and x² move by at most 2·l1Bound together, and rounding each of the 2·values entries to the fixed point by at most half a
-     * quantum adds {@code values} quanta ({@code pategail.sdk.accounting.laplace_vector_sensitivity}).
+     * {@code l1Bound} ({@link Contributions#envL1Bound}): x and x² move by at most 2·l1Bound together, and
+     * rounding each of the 2·values entries to the fixed point by at most half a quantum adds {@code values}
+     * quanta ({@code pategail.sdk.accounting.laplace_vector_sensitivity}).
      */
     public static double environmentSensitivity(int values, double l1Bound) {
         return 2.0 * l1Bound + (double) values / FixedPoint.SCALE;

@@ -97,7 +97,8 @@ class BundleTest {
                 .getBytes(StandardCharsets.UTF_8));
         assertFalse(Bundle.load(d, "1.19.2").actionRates);
         for (String key : new String[]{"replay", "input_scaling"}) {
-            write(m, text.replace("\"loss\":", "\"" + key + "\": \"owner\", \"loss\":").getBytes(StandardCharsets.UTF_8));
+            write(m, text.replace("\"loss\":", "\"" + key + "\": \"owner\", \"loss\":")
+                    .getBytes(StandardCharsets.UTF_8));
             assertTrue(refusal(d, "1.19.2").contains("discriminator." + key + ": this core trains without it"), key);
         }
         write(m, "{not json".getBytes(StandardCharsets.UTF_8));

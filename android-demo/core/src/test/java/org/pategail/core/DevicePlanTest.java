@@ -79,8 +79,8 @@ class DevicePlanTest {
         DeviceMessages.Message reply = DeviceMessages.fromBytes(d.handle(request), DeviceMessages.Limits.DEFAULT, 0);
         assertTrue(reply instanceof DeviceMessages.ErrorReply);
         assertEquals(DeviceMessages.BUDGET, ((DeviceMessages.ErrorReply) reply).code);
-        assertTrue(((DeviceMessages.ErrorReply) reply).message.contains("privacy-plan.json: the remembered privacy plan "
-                + "cannot be read"), ((DeviceMessages.ErrorReply) reply).message);
+        String message = ((DeviceMessages.ErrorReply) reply).message;
+        assertTrue(message.contains("privacy-plan.json: the remembered privacy plan cannot be read"), message);
         assertNull(d.pending());
     }
 

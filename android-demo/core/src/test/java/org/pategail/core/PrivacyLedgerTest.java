@@ -76,7 +76,8 @@ class PrivacyLedgerTest {
     @Test
     void theEnvironmentInputIsClippedToTheL1Bound() {
         double[] honest = {0.5, 0.25, 0.0, 1.0};
-        org.junit.jupiter.api.Assertions.assertArrayEquals(honest, Contributions.environmentInput(honest, Contributions.ENV_L1_BOUND), 0.0);
+        org.junit.jupiter.api.Assertions.assertArrayEquals(honest,
+                Contributions.environmentInput(honest, Contributions.ENV_L1_BOUND), 0.0);
         double[] forged = new double[30];
         java.util.Arrays.fill(forged, 0.6);             // L1 18: twice the bound
         forged[0] = 7.0;                                // clipped to 1 first: L1 18.4

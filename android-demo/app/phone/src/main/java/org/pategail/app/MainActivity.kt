@@ -96,7 +96,8 @@ class MainActivity : AppCompatActivity() {
             val bundle = device.bundle()
             val text = getString(
                 R.string.status,
-                if (device.deviceId == NetFrames.ANY_ID) getString(R.string.not_enrolled) else device.deviceId.toString(),
+                if (device.deviceId == NetFrames.ANY_ID) getString(R.string.not_enrolled)
+                else device.deviceId.toString(),
                 bundle?.sha256?.take(12) ?: getString(R.string.none),
                 device.nDays(),
                 device.policySha256()?.take(12) ?: getString(R.string.none),

@@ -337,7 +337,8 @@ public final class CoordinatorClient {
         byte[] pinned = coordinator();
         if (r.status == 200 && r.body.length == 32 && !java.util.Arrays.equals(r.body, pinned)) {
             throw new ServiceException(store + " belongs to another run (coordinator key "
-                    + Bytes.hex(pinned).substring(0, 16) + "…, this service's is " + Bytes.hex(r.body).substring(0, 16)
+                    + Bytes.hex(pinned).substring(0, 16) + "…, this service's is "
+                    + Bytes.hex(r.body).substring(0, 16)
                     + "…): give the device a new --store to join this run, or point it at its own run's service");
         }
     }

@@ -1,6 +1,5 @@
 package org.pategail.core.net;
 
-import java.io.ByteArrayOutputStream;
 import java.io.File;
 import java.io.FileInputStream;
 import java.io.IOException;
@@ -162,7 +161,7 @@ public final class HttpTransport {
             }
             int status = conn.getResponseCode();
             InputStream in = status >= 400 ? conn.getErrorStream() : conn.getInputStream();
-            byte[] data = in == null ? new byte[0] : readAll(in);
+            byte[] data = in == null ? new byte[0] : org.pategail.core.Bundle.readAll(in);
             answered = true;
             done = true;
             return new Response(status, data);
@@ -174,15 +173,16 @@ public final class HttpTransport {
             }
             throw new TransientFailure("TLS handshake failed: " + rootMessage(err));
         } catch (SSLException err) {
-            if (!answered && String.valueOf(err.getMessage()).toLowerCase(java.util.Locale.ROOT).contains("plaintext")) {
+            String message = String.valueOf(err.getMessage()).toLowerCase(java.util.Locale.ROOT);
+            if (!answered && message.contains("plaintext")) {
                 throw new ServiceException(host + ":" + port + " does not speak TLS: use http:// (or give the service "
                         + "--tls-cert and --tls-key)");
             }
             throw new TransientFailure("SSLException: " + err.getMessage());
         } catch (IOException err) {
             if (!https && !answered && !(err instanceof ConnectException) && speaksTls()) {
-                throw new ServiceException(host + ":" + port + " speaks TLS: use https:// (with --cafile for a self-made "
-                        + "certificate)");
+                throw new ServiceException(host + ":" + port + " speaks TLS: use https:// (with --cafile for a "
+                        + "self-made certificate)");
             }
             throw new TransientFailure(err.getClass().getSimpleName() + ": " + err.getMessage());
         } finally {
@@ -228,20 +228,6 @@ public final class HttpTransport {
             }
         } catch (IOException err) {
             return false;
-        }
-    }
-
-    static byte[] readAll(InputStream in) throws IOException {
-        try {
-            ByteArrayOutputStream out = new ByteArrayOutputStream();
-            byte[] buf = new byte[1 << 16];
-            int n;
-            while ((n = in.read(buf)) > 0) {
-                out.write(buf, 0, n);
-            }
-            return out.toByteArray();
-        } finally {
-            in.close();
         }
     }
 }

@@ -44,7 +44,8 @@ public final class RequestAuth {
     }
 
     /** The three authentication headers of a request. */
-    public Map<String, String> headers(DeviceIdentity identity, String method, String path, long deviceId, byte[] body) {
+    public Map<String, String> headers(DeviceIdentity identity, String method, String path, long deviceId,
+                                       byte[] body) {
         long nonce = nextNonce();
         Map<String, String> h = new LinkedHashMap<>();
         h.put(HEADER_DEVICE, Long.toString(deviceId));

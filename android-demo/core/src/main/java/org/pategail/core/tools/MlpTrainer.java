@@ -90,7 +90,8 @@ public final class MlpTrainer implements Trainer {
             for (int i = 0; i < NAMES.length; i++) {
                 p[i] = init.get(NAMES[i]);
                 if (p[i] == null || p[i].length != size(i)) {
-                    throw new IOException(bundle.inference + ": no float tensor " + NAMES[i] + " of " + size(i) + " values");
+                    throw new IOException(bundle.inference + ": no float tensor " + NAMES[i] + " of " + size(i)
+                            + " values");
                 }
             }
             m = zeros();
@@ -217,7 +218,8 @@ public final class MlpTrainer implements Trainer {
 
     @Override
     public void saveCheckpoint(File path) throws IOException {
-        try (DataOutputStream out = new DataOutputStream(new java.io.BufferedOutputStream(new FileOutputStream(path)))) {
+        try (DataOutputStream out = new DataOutputStream(
+                new java.io.BufferedOutputStream(new FileOutputStream(path)))) {
             out.write(MAGIC);
             out.writeLong(step);
             for (float[][] t : new float[][][]{p, m, v}) {

@@ -54,7 +54,8 @@ class CoordinatorClientTest {
     private volatile byte[] deviceKey;
 
     private static byte[] frame(DeviceIdentity signer, int kind, byte[] body) {
-        return Wire.frame(NetFrames.MAGIC, NetFrames.VERSION, kind, body, head -> signer.sign(Bytes.concat(DOMAIN, head)));
+        return Wire.frame(NetFrames.MAGIC, NetFrames.VERSION, kind, body,
+                head -> signer.sign(Bytes.concat(DOMAIN, head)));
     }
 
     private byte[] order(DeviceIdentity signer, long to, long seq, int work) {
@@ -115,7 +116,7 @@ class CoordinatorClientTest {
     }
 
     private static byte[] readBody(HttpExchange x) throws IOException {
-        return org.pategail.core.net.HttpTransport.readAll(x.getRequestBody());
+        return Bundle.readAll(x.getRequestBody());
     }
 
     /** The request's signature verifies under the enrolled device key (what the service checks). */

@@ -43,7 +43,8 @@ class MlpTrainerTest {
         Bundle bundle = Bundle.load(new File(Vectors.dir(), "bundle"), null);
         MlpTrainer trainer = new MlpTrainer();
         trainer.open(bundle, null);
-        JSONArray pairs = t.getJSONArray("pairs"), labels = t.getJSONArray("labels"), batches = t.getJSONArray("batches");
+        JSONArray pairs = t.getJSONArray("pairs"), labels = t.getJSONArray("labels");
+        JSONArray batches = t.getJSONArray("batches");
         JSONArray losses = t.getJSONArray("losses");
         File half = new File(tmp, "half.ckpt");
         for (int s = 0; s < batches.length(); s++) {
