@@ -58,6 +58,9 @@ public final class NetDevice {
 
     public static void main(String[] args) {
         System.setProperty("java.util.logging.SimpleFormatter.format", "%1$tT %4$s %5$s%6$s%n");
+        // the JDK resends a POST whose answer was lost, with the same nonce, which the service refuses as a replay;
+        // the client's own retry signs a new request instead
+        System.setProperty("sun.net.http.retryPost", "false");
         try {
             System.exit(run(args));
         } catch (UsageError | ServiceException err) {
