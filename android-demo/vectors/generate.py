@@ -9,8 +9,10 @@ first user): the bytes of every message type, the crypto primitives (HKDF with t
 X25519, Ed25519, AES-GCM, AES-CTR masks with the checksum word, the low-order X25519 keys agreement refuses),
 Shamir shares, fixed-point encoding, the neighbour graph, the secure thresholds and certificate sizes,
 checksum-key commitments, signed configurations with envelopes the client must open or refuse, state and pair
-features of real days, the environment contributions, and one RoundRequest as the Python device answers it
-(the losses and scores its ONNX Runtime training session produced). Where the SDK draws from the operating
+features of real days, the environment contributions (the action-rate part too), one RoundRequest as the Python
+device answers it (the losses and scores its ONNX Runtime training session produced), what the device's floors
+decide on signed configurations under declared privacy plans (policy.json), and the network frames and request
+signature between a device and the coordinator's service (net.json). Where the SDK draws from the operating
 system's CSPRNG (AES-GCM nonces, Shamir coefficients) the draws are replaced by a seeded stream while
 generating, so the files are reproducible; the bundle (its manifest has a creation time) is made only with
 ``--bundle``.
