@@ -20,7 +20,8 @@ import org.pategail.core.tools.MlpTrainer;
  * The privacy plan in force, as the Python device keeps it: a bundle's declared plan is remembered in
  * privacy-plan.json (keys sorted, as Python writes it) and stays in force under a later bundle that declares
  * none, until the owner forgets it; a remembered plan that cannot be read refuses every request ("budget")
- * and leaves the device as it was; a malformed plan in a bundle is refused at installation, in one line.
+ * and leaves the device as it was; a malformed plan in a bundle, or one of the Gaussian mechanism (which this
+ * core does not run), is refused at installation, in one line.
  */
 class DevicePlanTest {
     @TempDir
@@ -85,11 +86,15 @@ class DevicePlanTest {
     }
 
     @Test
-    void aMalformedPlanInABundleIsRefusedInOneLine() throws Exception {
+    void aMalformedOrGaussianPlanInABundleIsRefusedInOneLine() throws Exception {
         JSONObject plan = Vectors.load("policy.json").getJSONObject("plans").getJSONObject("laplace");
         plan.put("sum_noise_scale", 0.0);
         BundleException err = assertThrows(BundleException.class, () -> Bundle.load(bundleWithPlan(plan), null));
         assertTrue(err.getMessage().contains("manifest.json: malformed privacy plan (need target_epsilon > 0"),
                 err.getMessage());
+        JSONObject gaussian = Vectors.load("policy.json").getJSONObject("plans").getJSONObject("gaussian");
+        err = assertThrows(BundleException.class, () -> Bundle.load(bundleWithPlan(gaussian), null));
+        assertTrue(err.getMessage().endsWith("the privacy plan declares the gaussian mechanism; this core runs the "
+                + "Laplace mechanism only (serve with --mechanism laplace for Java devices)"), err.getMessage());
     }
 }
