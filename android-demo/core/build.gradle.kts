@@ -13,8 +13,8 @@ java {
 sourceSets {
     main {
         java {
-            // a JVM tool (java.lang.management), not part of what a phone runs
-            exclude("org/pategail/core/tools/StdioDevice.java")
+            // JVM tools, not part of what a phone runs: a pipe device (java.lang.management) and the command line
+            exclude("org/pategail/core/tools/StdioDevice.java", "org/pategail/core/tools/NetDevice.java")
         }
     }
 }

@@ -9,8 +9,10 @@ first user): the bytes of every message type, the crypto primitives (HKDF with t
 X25519, Ed25519, AES-GCM, AES-CTR masks with the checksum word, the low-order X25519 keys agreement refuses),
 Shamir shares, fixed-point encoding, the neighbour graph, the secure thresholds and certificate sizes,
 checksum-key commitments, signed configurations with envelopes the client must open or refuse, state and pair
-features of real days, the environment contributions, and one RoundRequest as the Python device answers it
-(the losses and scores its ONNX Runtime training session produced). Where the SDK draws from the operating
+features of real days, the environment contributions (the action-rate part too), one RoundRequest as the Python
+device answers it (the losses and scores its ONNX Runtime training session produced), what the device's floors
+decide on signed configurations under declared privacy plans (policy.json), and the network frames and request
+signature between a device and the coordinator's service (net.json). Where the SDK draws from the operating
 system's CSPRNG (AES-GCM nonces, Shamir coefficients) the draws are replaced by a seeded stream while
 generating, so the files are reproducible; the bundle (its manifest has a creation time) is made only with
 ``--bundle``.
@@ -358,12 +360,94 @@ def start_round_vectors(key, coordinator, directory, devices) -> dict:
     return out
 
 
+# ---------------------------------------------------------------------------------------------- network
+def net_vectors() -> dict:
+    """The frames between a device and the coordinator's service (pategail.sdk.net): a device's enrolment and
+    Pong, the coordinator's Enrolled and Order, and a signed request (what is signed, the signature)."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
+
+    from pategail.sdk.net import auth
+    from pategail.sdk.net.frames import ANY_ID, Enrolled, Enrolment, Order, Pong
+    from pategail.sdk.secagg import crypto
+    from pategail.sdk.secagg.config import DevicePublicKeys
+
+    key = lambda i: bytes((i * 41 + j * 17) % 256 for j in range(32))  # noqa: E731
+    coordinator = Ed25519PrivateKey.from_private_bytes(key(0))
+    identity = crypto.DeviceIdentity(Ed25519PrivateKey.from_private_bytes(key(1)),
+                                     X25519PrivateKey.from_private_bytes(key(2)))
+    keys = DevicePublicKeys(identity.signing_public, identity.envelope_public)
+    coordinator_public = crypto.public_bytes(coordinator)
+    sha = "ab" * 32
+    signed = auth.signed_bytes("POST", "/v1/reply", 7, 1_800_000_000_123_456_789, b"reply bytes")
+    return {
+        "coordinator_public": hx(coordinator_public), "signing_private": hx(key(1)), "envelope_private": hx(key(2)),
+        "enrolment": hx(Enrolment(keys, 7).to_bytes(identity.sign)),
+        "enrolment_any": hx(Enrolment(keys, ANY_ID).to_bytes(identity.sign)),
+        "enrolled": hx(Enrolled(7, coordinator_public, sha).to_bytes(coordinator.sign)), "bundle_sha256": sha,
+        "enrolled_by_device": hx(Enrolled(7, coordinator_public, sha).to_bytes(identity.sign)),
+        "order": hx(Order(7, 123_456_789_012, "advertise", (b"config", b"envelope")).to_bytes(coordinator.sign)),
+        "order_ping": hx(Order(7, 5, "ping", ()).to_bytes(coordinator.sign)),
+        "order_other_device": hx(Order(8, 6, "request", (b"x",)).to_bytes(coordinator.sign)),
+        "order_by_device": hx(Order(7, 7, "request", (b"x",)).to_bytes(identity.sign)),
+        "pong": hx(Pong(7, 5).to_bytes(identity.sign)),
+        "request": {"method": "POST", "path": "/v1/reply", "device": 7, "nonce": "1800000000123456789",
+                    "body": hx(b"reply bytes"), "signed": hx(signed), "signature": hx(identity.sign(signed))},
+    }
+
+
+# ---------------------------------------------------------------------------------------------- device policy
+def policy_vectors() -> dict:
+    """Signed round configurations and what the Python device's floors (DevicePolicy of a declared plan, or
+    none) make of each: accepted, or the refusal's one line, word for word."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from pategail.sdk.secagg import crypto
+    from pategail.sdk.secagg.config import RoundConfig
+    from pategail.sdk.secagg.errors import RoundRefused
+    from pategail.sdk.secagg.policy import DeclaredPlan, DevicePolicy
+
+    key = lambda i: bytes((i * 29 + j * 13) % 256 for j in range(32))  # noqa: E731
+    coordinator = Ed25519PrivateKey.from_private_bytes(key(0))
+    plans = {"laplace": DeclaredPlan(8.0, 1e-5, 2.0, 3.0, 0.6, colluders=1, env_noise_multiplier=0.4).to_manifest(),
+             "gaussian": DeclaredPlan(8.0, 1e-5, 0.0, 0.0, 0.6, colluders=1, mechanism="gaussian",
+                                      noise_multiplier=1.1, env_noise_multiplier=2.0).to_manifest()}
+    cases = [  # name, plan, (n_min, threshold, colluders, sum scale, sq-sum scale, M), environment, L1 bound
+        ("reward_accepted", "laplace", (3, 4, 1, 2.0, 3.0, 94), False, 9.0),
+        ("n_min_below_share", "laplace", (2, 4, 1, 2.0, 3.0, 94), False, 9.0),
+        ("too_few_colluders", "laplace", (3, 4, 0, 2.0, 3.0, 94), False, 9.0),
+        ("threshold_below_secure", "laplace", (3, 3, 1, 2.0, 3.0, 94), False, 9.0),
+        ("sum_scale_below", "laplace", (3, 4, 1, 1.9, 3.0, 94), False, 9.0),
+        ("sq_sum_scale_below", "laplace", (3, 4, 1, 2.0, 2.5, 94), False, 9.0),
+        ("environment_accepted", "laplace", (3, 4, 1, 8.0, 8.0, 13000), True, 9.0),
+        ("environment_below", "laplace", (3, 4, 1, 7.0, 8.0, 13000), True, 9.0),
+        ("environment_action_rates_below", "laplace", (3, 4, 1, 8.0, 8.0, 13000), True, 10.0),
+        ("gaussian_plan_laplace_round", "gaussian", (3, 4, 1, 2.0, 3.0, 94), False, 9.0),
+        ("no_plan_no_noise", None, (2, 4, 1, 0.0, 0.0, 94), False, 9.0),
+    ]
+    out = {"coordinator_public": hx(crypto.public_bytes(coordinator)), "plans": plans, "cases": []}
+    for i, (name, plan, (n_min, threshold, colluders, b, b_sq, m), environment, l1) in enumerate(cases):
+        cfg = RoundConfig(round_id=100 + i, participants=(3, 5, 8, 11, 13), num_queries=m, n_min=n_min,
+                          threshold=threshold, degree=0, sum_noise_scale=b, sq_sum_noise_scale=b_sq,
+                          round_seed=key(1), envelope_public=key(2), colluders=colluders, checksum_commitment=key(3))
+        policy = DevicePolicy() if plan is None else DeclaredPlan.from_manifest(plans[plan]).policy()
+        try:
+            policy.check(cfg, environment, l1)
+            refused = None
+        except RoundRefused as err:
+            refused = str(err)
+        out["cases"].append({"name": name, "plan": plan, "config": hx(cfg.to_signed_bytes(coordinator.sign)),
+                             "environment": environment, "env_l1_bound": l1, "refused": refused})
+    return out
+
+
 # ---------------------------------------------------------------------------------------------- features
 def feature_vectors(days: np.ndarray, cells: np.ndarray, env) -> dict:
     from pategail.sdk.epr import explore_law_contribution
     from pategail.sdk.features import action_mask, infer_home, label_actions, pair_features, state_features
     from pategail.sdk.contribution import DAYS_CAP, initial_state_contribution
     from pategail.sdk.places import place_contribution
+    from pategail.sdk.action_rates import action_rate_contribution
 
     home = infer_home(days)
     homes = np.full(len(days), home, dtype=np.int32)
@@ -384,6 +468,7 @@ def feature_vectors(days: np.ndarray, cells: np.ndarray, env) -> dict:
         "explore_law_contribution": explore_law_contribution(days, home, cells, alpha=env.alpha,
                                                              candidates=env.candidates).tolist(),
         "place_contribution": place_contribution(days, home, len(cells), DAYS_CAP).tolist(),
+        "action_rate_contribution": action_rate_contribution(days, home, DAYS_CAP).tolist(),
     }
 
 
@@ -516,6 +601,8 @@ def main(argv=None) -> int:
     write_json(args.out / "features.json", feature_vectors(days, env.cells, env))
     write_json(args.out / "device.json", reference_round(bundle_dir, days, request, seed=11))
     write_json(args.out / "training.json", artifact_vectors(bundle_dir, days, request))
+    write_json(args.out / "policy.json", policy_vectors())
+    write_json(args.out / "net.json", net_vectors())
     return 0
 
 

@@ -35,6 +35,17 @@ def java_classpath(java_classes) -> str:
 
 
 @pytest.fixture(scope="session")
+def java_device_classpath(tmp_path_factory) -> str:
+    """Classpath of the core alone (no JUnit needed), for the Java device processes of served runs."""
+    from pategail.jvm_device import compile_core, java_missing
+
+    reason = java_missing()
+    if reason:
+        pytest.skip(f"Java device checks skipped: {reason}")
+    return compile_core(tmp_path_factory.mktemp("java-device-classes"))
+
+
+@pytest.fixture(scope="session")
 def dataset(tmp_path_factory):
     """The embedded data set (data/default), prepared."""
     from pategail.data.dataset import load_dataset

@@ -14,9 +14,8 @@ android {
         versionCode = 1
         versionName = "0.1.0"
         testInstrumentationRunner = "androidx.test.runner.AndroidJUnitRunner"
-        // enrolment (out of band, as in the Python SDK): this phone's device id, where RoundWorker reaches the
-        // coordinator, and the coordinator's Ed25519 key (hex) the app pins
-        buildConfigField("long", "DEVICE_ID", "${project.findProperty("pategail.deviceId") ?: 0}L")
+        // the served run: where RoundWorker reaches the service (pategail serve), and the coordinator's Ed25519
+        // key (hex) the app pins (empty: trust the key of the first enrolment answer); the id comes from enrolment
         buildConfigField("String", "COORDINATOR_URL", "\"${project.findProperty("pategail.coordinatorUrl") ?: "https://coordinator.invalid"}\"")
         buildConfigField("String", "COORDINATOR_KEY", "\"${project.findProperty("pategail.coordinatorKey") ?: ""}\"")
     }

@@ -42,6 +42,8 @@ public final class Bundle {
     public final double[][] cells;
     public final double alpha;
     public final int candidates;
+    /** The environment vector ends with the action-rate part (the manifest's environment.action_rates). */
+    public final boolean actionRates;
     public final double learningRate;
     public final float expertLabel;
     public final float generatedLabel;
@@ -50,7 +52,9 @@ public final class Bundle {
     public final String policySha256;
 
     private Bundle(File root, JSONObject manifest, String sha256, File[] models, File checkpoint, double[][] cells,
-                   double alpha, int candidates, double learningRate, float expert, float generated, int nParameters, String policySha256) {
+                   double alpha, int candidates, boolean actionRates, double learningRate, float expert,
+                   float generated,
+                   int nParameters, String policySha256) {
         this.root = root;
         this.manifest = manifest;
         this.sha256 = sha256;
@@ -63,6 +67,7 @@ public final class Bundle {
         this.cells = cells;
         this.alpha = alpha;
         this.candidates = candidates;
+        this.actionRates = actionRates;
         this.learningRate = learningRate;
         this.expertLabel = expert;
         this.generatedLabel = generated;
@@ -71,7 +76,12 @@ public final class Bundle {
     }
 
     public static byte[] readAll(File f) throws IOException {
-        try (InputStream in = new FileInputStream(f)) {
+        return readAll(new FileInputStream(f));
+    }
+
+    /** Everything {@code stream} holds (closed at the end). */
+    public static byte[] readAll(InputStream stream) throws IOException {
+        try (InputStream in = stream) {
             ByteArrayOutputStream out = new ByteArrayOutputStream();
             byte[] buf = new byte[1 << 16];
             int n;
@@ -130,7 +140,8 @@ public final class Bundle {
 
     /**
      * Read and verify the bundle at {@code dir} for a runtime of version {@code runtimeVersion} (the ONNX
-     * Runtime the app ships, e.g. "1.19.2"). Throws BundleException with a one-line reason on any mismatch.
+     * Runtime the app ships, e.g. "1.19.2"; null for a trainer that is not ONNX Runtime and checks the
+     * discriminator's declared form itself). Throws BundleException with a one-line reason on any mismatch.
      */
     @SuppressWarnings("unchecked")     // Android's JSONObject.keys() is typed; older org.json builds are raw
     public static Bundle load(File dir, String runtimeVersion) throws BundleException {
@@ -160,9 +171,9 @@ public final class Bundle {
         try {
             JSONObject files = m.getJSONObject("files");
             JSONObject requires = m.getJSONObject("requires");
-            int[] v = parseVersion(runtimeVersion);
             String lo = requires.getString("onnxruntime_min"), hi = requires.getString("onnxruntime_below");
-            if (compareVersions(parseVersion(lo), v) > 0 || compareVersions(v, parseVersion(hi)) >= 0) {
+            int[] v = runtimeVersion == null ? null : parseVersion(runtimeVersion);
+            if (v != null && (compareVersions(parseVersion(lo), v) > 0 || compareVersions(v, parseVersion(hi)) >= 0)) {
                 throw new BundleException("bundle needs onnxruntime >= " + lo + " and < " + hi
                         + ", but onnxruntime " + runtimeVersion + " is installed");
             }
@@ -204,11 +215,16 @@ public final class Bundle {
                 throw new BundleException(dir + ": a models-only bundle (no cell table); devices cannot run it");
             }
             JSONObject env = m.getJSONObject("environment");
-            if (env.has("action_rates") && !Boolean.FALSE.equals(env.get("action_rates"))) {
-                // the coordinator would decode a vector without the part as one with it: refuse, never mis-send
-                throw new BundleException(manifestFile + ": environment.action_rates: this core does not send "
-                        + "the action-rate part of the environment vector (train with action_prior off for Android "
-                        + "devices)");
+            Object rates = env.opt("action_rates");
+            if (rates != null && !(rates instanceof Boolean)) {
+                throw new BundleException(manifestFile + ": environment.action_rates must be true or false");
+            }
+            for (String key : new String[]{"replay", "input_scaling"}) {
+                if (disc.has(key)) {
+                    // the coordinator would read scores trained without it as trained with it: refuse, never mis-train
+                    throw new BundleException(manifestFile + ": discriminator." + key + ": this core trains without "
+                            + "it (train with disc_replay_share 0 and disc_owner_scaling off for Java devices)");
+                }
             }
             if (env.has("initial_states")) {
                 listed(dir, env.getString("initial_states"), files);
@@ -217,9 +233,24 @@ public final class Bundle {
             if (cells.length != m.getJSONObject("policy").getJSONObject("config").getInt("n_cells")) {
                 throw new BundleException(manifestFile + ": the cell table and the policy disagree on the number of cells");
             }
+            if (m.has("privacy")) {
+                org.pategail.core.secagg.DevicePolicy plan;
+                try {
+                    plan = org.pategail.core.secagg.DevicePolicy.fromPlan(m.getJSONObject("privacy"));
+                } catch (IllegalArgumentException err) {
+                    throw new BundleException(manifestFile + ": malformed privacy plan (" + err.getMessage() + ")");
+                }
+                if (!"laplace".equals(plan.mechanism)) {
+                    // every round of such a run would be refused: say so once, at enrolment, not round after round
+                    throw new BundleException(manifestFile + ": the privacy plan declares the " + plan.mechanism
+                            + " mechanism; this core runs the Laplace mechanism only (serve with --mechanism laplace "
+                            + "for Java devices)");
+                }
+            }
             JSONObject labels = disc.getJSONObject("labels");
             return new Bundle(dir, m, sha256Hex(raw), models, checkpoint, cells, env.getDouble("alpha"),
-                    env.getInt("candidates"), disc.getJSONObject("optimizer").getDouble("learning_rate"),
+                    env.getInt("candidates"), Boolean.TRUE.equals(rates),
+                    disc.getJSONObject("optimizer").getDouble("learning_rate"),
                     (float) labels.getDouble("expert"), (float) labels.getDouble("generated"), nParameters,
                     files.getJSONObject(models[0].getName()).getString("sha256"));
         } catch (JSONException | IllegalArgumentException err) {

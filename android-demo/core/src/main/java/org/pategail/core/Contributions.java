@@ -151,22 +151,73 @@ public final class Contributions {
 
     /**
      * What the device uploads for an environment round (the Python SDK's {@code laplace_environment_input}):
-     * {@code values} clipped to [0, 1], scaled down to L1 norm {@link #ENV_L1_BOUND} when longer, so the
+     * {@code values} clipped to [0, 1], scaled down to L1 norm {@code l1Bound} ({@link #envL1Bound}) when
+     * longer, so the
      * release's sensitivity holds whatever the device holds. A no-op for honest vectors.
      */
-    public static double[] environmentInput(double[] values) {
+    public static double[] environmentInput(double[] values, double l1Bound) {
         double[] v = org.pategail.core.secagg.FixedPoint.clipUnit(values);
         double norm = 0;
         for (double x : v) {
             norm += x;
         }
-        if (norm > ENV_L1_BOUND) {
-            double s = ENV_L1_BOUND / norm;
+        if (norm > l1Bound) {
+            double s = l1Bound / norm;
             for (int i = 0; i < v.length; i++) {
                 v[i] *= s;
             }
         }
         return v;
+    }
+
+    /** What the action-rate part adds to the L1 bound of an honest environment vector (the Python SDK's
+     * {@code contribution.ACTION_RATES_L1}): its entries are >= 0 and sum to w <= 1. */
+    public static final double ACTION_RATES_L1 = 1.0;
+    /** Slots per time-of-day bucket of the action-rate table (3 hours: 8 buckets over 47 decisions). */
+    public static final int SLOT_BUCKET = 6;
+    /** Distinct-cells-so-far buckets: 1, 2, 3, 4, 5 or more. */
+    public static final int COUNT_BUCKETS = 5;
+    static final int N_SLOT_BUCKETS = (DeviceMessages.SLOTS - 1 + SLOT_BUCKET - 1) / SLOT_BUCKET;
+
+    /** The L1 bound of an honest environment vector, with or without the action-rate part. */
+    public static double envL1Bound(boolean actionRates) {
+        return ENV_L1_BOUND + (actionRates ? ACTION_RATES_L1 : 0.0);
+    }
+
+    /** Entries of the action-rate part: (slot bucket, at home, distinct bucket, action), flattened C-order. */
+    public static int actionRateLength() {
+        return N_SLOT_BUCKETS * 2 * COUNT_BUCKETS * Features.N_ACTIONS;
+    }
+
+    /**
+     * The action-rate part of the environment vector (the Python SDK's {@code action_rate_contribution}): w ×
+     * the share of the device's labelled decisions (slot t to t + 1) in each cell (t / SLOT_BUCKET, at home at t,
+     * distinct cells among l_0..l_t bucketed 1..5+, the action), w = min(1, days / DAYS_CAP); zeros without days.
+     */
+    public static double[] actionRates(int[][] days, int home) {
+        double[] counts = new double[actionRateLength()];
+        double[] out = new double[counts.length];
+        if (days.length == 0) {
+            return out;
+        }
+        double total = 0;
+        for (int[] day : days) {
+            byte[] labels = Features.labelActions(day, home);
+            java.util.Set<Integer> seen = new java.util.HashSet<>();
+            for (int t = 0; t < labels.length; t++) {
+                seen.add(day[t]);
+                int k = Math.min(seen.size() - 1, COUNT_BUCKETS - 1);
+                int cell = ((t / SLOT_BUCKET * 2 + (day[t] == home ? 1 : 0)) * COUNT_BUCKETS + k) * Features.N_ACTIONS
+                        + labels[t];
+                counts[cell] += 1.0;
+                total += 1.0;
+            }
+        }
+        double w = Math.min(1.0, days.length / (double) DAYS_CAP);
+        for (int i = 0; i < out.length; i++) {
+            out[i] = w * counts[i] / total;
+        }
+        return out;
     }
 
     /** Entries of one device's place contribution: relevance (nCells), then the return law (3). */

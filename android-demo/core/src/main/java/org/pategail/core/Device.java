@@ -11,6 +11,7 @@ import java.util.logging.Logger;
 import org.json.JSONException;
 import org.json.JSONObject;
 import org.pategail.core.secagg.DeviceIdentity;
+import org.pategail.core.secagg.DevicePolicy;
 import org.pategail.core.secagg.KeyDirectory;
 import org.pategail.core.secagg.RoundLog;
 import org.pategail.core.secagg.SecAggClient;
@@ -33,10 +34,12 @@ public final class Device {
     static final String ROUND_TAG = "discriminator.round";
     static final String POLICY_FILE = "policy.onnx";
     static final String POLICY_META = "policy.json";
-    static final String IDENTITY_FILE = "identity.key";
-    static final String DAYS_FILE = "days.bin";
+    public static final String IDENTITY_FILE = "identity.key";
+    public static final String DAYS_FILE = "days.bin";
     static final String LEDGER_FILE = "privacy-ledger.jsonl";
     static final String ROUND_LOG_FILE = "secagg-rounds.json";
+    /** The last privacy plan a bundle declared (the Python SDK's file): in force while later bundles declare none. */
+    public static final String PLAN_FILE = "privacy-plan.json";
     private static final Logger LOG = Logger.getLogger(Device.class.getName());
 
     public final File root;
@@ -57,6 +60,7 @@ public final class Device {
     private float[][] positives;
     private SecAggClient secagg;
     private KeyDirectory secaggDirectory;
+    private String secaggPlan;
     private String policySha256;
 
     /**
@@ -92,7 +96,8 @@ public final class Device {
     }
 
     // -- storage ------------------------------------------------------------------------------------------
-    static void writeAtomic(File path, byte[] data) throws IOException {
+    /** Write {@code data} to {@code path} through a synced temporary file and a rename. */
+    public static void writeAtomic(File path, byte[] data) throws IOException {
         File tmp = new File(path.getParentFile(), "." + path.getName() + ".tmp");
         try (FileOutputStream out = new FileOutputStream(tmp)) {
             out.write(data);
@@ -103,7 +108,8 @@ public final class Device {
         }
     }
 
-    static DeviceIdentity loadOrCreateIdentity(File path, SecureRandom secure) throws IOException {
+    /** The device's long-term keys in {@code path}, made (and kept, owner-readable only) at first use. */
+    public static DeviceIdentity loadOrCreateIdentity(File path, SecureRandom secure) throws IOException {
         if (path.isFile()) {
             byte[] raw = Bundle.readAll(path);
             if (raw.length != 64) {
@@ -164,6 +170,14 @@ public final class Device {
         for (int i = 0; i < more.length; i++) {
             all[days.length + i] = more[i].clone();
         }
+        writeDays(root, all);
+        days = all;
+        positives = null;
+        return days.length;
+    }
+
+    /** Store {@code all} days (n, 48) as the device directory's days (before a Device is opened on it). */
+    public static void writeDays(File root, int[][] all) throws IOException {
         byte[] raw = new byte[4 * DeviceMessages.SLOTS * all.length];
         for (int i = 0; i < all.length; i++) {
             for (int t = 0; t < DeviceMessages.SLOTS; t++) {
@@ -171,9 +185,6 @@ public final class Device {
             }
         }
         writeAtomic(new File(root, DAYS_FILE), raw);
-        days = all;
-        positives = null;
-        return days.length;
     }
 
     public int nDays() {
@@ -195,6 +206,11 @@ public final class Device {
 
     public String policySha256() {
         return policySha256;
+    }
+
+    /** Whether the pending vector is the environment contribution (else: a round's scores). */
+    public boolean pendingIsEnvironment() {
+        return pendingEnvironment;
     }
 
     /** A copy of the vector the next secure aggregation will upload (masked), or null. */
@@ -421,6 +437,7 @@ public final class Device {
 
     private DeviceMessages.Message onRoundRequest(DeviceMessages.RoundRequest msg) throws MessageError {
         requireBundle();
+        planInForce();              // remembered, and readable (the budget itself: see the README)
         File before = new File(root, BEFORE_ROUND), tag = new File(root, ROUND_TAG);
         String mark = bundle.sha256 + " " + msg.round;
         try {
@@ -492,16 +509,19 @@ public final class Device {
 
     private DeviceMessages.Message onInitialStatesRequest(DeviceMessages.InitialStatesRequest msg) throws MessageError {
         requireBundle();
+        planInForce();
         requireDays();
         int home = Features.inferHome(days, 12);
         double[] a = Contributions.initialStates(days, home, bundle.cells.length);
         double[] b = Contributions.exploreLaw(days, home, bundle.cells, bundle.alpha, bundle.candidates);
         double[] c = Contributions.places(days, home, bundle.cells.length);
-        double[] out = new double[a.length + b.length + c.length];
+        double[] d = bundle.actionRates ? Contributions.actionRates(days, home) : new double[0];
+        double[] out = new double[a.length + b.length + c.length + d.length];
         System.arraycopy(a, 0, out, 0, a.length);
         System.arraycopy(b, 0, out, a.length, b.length);
         System.arraycopy(c, 0, out, a.length + b.length, c.length);
-        pending = Contributions.environmentInput(out);
+        System.arraycopy(d, 0, out, a.length + b.length + c.length, d.length);
+        pending = Contributions.environmentInput(out, Contributions.envL1Bound(bundle.actionRates));
         pendingEnvironment = true;
         return new DeviceMessages.Ack(msg.round, "initial_states_request", out.length);
     }
@@ -512,13 +532,75 @@ public final class Device {
      * round state across calls; replayed rounds are refused across clients and restarts too (the round log
      * on disk, {@code secagg-rounds.json}).
      */
-    public SecAggClient secagg(KeyDirectory directory) {
-        if (secagg == null || !directory.equals(secaggDirectory)) {
+    public SecAggClient secagg(KeyDirectory directory) throws SecAggException {
+        JSONObject plan;
+        try {
+            plan = planInForce();
+        } catch (MessageError err) {             // an unreadable remembered plan: take part in nothing
+            throw SecAggException.protocol(err.getMessage());
+        }
+        String key = plan == null ? "" : plan.toString();
+        if (secagg == null || !directory.equals(secaggDirectory) || !key.equals(secaggPlan)) {
             secagg = new SecAggClient(deviceId, identity, directory, secure,
-                    new RoundLog(new File(root, ROUND_LOG_FILE)));
+                    new RoundLog(new File(root, ROUND_LOG_FILE)),
+                    plan == null ? DevicePolicy.NONE : DevicePolicy.fromPlan(plan));
             secaggDirectory = directory;
+            secaggPlan = key;
         }
         return secagg;
+    }
+
+    /**
+     * The privacy plan this device holds itself to (the Python SDK's {@code plan_in_force}): the one its bundle
+     * declares, remembered in {@code privacy-plan.json}; or, when the bundle declares none, the one remembered
+     * from the last bundle that did — a coordinator cannot lift the floors by serving a bundle without a
+     * privacy section; only the owner can ({@link #forgetPrivacyPlan}). Null: never a private run. An
+     * unreadable remembered plan refuses everything (MessageError "budget").
+     */
+    public JSONObject planInForce() throws MessageError {
+        File path = new File(root, PLAN_FILE);
+        JSONObject declared = bundle == null ? null : bundle.manifest.optJSONObject("privacy");
+        try {
+            if (declared != null) {
+                byte[] text = sortedJson(declared).getBytes(StandardCharsets.UTF_8);
+                if (!path.isFile() || !java.util.Arrays.equals(Bundle.readAll(path), text)) {
+                    writeAtomic(path, text);
+                }
+                return declared;
+            }
+            if (!path.isFile()) {
+                return null;
+            }
+            JSONObject remembered = new JSONObject(new String(Bundle.readAll(path), StandardCharsets.UTF_8));
+            DevicePolicy.fromPlan(remembered);
+            return remembered;
+        } catch (IOException | JSONException | IllegalArgumentException err) {
+            throw new MessageError(DeviceMessages.BUDGET, path + ": the remembered privacy plan cannot be read ("
+                    + err.getMessage() + "); refusing until the owner resets it");
+        }
+    }
+
+    /** The owner's explicit reset: forget the remembered privacy plan (the ledger is kept). Whether one was. */
+    public boolean forgetPrivacyPlan() {
+        secagg = null;
+        return new File(root, PLAN_FILE).delete();
+    }
+
+    /** A JSON object with its keys sorted, as Python's json.dumps(..., sort_keys=True) writes it, and a newline. */
+    static String sortedJson(JSONObject o) throws JSONException {
+        java.util.List<String> keys = new java.util.ArrayList<>();
+        for (java.util.Iterator<?> it = o.keys(); it.hasNext(); ) {
+            keys.add((String) it.next());
+        }
+        java.util.Collections.sort(keys);
+        StringBuilder b = new StringBuilder("{");
+        for (String k : keys) {
+            Object v = o.get(k);
+            b.append(b.length() > 1 ? ", " : "").append(JSONObject.quote(k)).append(": ")
+                    .append(v instanceof Number ? JSONObject.numberToString((Number) v)
+                            : v instanceof String ? JSONObject.quote((String) v) : String.valueOf(v));
+        }
+        return b.append("}\n").toString();
     }
 
     /** The five steps of a secure-aggregation round, as {@link #secaggStep} names them. */
@@ -556,7 +638,8 @@ public final class Device {
             SecAggClient client = secagg(directory);
             switch (step) {
                 case "advertise":
-                    return client.startRound(frames[0], frames[1]);
+                    return client.startRound(frames[0], frames[1], pending != null && pendingEnvironment,
+                            Contributions.envL1Bound(bundle != null && bundle.actionRates));
                 case "share":
                     return client.shareKeys(frames[0]);
                 case "input":
@@ -591,7 +674,8 @@ public final class Device {
         }
         pending = null;
         try {
-            ledger.record(secagg.config(), pendingEnvironment, System.currentTimeMillis() / 1000);
+            ledger.record(secagg.config(), pendingEnvironment, Contributions.envL1Bound(bundle.actionRates),
+                    System.currentTimeMillis() / 1000);
         } catch (IOException err) {
             // the upload is not sent unless it is on the owner's record
             throw SecAggException.abort("cannot write the privacy ledger: " + err.getMessage());

@@ -34,9 +34,11 @@ public final class PrivacyLedger {
         public final long unixSeconds;
         /** The upload was the environment vector (InitialStatesRequest): one vector query, not M. */
         public final boolean environment;
+        /** The environment vector's L1 bound (9, or 10 with the action-rate part). */
+        public final double l1Bound;
 
         Entry(long round, int queries, int nMin, double sumScale, double sqSumScale, long unixSeconds,
-              boolean environment) {
+              boolean environment, double l1Bound) {
             this.round = round;
             this.queries = queries;
             this.nMin = nMin;
@@ -44,6 +46,7 @@ public final class PrivacyLedger {
             this.sqSumScale = sqSumScale;
             this.unixSeconds = unixSeconds;
             this.environment = environment;
+            this.l1Bound = l1Bound;
         }
 
         /** Per-query ε of the Σ D release (infinite without noise). */
@@ -63,19 +66,20 @@ public final class PrivacyLedger {
         public double epsilon() {
             if (environment) {
                 double b = Math.min(sumScale, sqSumScale);
-                return b > 0 ? environmentSensitivity(queries) / b : Double.POSITIVE_INFINITY;
+                return b > 0 ? environmentSensitivity(queries, l1Bound) / b : Double.POSITIVE_INFINITY;
             }
             return queries * (epsilonSum() + epsilonSqSum());
         }
     }
 
     /**
-     * L1 sensitivity (value units) of an environment upload of {@code values} entries: x and x² move by at most
-     * 2·ENV_L1_BOUND together, and rounding each of the 2·values entries to the fixed point by at most half a
-     * quantum adds {@code values} quanta ({@code pategail.sdk.accounting.laplace_vector_sensitivity}).
+     * L1 sensitivity (value units) of an environment upload of {@code values} entries and L1 bound
+     * {@code l1Bound} ({@link Contributions#envL1Bound}): x and x² move by at most 2·l1Bound together, and
+     * rounding each of the 2·values entries to the fixed point by at most half a quantum adds {@code values}
+     * quanta ({@code pategail.sdk.accounting.laplace_vector_sensitivity}).
      */
-    public static double environmentSensitivity(int values) {
-        return 2.0 * Contributions.ENV_L1_BOUND + (double) values / FixedPoint.SCALE;
+    public static double environmentSensitivity(int values, double l1Bound) {
+        return 2.0 * l1Bound + (double) values / FixedPoint.SCALE;
     }
 
     private final File file;
@@ -94,7 +98,8 @@ public final class PrivacyLedger {
                     JSONObject o = new JSONObject(lines[i]);
                     entries.add(new Entry(o.getLong("round"), o.getInt("queries"), o.getInt("n_min"),
                             o.getDouble("sum_scale"), o.getDouble("sq_sum_scale"), o.getLong("time"),
-                            o.optBoolean("environment", false)));
+                            o.optBoolean("environment", false),
+                            o.optDouble("l1_bound", Contributions.ENV_L1_BOUND)));
                 } catch (JSONException err) {
                     throw new IOException(file + ": line " + (i + 1) + ": " + err.getMessage());
                 }
@@ -107,14 +112,14 @@ public final class PrivacyLedger {
      * (appended and synced before the upload is sent; the "environment" key is written only when true, so
      * older ledgers read as reward uploads).
      */
-    public void record(RoundConfig config, boolean environment, long unixSeconds) throws IOException {
+    public void record(RoundConfig config, boolean environment, double l1Bound, long unixSeconds) throws IOException {
         Entry e = new Entry(config.roundId, config.numQueries, config.nMin, config.sumNoiseScale,
-                config.sqSumNoiseScale, unixSeconds, environment);
+                config.sqSumNoiseScale, unixSeconds, environment, l1Bound);
         try {
             JSONObject o = new JSONObject().put("round", e.round).put("queries", e.queries).put("n_min", e.nMin)
                     .put("sum_scale", e.sumScale).put("sq_sum_scale", e.sqSumScale).put("time", e.unixSeconds);
             if (environment) {
-                o.put("environment", true);
+                o.put("environment", true).put("l1_bound", l1Bound);
             }
             String line = o.toString() + "\n";
             try (FileOutputStream out = new FileOutputStream(file, true)) {

@@ -9,7 +9,8 @@ import java.io.IOException;
  * lazyResetGrad, evalStep); on the JVM in tests, a {@code ReplayTrainer} that replays a reference run.
  */
 public interface Trainer {
-    /** The ONNX Runtime version behind this trainer (checked against the bundle's "requires" range). */
+    /** The ONNX Runtime version behind this trainer (checked against the bundle's "requires" range); null for
+     * a trainer that is not ONNX Runtime (the JVM's {@code MlpTrainer}), which checks the declared model itself. */
     String runtimeVersion();
 
     /** Open the bundle's training artifacts, starting from {@code checkpoint} or, when null, the bundle's. */

@@ -2,6 +2,7 @@ package org.pategail.core;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.io.File;
@@ -86,12 +87,20 @@ class BundleTest {
         write(m, text.replace("\"cells\": \"cells.csv\",", "\"cells\": \"cells.csv\", \"initial_states\": \"states.csv\",")
                 .getBytes(StandardCharsets.UTF_8));
         assertTrue(refusal(d, "1.19.2").contains("states.csv is used but has no hash"));
+        write(m, text.replace("\"cells\": \"cells.csv\",", "\"cells\": \"cells.csv\", \"action_rates\": 1,")
+                .getBytes(StandardCharsets.UTF_8));
+        assertTrue(refusal(d, "1.19.2").contains("environment.action_rates must be true or false"));
         write(m, text.replace("\"cells\": \"cells.csv\",", "\"cells\": \"cells.csv\", \"action_rates\": true,")
                 .getBytes(StandardCharsets.UTF_8));
-        assertTrue(refusal(d, "1.19.2").contains("environment.action_rates"));
+        assertTrue(Bundle.load(d, "1.19.2").actionRates);    // the environment vector then ends with the part
         write(m, text.replace("\"cells\": \"cells.csv\",", "\"cells\": \"cells.csv\", \"action_rates\": false,")
                 .getBytes(StandardCharsets.UTF_8));
-        Bundle.load(d, "1.19.2");                           // declared off: the vector this core sends
+        assertFalse(Bundle.load(d, "1.19.2").actionRates);
+        for (String key : new String[]{"replay", "input_scaling"}) {
+            write(m, text.replace("\"loss\":", "\"" + key + "\": \"owner\", \"loss\":")
+                    .getBytes(StandardCharsets.UTF_8));
+            assertTrue(refusal(d, "1.19.2").contains("discriminator." + key + ": this core trains without it"), key);
+        }
         write(m, "{not json".getBytes(StandardCharsets.UTF_8));
         assertTrue(refusal(d, "1.19.2").contains("not valid JSON"));
         assertTrue(refusal(new File(tmp, "nowhere"), "1.19.2").contains("not a model bundle"));

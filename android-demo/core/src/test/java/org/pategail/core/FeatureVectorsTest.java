@@ -98,5 +98,13 @@ class FeatureVectorsTest {
         double[] want = Vectors.doubles(v.getJSONArray("explore_law_contribution"));
         double[] got = Contributions.exploreLaw(days, home, bundle.cells, bundle.alpha, bundle.candidates);
         assertArrayEquals(want, got, 1e-9);
+        // the action-rate part: the same float64 operations in the same order, so the same bits
+        double[] rates = Contributions.actionRates(days, home);
+        assertArrayEquals(Vectors.doubles(v.getJSONArray("action_rate_contribution")), rates, 0.0);
+        double sum = 0;
+        for (double x : rates) {
+            sum += x;
+        }
+        assertEquals(Math.min(1.0, days.length / (double) Contributions.DAYS_CAP), sum, 1e-12);
     }
 }

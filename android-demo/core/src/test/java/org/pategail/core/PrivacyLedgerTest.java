@@ -29,7 +29,7 @@ class PrivacyLedgerTest {
         File f = new File(tmp, "ledger.jsonl");
         PrivacyLedger ledger = new PrivacyLedger(f);
         for (int i = 0; i < environment.length; i++) {
-            ledger.record(cfg, environment[i], 1_800_000_000L + 100L * i);
+            ledger.record(cfg, environment[i], Contributions.ENV_L1_BOUND, 1_800_000_000L + 100L * i);
         }
         return f;
     }
@@ -64,7 +64,7 @@ class PrivacyLedgerTest {
         assertTrue(env.environment);
         assertFalse(again.entries().get(1).environment);
         double delta1 = 18.0 + 94.0 / (1 << 24);        // 2 * ENV_L1_BOUND + M quanta
-        assertEquals(delta1, PrivacyLedger.environmentSensitivity(94), 0.0);
+        assertEquals(delta1, PrivacyLedger.environmentSensitivity(94, Contributions.ENV_L1_BOUND), 0.0);
         assertEquals(delta1 / 0.25, env.epsilon(), 1e-9);  // at the smaller of the two scales, counted once
         assertEquals(delta1 / 0.25 + 94 * 6.0, again.totalEpsilon(), 1e-9);
         // only environment lines carry the key (older ledgers read as reward uploads)
@@ -76,11 +76,12 @@ class PrivacyLedgerTest {
     @Test
     void theEnvironmentInputIsClippedToTheL1Bound() {
         double[] honest = {0.5, 0.25, 0.0, 1.0};
-        org.junit.jupiter.api.Assertions.assertArrayEquals(honest, Contributions.environmentInput(honest), 0.0);
+        org.junit.jupiter.api.Assertions.assertArrayEquals(honest,
+                Contributions.environmentInput(honest, Contributions.ENV_L1_BOUND), 0.0);
         double[] forged = new double[30];
         java.util.Arrays.fill(forged, 0.6);             // L1 18: twice the bound
         forged[0] = 7.0;                                // clipped to 1 first: L1 18.4
-        double[] out = Contributions.environmentInput(forged);
+        double[] out = Contributions.environmentInput(forged, Contributions.ENV_L1_BOUND);
         double norm = 0;
         for (double x : out) {
             norm += x;

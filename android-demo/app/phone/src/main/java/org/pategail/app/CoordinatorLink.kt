@@ -1,62 +1,41 @@
 package org.pategail.app
 
-import java.io.DataInputStream
-import java.io.IOException
-import java.net.HttpURLConnection
-import java.net.URL
-import org.pategail.core.DeviceSession
+import android.content.Context
+import java.io.File
+import java.security.SecureRandom
+import org.pategail.core.net.CoordinatorClient
+import org.pategail.core.net.NetFrames
 
 /**
- * The device's side of the coordinator's HTTP service: it pulls the next request and posts the reply, with
- * the envelope [DeviceSession] serves (request op u8 | length u32 | payload; reply status u8 | length u32 |
- * payload) around the SDK's own frames. GET {base}/v1/devices/{id}/next answers 200 with one request or 204
- * when the coordinator has nothing more for this session; POST {base}/v1/devices/{id}/reply takes the reply.
- * HTTPS only. (The coordinator's HTTP service is another issue; the same envelope runs over a pipe in the
- * tests, pategail.jvm_device.)
+ * The phone's link to a served run (`pategail serve`): the core's [CoordinatorClient] — the code path the JVM
+ * tests run (`NetDevice`, tests/android) — on this app's store, with ONNX Runtime's trainer and policy runtime
+ * behind [DeviceHolder]'s one [org.pategail.core.Device]. It enrols (with the operator's token, once), installs
+ * the run's bundle, pins the coordinator's key, then long-polls for signed orders over HTTPS; a service with a
+ * self-made CA is trusted through `filesDir/coordinator-ca.pem` (the CA the operator hands out).
  */
-class CoordinatorLink(private val base: String, private val deviceId: Long) {
-    init {
-        require(base.startsWith("https://")) { "the coordinator URL must be https: $base" }
-    }
+class CoordinatorLink(private val context: Context, budgetSeconds: Double) {
+    private val store = DeviceHolder.storeDir(context)
+    private val client = CoordinatorClient(
+        BuildConfig.COORDINATOR_URL,
+        File(context.filesDir, CA_FILE).takeIf { it.isFile },
+        store,
+        CoordinatorClient.Runtime({ _, deviceId, minibatches -> DeviceHolder.open(context, deviceId, minibatches) },
+            SecureRandom(), SecureRandom().nextLong()),
+        null,                                      // days come from the screen's import, before the first round
+        DeviceHolder.coordinatorKey(),
+        NetFrames.ANY_ID,
+        DeviceHolder.enrolmentToken(context),
+        CoordinatorClient.RetryPolicy(0.5, 30.0, budgetSeconds),
+        20.0,
+        SecureRandom(),
+    )
 
-    class Request(val op: Int, val payload: ByteArray)
+    /** Take part until the run is over, [stop] is called, or the service stays silent for the budget. */
+    fun run() = client.run()
 
-    fun next(): Request? {
-        val c = URL("$base/v1/devices/$deviceId/next").openConnection() as HttpURLConnection
-        c.connectTimeout = 15_000
-        c.readTimeout = 120_000          // the coordinator may hold the request while a round step completes
-        try {
-            return when (c.responseCode) {
-                HttpURLConnection.HTTP_NO_CONTENT -> null
-                HttpURLConnection.HTTP_OK -> DataInputStream(c.inputStream).use { input ->
-                    val op = input.readUnsignedByte()
-                    val n = input.readInt()
-                    if (n < 0 || n > MAX_REQUEST) throw IOException("request of $n bytes")
-                    Request(op, ByteArray(n).also { input.readFully(it) })
-                }
-                else -> throw IOException("coordinator answered HTTP ${c.responseCode}")
-            }
-        } finally {
-            c.disconnect()
-        }
-    }
-
-    fun reply(reply: DeviceSession.Reply) {
-        val c = URL("$base/v1/devices/$deviceId/reply").openConnection() as HttpURLConnection
-        c.requestMethod = "POST"
-        c.doOutput = true
-        c.setRequestProperty("Content-Type", "application/octet-stream")
-        c.connectTimeout = 15_000
-        c.readTimeout = 60_000
-        try {
-            c.outputStream.use { it.write(reply.toBytes()) }
-            if (c.responseCode !in 200..299) throw IOException("coordinator answered HTTP ${c.responseCode}")
-        } finally {
-            c.disconnect()
-        }
-    }
+    fun stop() = client.stop()
 
     companion object {
-        const val MAX_REQUEST = 64 shl 20
+        const val CA_FILE = "coordinator-ca.pem"
     }
 }

@@ -11,6 +11,7 @@ import androidx.appcompat.app.AppCompatActivity
 import java.io.File
 import java.util.Locale
 import java.util.concurrent.Executors
+import org.pategail.core.net.NetFrames
 import org.pategail.core.secagg.Bytes
 
 /**
@@ -95,7 +96,8 @@ class MainActivity : AppCompatActivity() {
             val bundle = device.bundle()
             val text = getString(
                 R.string.status,
-                device.deviceId,
+                if (device.deviceId == NetFrames.ANY_ID) getString(R.string.not_enrolled)
+                else device.deviceId.toString(),
                 bundle?.sha256?.take(12) ?: getString(R.string.none),
                 device.nDays(),
                 device.policySha256()?.take(12) ?: getString(R.string.none),

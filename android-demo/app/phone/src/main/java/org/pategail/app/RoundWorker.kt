@@ -10,34 +10,40 @@ import androidx.work.PeriodicWorkRequestBuilder
 import androidx.work.WorkManager
 import androidx.work.WorkerParameters
 import java.io.IOException
+import java.util.Timer
 import java.util.concurrent.TimeUnit
+import kotlin.concurrent.timerTask
 import kotlinx.coroutines.Dispatchers
 import kotlinx.coroutines.withContext
-import org.pategail.core.DeviceSession
+import org.pategail.core.net.ServiceException
 
 /**
- * Takes part in the coordinator's rounds, only while the phone is charging and on an unmetered network and
- * only with the owner's consent: serves the coordinator's requests (RoundRequest, PolicyUpdate, the five
- * secure-aggregation steps) with the core device until the coordinator has nothing more, or WorkManager's
- * time is nearly up. A lost connection mid-round is a dropout, which the protocol tolerates.
+ * Takes part in a served run, only while the phone is charging and on an unmetered network and only with the
+ * owner's consent: [CoordinatorLink] answers the service's signed orders (RoundRequest, PolicyUpdate, the five
+ * secure-aggregation steps, liveness checks) with the core device until the run is over or WorkManager's time
+ * is nearly up. A lost connection mid-round is a dropout, which the protocol tolerates; the next run of the
+ * worker resumes from the store.
  */
 class RoundWorker(context: Context, params: WorkerParameters) : CoroutineWorker(context, params) {
     override suspend fun doWork(): Result = withContext(Dispatchers.IO) {
         if (!DeviceHolder.consented(applicationContext)) return@withContext Result.success()
-        val device = DeviceHolder.get(applicationContext)
-        val session = DeviceSession(device, DeviceHolder.coordinatorKey())
-        val link = CoordinatorLink(BuildConfig.COORDINATOR_URL, device.deviceId)
         val deadline = System.currentTimeMillis() + BUDGET_MS
+        var watch: Timer? = null
         try {
-            while (!isStopped && System.currentTimeMillis() < deadline) {
-                val request = link.next() ?: break
-                // the core Device is not thread-safe: the screen and this worker take turns on it
-                link.reply(synchronized(device) { session.serve(request.op, request.payload) })
+            val link = CoordinatorLink(applicationContext, BUDGET_MS / 1000.0)
+            watch = Timer(true).apply {       // WorkManager's stop, or the time budget: the client stops
+                schedule(timerTask { if (isStopped || System.currentTimeMillis() > deadline) link.stop() }, 1000, 1000)
             }
+            link.run()                        // enrols once, then long-polls for signed orders
             Result.success()
-        } catch (e: IOException) {
-            Log.i(TAG, "coordinator unreachable: ${e.message}")
+        } catch (e: ServiceException) {       // refused, unreachable for the budget, or a setting is wrong
+            Log.i(TAG, "taking part stopped: ${e.message}")
             Result.retry()
+        } catch (e: IOException) {
+            Log.i(TAG, "the device's store failed: ${e.message}")
+            Result.retry()
+        } finally {
+            watch?.cancel()
         }
     }
 

@@ -69,6 +69,8 @@ public final class SecAggClient {
     }
 
     /** A client whose replay guard lives in memory only (tests, simulations). */
+    private final DevicePolicy policy;
+
     public SecAggClient(long deviceId, DeviceIdentity identity, KeyDirectory directory, SecureRandom random) {
         this(deviceId, identity, directory, random, new RoundLog());
     }
@@ -76,6 +78,13 @@ public final class SecAggClient {
     /** @param roundLog the last round accepted per coordinator key; persisted, it survives restarts */
     public SecAggClient(long deviceId, DeviceIdentity identity, KeyDirectory directory, SecureRandom random,
                         RoundLog roundLog) {
+        this(deviceId, identity, directory, random, roundLog, DevicePolicy.NONE);
+    }
+
+    /** @param policy the floors of the privacy plan in force ({@link DevicePolicy#NONE}: the secure threshold only) */
+    public SecAggClient(long deviceId, DeviceIdentity identity, KeyDirectory directory, SecureRandom random,
+                        RoundLog roundLog, DevicePolicy policy) {
+        this.policy = policy;
         this.roundLog = roundLog;
         this.deviceId = deviceId;
         this.identity = identity;
@@ -134,19 +143,21 @@ public final class SecAggClient {
 
     /** Verify the coordinator-signed config, open the checksum envelope, advertise fresh keys. */
     public byte[] startRound(byte[] signedConfig, byte[] envelope) throws SecAggException {
+        return startRound(signedConfig, envelope, false, 9.0);
+    }
+
+    /** The same, for a round that would upload the device's environment vector when {@code environment} (of L1
+     * bound {@code envL1Bound}), whose noise the policy checks against the plan's environment floor. */
+    public byte[] startRound(byte[] signedConfig, byte[] envelope, boolean environment, double envL1Bound)
+            throws SecAggException {
         RoundConfig cfg = RoundConfig.fromSignedBytes(signedConfig, directory.coordinator());
         roundLog.check(directory.coordinator(), cfg.roundId);
         if (!cfg.isParticipant(deviceId)) {
             throw SecAggException.protocol("device " + deviceId + " is not a participant of round " + cfg.roundId);
         }
-        // a signature says who chose the configuration, not that it is safe: the threshold the security
-        // argument needs for this graph and these colluders, at least
-        int floor = NeighbourGraph.secureThreshold(cfg.participants.length, cfg.degree, cfg.colluders);
-        if (cfg.threshold < floor) {
-            throw SecAggException.protocol("round " + cfg.roundId + ": Shamir threshold " + cfg.threshold
-                    + " is below this device's floor " + floor + " for " + cfg.holders() + " share holders and "
-                    + cfg.colluders + " colluders (the secure threshold); refusing to take part");
-        }
+        // a signature says who chose the configuration, not that it is safe: the secure threshold for this graph
+        // and these colluders, and the declared privacy plan's floors
+        policy.check(cfg, environment, envL1Bound);
         Messages.ChecksumEnvelope env = Messages.ChecksumEnvelope.decode(envelope);
         if (env.roundId != cfg.roundId || env.device != deviceId) {
             throw SecAggException.rejected("checksum envelope for another round or device");
