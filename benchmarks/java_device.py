@@ -27,8 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from network_load import _proc_cpu_rss  # noqa: E402
 
-TINY = {"days_per_round": 6, "disc_steps": 2, "disc_batch_size": 16, "candidates": 50, "d_model": 16, "n_layers": 1,
-        "ppo": {"n_epochs": 2, "batch_size": 3}, "action_prior_days": 16, "action_prior_epochs": 2}
+TINY = {"days_per_round": 6, "discriminator": {"steps": 2, "batch_size": 16}, "environment": {"candidates": 50, "action_prior_days": 16, "action_prior_epochs": 2}, "policy": {"d_model": 16, "n_layers": 1}, "ppo": {"n_epochs": 2, "batch_size": 3}}
 
 
 def _recording_service(counts: dict):

@@ -154,7 +154,7 @@ def test_python_and_java_devices_in_one_served_run(private, java_device_classpat
 
     dataset = load_dataset(data_dir)
     users = choose_users(dataset.users, N_PYTHON + N_JAVA, 0)
-    config = NET.tiny_config(tmp_path / "tiny.json", rounds=ROUNDS, min_survivors=0.75)
+    config = NET.tiny_config(tmp_path / "tiny.json", rounds=ROUNDS, secagg={"min_survivors": 0.75})
     privacy = ["--epsilon", "200", "--mechanism", "laplace", "--data-derived-cells"] if private else ["--no-privacy"]
     run, bodies = tmp_path / "run", []
     uploads = Uploads(monkeypatch)
