@@ -24,10 +24,12 @@ def test_privacy_defaults_table_has_a_row_per_device_count_and_epsilon():
 
 def test_secagg_round_costs_one_all_pairs_and_one_secagg_plus_round(tmp_path):
     out_md = tmp_path / "secagg.md"
-    run_benchmark("secagg_round.py", "--out", out_md, "--cases", "10:0:0,20:4:0.1")
+    # no dropouts in the SecAgg+ case: with k = 4 its threshold (k/2 + 2) needs every neighbour's share, and
+    # which devices neighbour a dropout depends on the round's random graph
+    run_benchmark("secagg_round.py", "--out", out_md, "--cases", "10:0:0,20:4:0")
     rows = [line.split("|")[1:-1] for line in out_md.read_text().splitlines() if re.match(r"\| (10|20) \|", line)]
     assert [(r[0].strip(), r[1].strip(), r[3].strip()) for r in rows] == [("10", "all pairs", "10"),
-                                                                          ("20", "SecAgg+ k=4", "18")]
+                                                                          ("20", "SecAgg+ k=4", "20")]
     assert all(float(r[4]) > 0 and float(r[6]) > 0 for r in rows)      # device CPU and bytes up measured
 
 
