@@ -56,24 +56,12 @@ def _environment_values(data: Path | None, candidates: int, region_cells: int = 
 
 
 def run_plan_of(config, env_values: int, gaussian_env_values: int):
-    """The privacy plan a run of ``config`` (resolved for its devices) makes, without a cell table: the same
-    calibration as ``pategail.server.coordinator.run_plan``."""
-    from pategail.sdk.contribution import env_l1_bound, reward_count
-    from pategail.server.privacy.gaussian import env_l2_bound
-    from pategail.server.privacy.plan import GaussianSpec, plan_gaussian_run, plan_privacy
+    """The privacy plan a run of ``config`` (resolved for its devices) makes, without a cell table:
+    ``env_values`` / ``gaussian_env_values`` are its environment vector's length in the Laplace / Gaussian layout."""
+    from pategail.server.privacy.run_plan import make_run_plan
 
-    days = config.days_per_round
-    if config.privacy.mechanism == "gaussian":
-        spec = GaussianSpec(config.privacy.granularity, config.privacy.reward_granularity.count(days),
-                            config.rounds + config.privacy.retry_rounds, gaussian_env_values, config.privacy.clip_share,
-                            config.privacy.env_epsilon_fraction, env_l2_bound(config.uses_action_prior), config.privacy.adjacency)
-        return plan_gaussian_run(config.privacy.epsilon, config.privacy.delta, config.privacy.kappa,
-                                 gaussian_env_values + config.rounds * reward_count(days),
-                                 config.privacy.retry_rounds * reward_count(days), spec)
-    return plan_privacy(config.privacy.epsilon, config.privacy.delta, config.privacy.kappa, 1 + config.rounds * reward_count(days),
-                        reserve_queries=config.privacy.retry_rounds * reward_count(days), env_values=env_values,
-                        env_fraction=config.privacy.env_epsilon_fraction, env_l1_bound=env_l1_bound(config.uses_action_prior),
-                        adjacency=config.privacy.adjacency)
+    gaussian = config.privacy.mechanism == "gaussian"
+    return make_run_plan(config, gaussian_env_values if gaussian else env_values)
 
 
 def feasibility_table(devices: int, config, env_values: int, granularities, gaussian_env_values: int | None = None,

@@ -22,7 +22,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from pategail.sdk.contribution import EnvironmentLayout, env_l1_bound, reward_count
+from pategail.sdk.contribution import EnvironmentLayout
 from pategail.sdk.epr import CellGeometry, EPREnvironment, n_rank_bins
 from pategail.sdk.features import STAY, distinct_cells
 from pategail.sdk.messages import InitialStatesRequest, PolicyUpdate, RoundRequest, to_bytes
@@ -37,8 +37,8 @@ from pategail.server.initial_states import InitialStates
 from pategail.server.places import rank_calibrated_factors
 from pategail.server.policy import Policy, PolicyConfig
 from pategail.server.ppo import ppo_update
-from pategail.server.privacy.gaussian import env_l2_bound
-from pategail.server.privacy.plan import GaussianSpec, PrivacyPlan, load_or_make_plan
+from pategail.server.privacy.plan import PrivacyPlan
+from pategail.server.privacy.run_plan import make_run_plan, run_queries
 from pategail.server.privacy.summary import privacy_section
 from pategail.server.releases import SecureReleases
 from pategail.server.rewards import ensemble_verdict, rewards_from_release
@@ -65,42 +65,25 @@ def environment_length(cells: np.ndarray, geometry: CellGeometry, region_cells: 
 
 
 def planned_queries(config: TrainConfig, cells: np.ndarray, geometry: CellGeometry) -> int:
-    """Every query an uninterrupted run releases: the environment vector (one vector query with the Laplace
-    mechanism; the Gaussian plan counts its values, for the record), then 47 per generated day of every
-    round."""
-    env = 1 if config.privacy.mechanism == "laplace" else environment_length(cells, geometry, config.privacy.region_cells,
-                                                                     config.uses_action_prior)
-    return env + config.rounds * reward_count(config.days_per_round)
-
-
-def reserve_queries(config: TrainConfig) -> int:
-    """The retry reserve: ``retry_rounds`` rounds' worth of queries."""
-    return config.privacy.retry_rounds * reward_count(config.days_per_round)
+    """Every query an uninterrupted run releases (:func:`pategail.server.privacy.run_plan.run_queries`)."""
+    env = environment_length(cells, geometry, config.privacy.region_cells, config.uses_action_prior)
+    return run_queries(config, env)[0]
 
 
 def run_plan(config: TrainConfig, cells: np.ndarray, ckpt_dir: Path,
              geometry: CellGeometry | None = None) -> PrivacyPlan:
     """The run's privacy plan: made once, the first time it is asked for (before the initial bundle that
-    declares it), and read back from ``ckpt_dir`` by every later caller — the coordinator included."""
+    declares it), and read back from ``ckpt_dir`` by every later caller — the coordinator included
+    (:func:`pategail.server.privacy.run_plan.make_run_plan` over this cell table's environment vector)."""
     if not config.resolved:
         if config.private:
             raise ValueError("a private run's plan needs its device count: call run_plan with "
                              "config.for_devices(devices)")
         config = config.for_devices(1)        # without privacy δ and the share do not depend on it
-    geometry = geometry or CellGeometry.build(np.asarray(cells, dtype=np.float64), candidates=config.environment.candidates)
-    gaussian = None
-    if config.privacy.mechanism == "gaussian":
-        gaussian = GaussianSpec(config.privacy.granularity, config.privacy.reward_granularity.count(config.days_per_round),
-                                config.rounds + config.privacy.retry_rounds,
-                                environment_length(cells, geometry, config.privacy.region_cells, config.uses_action_prior),
-                                config.privacy.clip_share, config.privacy.env_epsilon_fraction, env_l2_bound(config.uses_action_prior),
-                                config.privacy.adjacency)
-    env_values = environment_length(cells, geometry, config.privacy.region_cells,
-                                     config.uses_action_prior) if gaussian is None else 0
-    return load_or_make_plan(ckpt_dir, config.privacy.epsilon, config.privacy.delta, config.privacy.kappa,
-                             planned_queries(config, cells, geometry), reserve_queries(config), gaussian,
-                             env_values, config.privacy.env_epsilon_fraction, env_l1_bound(config.uses_action_prior),
-                             config.privacy.adjacency)
+    geometry = geometry or CellGeometry.build(np.asarray(cells, dtype=np.float64),
+                                              candidates=config.environment.candidates)
+    env = environment_length(cells, geometry, config.privacy.region_cells, config.uses_action_prior)
+    return make_run_plan(config, env, ckpt_dir)
 
 
 def policy_config(config: TrainConfig, n_cells: int) -> PolicyConfig:
