@@ -13,7 +13,8 @@ data set on it, and the run's total ε with the cell release composed in.
     # 3. score its synthetic days on the public map's own test days (ids translated back to the universe)
     python benchmarks/released_cells.py evaluate --data runs/pategail-geolife-public --released runs/released-s0 \\
         --run runs/cells/released-e8-s0
-    # 4. the composed ε of the cell release and the run, under both relations
+    # 4. the composed ε of the cell release and the run, under both relations (and, to choose m and the share:
+    #    `sweep --data ... --population 1000 --epsilon 8`)
     python benchmarks/released_cells.py compose --released runs/released-s0 --run runs/cells/released-e8-s0
 
 Each device moves its own days onto the released table (``pategail.sdk.cell_universe``: a slot in a square
@@ -43,24 +44,49 @@ from pategail.server.privacy.cell_release import (MAX_CELLS, RHO_SHARE, CellRele
 from pategail.server.privacy.defaults import default_delta
 
 
-def release(args) -> int:
-    data = load_dataset(args.data)
+def _public(path: Path) -> Dataset:
+    data = load_dataset(path)
     if not data.public_cell_table:
-        sys.exit(f"{args.data}: the candidate universe must be a public table (data prepare --public-cells --bbox)")
+        sys.exit(f"{path}: the candidate universe must be a public table (data prepare --public-cells --bbox)")
+    return data
+
+
+def _noisy_release(data: Dataset, population, plan: CellReleasePlan) -> tuple[np.ndarray, np.ndarray]:
+    """(exact sum of the devices' visited vectors, the released universe ids) — one vector per user, times its
+    copies; the noise the devices' shares add up to, as the population fleet's ideal aggregation draws it."""
+    users, copies = np.unique(population.users, return_counts=True)
+    exact = np.zeros(data.n_cells)
+    for user, c in zip(users, copies):
+        exact += c * visited_vector(data.user_days(int(user)), data.n_cells, plan.max_cells)
+    config, n = TrainConfig(), len(population)
+    n_min = max(1, math.ceil(config.min_survivors * n))
+    noise = distributed_noise(plan.noise_std * QUANTA_PER_UNIT, n_min - config.secagg_colluders, n, data.n_cells,
+                              "gaussian") / QUANTA_PER_UNIT
+    return exact, plan.select(exact + noise)
+
+
+def sweep(args) -> int:
+    """Released squares and the share of test slots they hold, by m and ρ share (one noise draw each)."""
+    data = _public(args.data)
+    population = resample_population(data.users, args.population, args.seed)
+    delta = default_delta(args.population)
+    print("| m | ρ share | σ | τ | released squares | test slots on them |\n|---|---|---|---|---|---|")
+    for m in args.max_cells:
+        for share in args.rho_share:
+            plan = plan_cell_release(args.epsilon, delta, data.n_cells, m, share)
+            _, released = _noisy_release(data, population, plan)
+            print(f"| {m} | {share:g} | {plan.noise_std:.2f} | {plan.threshold:.1f} | {len(released)} | "
+                  f"{np.isin(data.test_days, released).mean():.1%} |")
+    return 0
+
+
+def release(args) -> int:
+    data = _public(args.data)
     universe = data.n_cells
     population = resample_population(data.users, args.population, args.seed)
     delta = default_delta(args.population)
     plan = plan_cell_release(args.epsilon, delta, universe, args.max_cells, args.rho_share)
-    # the exact sum of the devices' vectors: one vector per user, times its copies
-    users, copies = np.unique(population.users, return_counts=True)
-    exact = np.zeros(universe)
-    for user, c in zip(users, copies):
-        exact += c * visited_vector(data.user_days(int(user)), universe, plan.max_cells)
-    config = TrainConfig()
-    n_min = max(1, math.ceil(config.min_survivors * args.population))
-    noise = distributed_noise(plan.noise_std * QUANTA_PER_UNIT, n_min - config.secagg_colluders, args.population,
-                              universe, "gaussian") / QUANTA_PER_UNIT
-    released = plan.select(exact + noise)
+    exact, released = _noisy_release(data, population, plan)
     mapping = release_mapping(data.cells, released)
     moved = haversine_km(data.cells[:, 0], data.cells[:, 1], data.cells[released[mapping], 0],
                          data.cells[released[mapping], 1])
@@ -132,6 +158,14 @@ def main() -> int:
     r.add_argument("--max-cells", type=int, default=MAX_CELLS)
     r.add_argument("--rho-share", type=float, default=RHO_SHARE)
     r.set_defaults(func=release)
+    w = sub.add_parser("sweep")
+    w.add_argument("--data", type=Path, required=True)
+    w.add_argument("--population", type=int, required=True)
+    w.add_argument("--seed", type=int, default=0)
+    w.add_argument("--epsilon", type=float, required=True)
+    w.add_argument("--max-cells", type=int, nargs="+", default=[8, 16, 32, 64])
+    w.add_argument("--rho-share", type=float, nargs="+", default=[0.1, 0.2])
+    w.set_defaults(func=sweep)
     e = sub.add_parser("evaluate")
     e.add_argument("--data", type=Path, required=True, help="the public map data set (the universe)")
     e.add_argument("--released", type=Path, required=True)
