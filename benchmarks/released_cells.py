@@ -51,18 +51,20 @@ def _public(path: Path) -> Dataset:
     return data
 
 
-def _noisy_release(data: Dataset, population, plan: CellReleasePlan) -> tuple[np.ndarray, np.ndarray]:
-    """(exact sum of the devices' visited vectors, the released universe ids) — one vector per user, times its
-    copies; the noise the devices' shares add up to, as the population fleet's ideal aggregation draws it."""
+def _noisy_release(data: Dataset, population, plan: CellReleasePlan) -> tuple[np.ndarray, np.ndarray, float]:
+    """(exact sum of the devices' visited vectors, the released universe ids, the threshold used) — one vector
+    per user, times its copies; the noise the devices' shares add up to, as the population fleet's ideal
+    aggregation draws it (every device contributing; shares sized for n_min − t), and τ for that noise."""
     users, copies = np.unique(population.users, return_counts=True)
     exact = np.zeros(data.n_cells)
     for user, c in zip(users, copies):
         exact += c * visited_vector(data.user_days(int(user)), data.n_cells, plan.max_cells)
     config, n = TrainConfig(), len(population)
     n_min = max(1, math.ceil(config.min_survivors * n))
-    noise = distributed_noise(plan.noise_std * QUANTA_PER_UNIT, n_min - config.secagg_colluders, n, data.n_cells,
-                              "gaussian") / QUANTA_PER_UNIT
-    return exact, plan.select(exact + noise)
+    shares = n_min - config.secagg_colluders
+    noise = distributed_noise(plan.noise_std * QUANTA_PER_UNIT, shares, n, data.n_cells, "gaussian") / QUANTA_PER_UNIT
+    threshold = plan.threshold_for(n, shares)
+    return exact, plan.select(exact + noise, threshold), threshold
 
 
 def sweep(args) -> int:
@@ -74,8 +76,8 @@ def sweep(args) -> int:
     for m in args.max_cells:
         for share in args.rho_share:
             plan = plan_cell_release(args.epsilon, delta, data.n_cells, m, share)
-            _, released = _noisy_release(data, population, plan)
-            print(f"| {m} | {share:g} | {plan.noise_std:.2f} | {plan.threshold:.1f} | {len(released)} | "
+            _, released, threshold = _noisy_release(data, population, plan)
+            print(f"| {m} | {share:g} | {plan.noise_std:.2f} | {threshold:.1f} | {len(released)} | "
                   f"{np.isin(data.test_days, released).mean():.1%} |")
     return 0
 
@@ -86,7 +88,7 @@ def release(args) -> int:
     population = resample_population(data.users, args.population, args.seed)
     delta = default_delta(args.population)
     plan = plan_cell_release(args.epsilon, delta, universe, args.max_cells, args.rho_share)
-    exact, released = _noisy_release(data, population, plan)
+    exact, released, threshold = _noisy_release(data, population, plan)
     mapping = release_mapping(data.cells, released)
     moved = haversine_km(data.cells[:, 0], data.cells[:, 1], data.cells[released[mapping], 0],
                          data.cells[released[mapping], 1])
@@ -94,15 +96,15 @@ def release(args) -> int:
     rest = remaining_epsilon(args.epsilon, delta, plan)
     meta = {**data.meta, "cell_table": {
         "kind": "released", "universe": data.meta.get("cell_table"), "released": released.tolist(),
-        "plan": vars(plan), "target_epsilon": args.epsilon, "target_delta": delta, "remaining_epsilon": rest,
-        "population": args.population, "seed": args.seed}}
+        "plan": vars(plan), "threshold": threshold, "target_epsilon": args.epsilon, "target_delta": delta,
+        "remaining_epsilon": rest, "population": args.population, "seed": args.seed}}
     remapped = Dataset(data.cells[released], remap_days(data.train_days, mapping), data.train_users,
                        remap_days(data.test_days, mapping), data.test_users, meta, str(args.out),
                        None if data.holdout_days is None else remap_days(data.holdout_days, mapping),
                        data.holdout_users)
     save_dataset(remapped, args.out)
     summary = {"universe": universe, "released": int(len(released)), "noise_std": plan.noise_std,
-               "threshold": plan.threshold, "squares_in_some_vector": int(np.count_nonzero(exact)),
+               "threshold": threshold, "squares_in_some_vector": int(np.count_nonzero(exact)),
                "false_squares": int(np.count_nonzero((exact == 0)[released])),
                "test_slots_on_released": float(np.isin(data.test_days, released).mean()),
                "train_slots_on_released": float(np.isin(data.train_days, released).mean()),

@@ -53,6 +53,18 @@ def test_a_square_nobody_visits_clears_the_threshold_rarely():
     assert small.threshold > 3 * small.noise_std > 1
 
 
+def test_the_threshold_follows_the_noise_the_sum_carries():
+    plan = plan_cell_release(8.0, DELTA, 3621)
+    # 1,000 devices each adding a share sized for n_min = 800: the sum's noise is σ·√1.25
+    tau = plan.threshold_for(1000, 800)
+    assert tau == pytest.approx(plan.threshold * math.sqrt(1.25))
+    assert 3621 * NormalDist(0, plan.noise_std * math.sqrt(1.25)).cdf(-tau) == pytest.approx(FALSE_CELLS, rel=1e-6)
+    assert plan.threshold_for(800, 800) == plan.threshold == plan.threshold_for(700, 800)    # never below τ
+    counts = np.zeros(3621)
+    counts[5] = (plan.threshold + tau) / 2
+    assert 5 in plan.select(counts) and 5 not in plan.select(counts, tau)
+
+
 def test_one_device_moves_the_counts_by_no_more_than_the_recorded_sensitivity():
     plan = plan_cell_release(8.0, DELTA, 400, max_cells=8)
     rng = np.random.default_rng(3)

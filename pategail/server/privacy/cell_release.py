@@ -31,14 +31,15 @@ from pategail.server.privacy.adjacency import REPLACE_ONE, ZERO_OUT, check_adjac
 from pategail.server.privacy.gaussian import calibrate_noise_multiplier
 
 MAX_CELLS = 32
-"""Squares a device counts (its most-visited ones). GeoLife's users visit a median of 36 squares of the
-Beijing map; at 1,000 devices, ε = 8 and ``RHO_SHARE`` 0.2 the released table held 87% of the test days' slots
-with 32 and with 64, 74–84% with 8 and 16 (one noise draw each; ``benchmarks/released_cells.py sweep``)."""
+"""Squares a device counts (its most-visited ones): about the median user's whole footprint (GeoLife's users
+visit a median of 36 squares of the Beijing map), so a typical device counts every square it uses. At 1,000
+devices, ε = 8 and ``RHO_SHARE`` 0.2 the released table held 83–85% of the test days' slots with m from 8 to 64
+(one noise draw each; ``benchmarks/released_cells.py sweep``): the table is not sensitive to m there."""
 RHO_SHARE = 0.2
 """The cell release's share of the target's ρ: the environment and reward noise grow by 1/√(1 − 0.2) ≈ 1.12
 (at 1,000 devices and ε = 8 the rewards stay ~8× under their tolerance), and the table's noise std is √5
-times that of a release of the whole budget. 0.1 released 160 squares holding 78% of the test slots, 0.2 223
-and 87%, 0.3 253 and 89% (m = 32, same sweep)."""
+times that of a release of the whole budget. 0.1 released 140 squares holding 66% of the test slots, 0.2 198
+and 83%, 0.3 234 and 88% (m = 32, same sweep)."""
 FALSE_CELLS = 0.1
 """Expected number of squares nobody visits that clear the threshold, over the whole universe."""
 
@@ -54,7 +55,7 @@ class CellReleasePlan:
     noise_std: float
     """σ on each square's noisy count."""
     threshold: float
-    """τ: a square is released when its noisy count exceeds it."""
+    """τ for noise of std ``noise_std``: a square is released when its noisy count exceeds it."""
     rho_share: float
     """The share of the target's ρ the release spends."""
     adjacency: str = ZERO_OUT
@@ -70,12 +71,22 @@ class CellReleasePlan:
         """The release as the accountant records it (zero-out sensitivity)."""
         return GaussianRelease(self.noise_std, self.sensitivity, 1)
 
-    def select(self, noisy_counts: np.ndarray) -> np.ndarray:
-        """int64, sorted: universe ids of the squares whose noisy count exceeds τ."""
+    def threshold_for(self, contributors: int, shares: int) -> float:
+        """τ for the noise a sum actually carries: the devices' shares are sized for ``shares`` = n_min − t
+        devices, so ``contributors`` of them add σ·√(contributors / shares) (more than σ when more than n_min
+        survive). A threshold on σ alone would let an empty square through √(c/s) times as many σ more often
+        (0.56 instead of 0.1 expected empty squares at 1,000 devices with n_min = 800)."""
+        if contributors < 1 or shares < 1:
+            raise ValueError("contributors and shares must be at least 1")
+        return self.threshold * math.sqrt(max(1.0, contributors / shares))
+
+    def select(self, noisy_counts: np.ndarray, threshold: float | None = None) -> np.ndarray:
+        """int64, sorted: universe ids of the squares whose noisy count exceeds ``threshold`` (default τ;
+        :meth:`threshold_for` the noise the sum carries)."""
         counts = np.asarray(noisy_counts, dtype=np.float64)
         if counts.shape != (self.universe,):
             raise ValueError(f"need one noisy count per square of the universe ({self.universe}), got {counts.shape}")
-        return np.flatnonzero(counts > self.threshold)
+        return np.flatnonzero(counts > (self.threshold if threshold is None else threshold))
 
 
 def replace_one_factor(max_cells: int, universe: int) -> float:
