@@ -223,3 +223,16 @@ def test_a_malformed_order_gets_an_empty_reply_and_the_device_keeps_polling(tmp_
     finally:
         stop.set()
         service.stop()
+
+
+def test_issued_tokens_never_read_as_options(tmp_path):
+    """A token is given on the device's command line (`pategail device --token T`): one beginning with "-" would
+    be taken for an option; the issued ones are hexadecimal, 128 bits, and distinct."""
+    from pategail.cli import build_parser
+    from pategail.server.net.admission import issue_tokens
+
+    tokens = issue_tokens(tmp_path / "tokens.txt", 500)
+    assert len(set(tokens)) == 500 and all(len(t) == 32 and int(t, 16) >= 0 for t in tokens)
+    args = build_parser().parse_args(["device", "--server", "http://127.0.0.1:9", "--store", "S",
+                                      "--token", tokens[0]])
+    assert args.token == tokens[0]

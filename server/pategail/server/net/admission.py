@@ -34,8 +34,9 @@ def token_hash(token: str) -> str:
 
 
 def issue_tokens(path: Path, count: int) -> list[str]:
-    """``count`` fresh tokens (128 random bits each, URL-safe), written one a line to ``path`` (mode 0600)."""
-    tokens = [secrets.token_urlsafe(16) for _ in range(count)]
+    """``count`` fresh tokens (128 random bits each, hexadecimal), written one a line to ``path`` (mode 0600).
+    Hexadecimal, not base64: a token that began with "-" would be read as an option by `pategail device --token`."""
+    tokens = [secrets.token_hex(16) for _ in range(count)]
     write_atomic(path, ("".join(t + "\n" for t in tokens)).encode("ascii"), 0o600)
     return tokens
 
