@@ -66,6 +66,10 @@ def add_run_arguments(p) -> None:
                    help="how rewards are released under --epsilon: gaussian (default: one centred reward per "
                         "generated day, distributed discrete Gaussian noise, region sums for the environment) or "
                         "laplace (the PateGail paper's mechanism: Σ D and Σ D² of every pair)")
+    p.add_argument("--method", choices=("pategail", "dp-fedavg"), default=None,
+                   help="pategail (default): noisy rewards of on-device discriminators, PPO on the coordinator; "
+                        "dp-fedavg: on-device maximum likelihood, clipped model deltas with Gaussian noise "
+                        "(docs/dp-fedavg.md)")
     p.add_argument("--adjacency", choices=("zero-out", "replace-one"), default=None,
                    help="the neighbouring relation the target ε applies to (default zero-out: one user's data "
                         "replaced by nothing, the device still taking part); both relations' ε are reported")
@@ -98,6 +102,8 @@ def _config(args):
         if args.no_privacy:
             raise PategailError("--delta goes with --epsilon, not with --no-privacy")
         overrides["target_delta"] = args.delta
+    if getattr(args, "method", None) is not None:
+        overrides["method"] = args.method
     for name in ("mechanism", "adjacency"):
         value = getattr(args, name, None)
         if value is not None:
@@ -243,10 +249,11 @@ def run_coordinator(args, config, dataset, run: Path, fleet, downstream_config, 
     ``args.resume``; then the outputs, the downstream evaluation and the final policy sent to the devices.
     ``on_progress(coordinator)``: called once resumed and after every round (the service's status)."""
     from pategail.metrics.guard import GUARD_QUANTILE, distinct_cells_threshold
-    from pategail.server.coordinator import Coordinator
+    from pategail.server.fedavg.coordinator import coordinator_class
     from pategail.server.privacy.summary import plan_line
 
-    coordinator = Coordinator(config, fleet, dataset.cells, run, seed=args.seed, signing_key=signing_key)
+    coordinator = coordinator_class(config)(config, fleet, dataset.cells, run, seed=args.seed,
+                                            signing_key=signing_key)
     if args.resume and not coordinator.resume():
         log.info("%s: no round was checkpointed yet; starting again (journalled releases are re-used)", run)
     n_devices = len(fleet.device_ids)
@@ -254,7 +261,7 @@ def run_coordinator(args, config, dataset, run: Path, fleet, downstream_config, 
     log.info(line)
     if config.tolerance_experiment:        # on the terminal whatever the log level: this run is not private
         print(line, flush=True)
-    elif coordinator.plan.private:         # issue 13 point 5: say whether it can learn, before training
+    elif coordinator.plan.private and config.method == "pategail":   # say whether it can learn, before training
         from pategail.server.privacy.feasibility import plan_feasibility
         feasible = plan_feasibility(coordinator.plan, n_devices)
         print(f"privacy plan: {feasible.line()}", flush=True)
@@ -394,5 +401,6 @@ def write_initial_bundle(config, dataset, seed: int, out: Path, privacy=None) ->
         discriminator = Discriminator()
     return export_bundle(policy0, discriminator, out, training_config=discriminator_training(config),
                          environment=Environment(dataset.cells, config.alpha, config.candidates,
-                                                       action_rates=config.uses_action_prior), privacy=privacy)
+                                                       action_rates=config.uses_action_prior), privacy=privacy,
+                         policy_training=config.method == "dp-fedavg")
 

@@ -13,6 +13,7 @@ from pategail.errors import PategailError
 from pategail.sdk.contribution import Granularity
 from pategail.sdk.epr import DEFAULT_ALPHA, DEFAULT_CANDIDATES
 from pategail.sdk.secagg.graph import secagg_plus_degree
+from pategail.server.fedavg.config import FedAvgConfig
 from pategail.server.ppo import PPOConfig
 
 
@@ -60,6 +61,8 @@ def secagg_degree_for(n_devices: int, configured: int | None = None, dropout: fl
     return secagg_plus_degree(n_devices, min(dropout, 0.45), colluders, DEGREE_FAILURE)
 
 
+METHODS = ("pategail", "dp-fedavg")
+"""Training methods (``TrainConfig.method``)."""
 MECHANISMS = ("laplace", "gaussian")
 """Reward-release mechanisms (``TrainConfig.mechanism``)."""
 ADJACENCIES = ("zero-out", "replace-one")
@@ -272,6 +275,15 @@ class TrainConfig:
     ``{"n_heads": 4}`` for runs from before session 7)."""
     ppo: PPOConfig = field(default_factory=lambda: PPOConfig(**DEFAULT_PPO))
     """PPO knobs (pategail.server.ppo.PPOConfig); a config file's "ppo" object overrides some of them."""
+    # -- the training method (DP-FedAvg: pategail.server.fedavg) --
+    method: str = "pategail"
+    """"pategail" (the default): devices train discriminators and release noisy rewards, the coordinator runs
+    PPO. "dp-fedavg": devices fit the policy to their own days by maximum likelihood and release clipped model
+    deltas with the Gaussian mechanism (user-level DP-FedAvg, McMahan et al. 2018; docs/dp-fedavg.md) — the
+    same environment release, secure aggregation, plan, accountant and ledgers."""
+    fedavg: FedAvgConfig = field(default_factory=FedAvgConfig)
+    """DP-FedAvg settings (pategail.server.fedavg.config.FedAvgConfig); a config file's "fedavg" object
+    overrides some of them."""
 
     def __post_init__(self):
         # None settings that do not depend on the device count are resolved here, so that a run's recorded
@@ -336,6 +348,11 @@ class TrainConfig:
             raise PategailError("tolerance_noise_std is an experiment without privacy: not with --epsilon")
         if self.secagg_colluders < 0:
             raise PategailError(f"secagg_colluders must be >= 0, got {self.secagg_colluders}")
+        if self.method not in METHODS:
+            raise PategailError(f"method must be one of {', '.join(METHODS)}, got {self.method!r}")
+        if self.method == "dp-fedavg" and self.private and self.mechanism != "gaussian":
+            raise PategailError("method dp-fedavg releases model deltas with the Gaussian mechanism: leave mechanism "
+                                "out or set it to 'gaussian'")
 
     @property
     def private(self) -> bool:
@@ -413,6 +430,13 @@ class TrainConfig:
                     if f.name in d["ppo"]:
                         _check_type(f"ppo.{f.name}", f.type, d["ppo"][f.name], where)
                 d["ppo"] = PPOConfig(**{**DEFAULT_PPO, **d["ppo"]})
+            if "fedavg" in d:
+                if not isinstance(d["fedavg"], dict):
+                    raise PategailError(f"{where}: \"fedavg\" must be an object of DP-FedAvg settings")
+                for f in dataclasses.fields(FedAvgConfig):
+                    if f.name in d["fedavg"]:
+                        _check_type(f"fedavg.{f.name}", f.type, d["fedavg"][f.name], where)
+                d["fedavg"] = FedAvgConfig(**d["fedavg"])
             return cls(**d)
         except TypeError as e:
             raise PategailError(f"{where}: {e}") from None

@@ -53,6 +53,8 @@ def environment_share(config, devices: int) -> float:
     low, high = SHARE_RANGE
     if not config.private:
         return low
+    if getattr(config, "method", "pategail") == "dp-fedavg":
+        return low         # the measured tolerances are of reward releases; DP-FedAvg's deltas keep the most
     if config.mechanism != "gaussian":
         return LAPLACE_SHARE
     tolerance = tolerance_for(config.granularity)

@@ -197,6 +197,9 @@ class Bundle:
     owner_scaling: bool = False
     """The discriminator takes its inputs standardised by the owner's real pairs (manifest
     "discriminator.input_scaling" = "owner"; :func:`pategail.sdk.discriminator_round.owner_scaler`)."""
+    policy_training: "PolicyTrainingSpec | None" = None
+    """The policy's maximum-likelihood training artifacts (manifest "policy_training"; DP-FedAvg runs,
+    :mod:`pategail.sdk.fedavg_round`); None in other bundles."""
 
     @property
     def sha256(self) -> str:
@@ -211,6 +214,31 @@ class Bundle:
     def learning_rate(self) -> float:
         """The recommended discriminator learning rate (devices may choose another)."""
         return float(self.manifest["discriminator"]["optimizer"]["learning_rate"])
+
+
+@dataclass(frozen=True)
+class PolicyTrainingSpec:
+    """The manifest's ``policy_training`` section: the training, eval and (SGD) optimizer models, the initial
+    checkpoint, and the trainable parameters (name, shape) in flat-vector order."""
+
+    models: dict[str, ModelSpec]
+    checkpoint: Path
+    parameters: tuple[tuple[str, tuple[int, ...]], ...]
+
+    @property
+    def n_parameters(self) -> int:
+        return int(sum(np.prod(shape, dtype=np.int64) for _, shape in self.parameters))
+
+
+def _policy_training(root: Path, section: dict | None, requires: dict) -> PolicyTrainingSpec | None:
+    if section is None:
+        return None
+    models = {role: _model(root, section["models"][role], requires) for role in ("training", "eval", "optimizer")}
+    parameters = tuple((str(p["name"]), tuple(int(s) for s in p["shape"])) for p in section["parameters"])
+    spec = PolicyTrainingSpec(models, root / section["checkpoint"], parameters)
+    if spec.n_parameters != int(section["n_parameters"]):
+        raise BundleError(f"{root / MANIFEST}: policy_training: the parameter shapes do not add up to n_parameters")
+    return spec
 
 
 def sha256_file(path: str | os.PathLike) -> str:
@@ -296,6 +324,7 @@ def load_bundle(path: str | os.PathLike, *, onnxruntime_version: str | None = No
         scaling = disc.get("input_scaling", "raw")
         if scaling not in ("raw", "owner"):
             raise BundleError(f"{manifest_path}: discriminator input_scaling {scaling!r} is not 'raw' or 'owner'")
+        policy_training = _policy_training(root, manifest.get("policy_training"), requires)
         environment = None
         if "environment" in manifest:
             env = manifest["environment"]
@@ -311,7 +340,9 @@ def load_bundle(path: str | os.PathLike, *, onnxruntime_version: str | None = No
         raise BundleError(f"{manifest_path}: malformed manifest ({type(e).__name__}: {e})") from None
     listed = set(files)
     for spec_path in [policy.path, checkpoint, *(m.path for m in models.values()),
-                      *([] if policy_step is None else [policy_step.path])]:
+                      *([] if policy_step is None else [policy_step.path]),
+                      *([] if policy_training is None else [policy_training.checkpoint,
+                                                            *(m.path for m in policy_training.models.values())])]:
         if spec_path.name not in listed:
             raise BundleError(f"{manifest_path}: {spec_path.name} is used but has no hash in 'files'")
     privacy = None
@@ -322,7 +353,7 @@ def load_bundle(path: str | os.PathLike, *, onnxruntime_version: str | None = No
             raise BundleError(f"{manifest_path}: invalid privacy plan ({type(e).__name__}: {e})") from None
     return Bundle(root=root, manifest=manifest, policy=policy, discriminator=models, checkpoint=checkpoint,
                   parameters=parameters, environment=environment, policy_step=policy_step, privacy=privacy,
-                  replay=replay, owner_scaling=scaling == "owner")
+                  replay=replay, owner_scaling=scaling == "owner", policy_training=policy_training)
 
 
 def session_options(threads: int = 1, *, arena: bool = True):
