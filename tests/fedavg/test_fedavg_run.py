@@ -1,0 +1,114 @@
+"""DP-FedAvg end to end: a private run over SDK devices (real secure aggregation, the devices' ledgers), the
+released update's noise against the plan, the server step, and the population fleet against SDK devices."""
+from __future__ import annotations
+
+import glob
+
+import numpy as np
+import pytest
+import torch
+
+from pategail.emulator import EmulatedFleet, choose_users
+from pategail.population.fleet import PopulationFleet
+from pategail.population.resample import resample_population
+from pategail.sdk.accounting import GaussianRelease, composed_epsilon, gaussian_sensitivity
+from pategail.sdk.secagg.ledger import PrivacyLedger
+from pategail.server.coordinator import environment_length, run_plan
+from pategail.server.fedavg.coordinator import FedAvgCoordinator, delta_length
+from pategail.server.privacy.gaussian import ENV_L2_BOUND
+from pategail.train_cli import write_initial_bundle
+
+
+def _run(config, dataset, fleet_of, root, seed=0, kind=FedAvgCoordinator):
+    """A DP-FedAvg coordinator (of class ``kind``) over ``fleet_of(bundle)`` after its rounds (the initial bundle
+    declares the plan)."""
+    torch.set_num_threads(1)
+    config = config.for_devices(fleet_of.devices)
+    plan = run_plan(config, dataset.cells, root / "checkpoint")
+    bundle = write_initial_bundle(config, dataset, seed, root / "bundle-initial",
+                                  privacy=plan.declare(config.min_survivors, config.secagg_colluders))
+    coordinator = kind(config, fleet_of(bundle), dataset.cells, root, seed=seed)
+    coordinator.train()
+    return coordinator
+
+
+def test_a_private_run_over_sdk_devices(dataset, tiny, tmp_path):
+    users = choose_users(dataset.users, 3, 0)
+    fleet_of = lambda bundle: EmulatedFleet(dataset, users, tmp_path / "devices", bundle, seed=0)  # noqa: E731
+    fleet_of.devices = 3
+    before = []
+
+    class Watch(FedAvgCoordinator):
+        def apply_delta(self, mean_delta):
+            before.append((self.global_parameters().astype(np.float64), mean_delta))
+            super().apply_delta(mean_delta)
+
+    coordinator = _run(tiny(target_epsilon=8.0), dataset, fleet_of, tmp_path, kind=Watch)
+    plan, g = coordinator.plan, coordinator.plan.gaussian
+    values = delta_length(coordinator.policy)
+    assert plan.granularity == "model-delta" and plan.reward_values == values
+    assert g["clip_norm"] == pytest.approx(1.0, rel=1e-12)                 # deltas travel over their clip norm
+    # one Gaussian release per round of sensitivity the clip norm (plus the fixed-point term), and the
+    # environment release before them; the accountant and every device's own ledger record exactly these
+    env_values = environment_length(dataset.cells, coordinator.geometry, coordinator.config.region_cells)
+    env = GaussianRelease(g["env_noise_std"], gaussian_sensitivity(ENV_L2_BOUND, env_values), 1, 3)
+    deltas = GaussianRelease(g["noise_std"], gaussian_sensitivity(g["clip_norm"], values), 2, 3)
+    assert coordinator.accountant.releases == (env, deltas)
+    epsilon = coordinator.accountant.epsilon()
+    assert epsilon == pytest.approx(composed_epsilon([env, deltas], 1e-5), rel=1e-12) and epsilon <= 8.0
+    ledgers = sorted(glob.glob(str(tmp_path / "devices" / "*" / "privacy-ledger.json")))
+    assert len(ledgers) == 3 and all(PrivacyLedger(p, 8.0).releases == (env, deltas) for p in ledgers)
+    # the server step (FedAvg, server_lr 1) adds clip_norm × the released sum / the 3 devices to θ
+    journal = coordinator.releases.journal()
+    assert len(before) == 2
+    for r, (theta, mean_delta) in enumerate(before, start=1):
+        assert np.allclose(mean_delta, journal[r].sum * 0.5 / 3, rtol=0, atol=1e-12)
+    assert np.abs(coordinator.global_parameters() - (before[1][0] + before[1][1])).max() < 1e-5
+    history = coordinator.history
+    assert [h["survivors"] for h in history] == [3, 3]
+    assert history[0]["ppo"]["noise_std_on_mean_delta"] == pytest.approx(g["noise_std"] * 0.5 / 3)
+
+
+@pytest.fixture(scope="module")
+def population(dataset):
+    return resample_population(dataset.users, 20, seed=0)
+
+
+def _population_fleet(dataset, population, root):
+    fleet_of = lambda bundle: PopulationFleet(dataset, population, bundle, seed=0)  # noqa: E731
+    fleet_of.devices = len(population)
+    return fleet_of
+
+
+def test_the_released_update_carries_the_planned_noise(dataset, tiny, population, tmp_path):
+    quiet = _run(tiny(rounds=1, mechanism="gaussian"), dataset, _population_fleet(dataset, population, tmp_path),
+                 tmp_path / "quiet")
+    noisy = _run(tiny(rounds=1, target_epsilon=8.0), dataset, _population_fleet(dataset, population, tmp_path),
+                 tmp_path / "noisy")
+    # same seed, same environment for the devices' days: the noiseless sum of the private run's uploads is the
+    # quiet run's; what is left is the noise the secure aggregation added (20 devices' discrete-Gaussian shares)
+    noise = noisy.releases.journal()[1].sum - quiet.releases.journal()[1].sum
+    planned = noisy.plan.gaussian["noise_std"]
+    assert len(noise) == delta_length(noisy.policy) > 10_000
+    assert abs(noise.mean()) < 5 * planned / np.sqrt(len(noise))
+    # each of the 20 contributors adds a share sized for n_min = ⌈0.8 · 20⌉ = 16 honest survivors (so that 16 alone
+    # reach the plan's σ): with all 20 in the sum its std is σ·√(20/16)
+    assert noise.std() == pytest.approx(planned * np.sqrt(20 / 16), rel=0.03)
+    signal = quiet.releases.journal()[1].sum
+    assert 1 < np.linalg.norm(signal) <= 20                      # 20 uploads of norm ≤ 1 (not nothing)
+
+
+def test_the_population_fleet_computes_what_sdk_devices_compute(dataset, tiny, population, tmp_path):
+    config = tiny()
+    sdk_of = lambda bundle: EmulatedFleet(dataset, population.users, tmp_path / "devices", bundle,  # noqa: E731
+                                          seed=0, population=population)
+    sdk_of.devices = len(population)
+    sdk = _run(config, dataset, sdk_of, tmp_path / "sdk")
+    pop = _run(config, dataset, _population_fleet(dataset, population, tmp_path), tmp_path / "pop")
+    a, b = sdk.releases.journal(), pop.releases.journal()
+    assert sorted(a) == sorted(b) == [0, 1, 2]
+    for r in (1, 2):
+        assert a[r].n_survivors == b[r].n_survivors == 20
+        assert np.abs(a[r].sum - b[r].sum).max() < 1e-4, r
+    assert np.abs(a[2].sum - a[1].sum).max() > 1e-2                  # the rounds moved the policy
+    assert np.abs(sdk.global_parameters() - pop.global_parameters()).max() < 1e-5
