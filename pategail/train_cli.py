@@ -66,10 +66,10 @@ def add_run_arguments(p) -> None:
                    help="how rewards are released under --epsilon: gaussian (default: one centred reward per "
                         "generated day, distributed discrete Gaussian noise, region sums for the environment) or "
                         "laplace (the PateGail paper's mechanism: Σ D and Σ D² of every pair)")
-    p.add_argument("--method", choices=("pategail", "dp-fedavg"), default=None,
+    p.add_argument("--method", choices=("pategail", "dp-fedavg", "hybrid"), default=None,
                    help="pategail (default): noisy rewards of on-device discriminators, PPO on the coordinator; "
                         "dp-fedavg: on-device maximum likelihood, clipped model deltas with Gaussian noise "
-                        "(docs/dp-fedavg.md)")
+                        "(docs/dp-fedavg.md); hybrid: DP-FedAvg rounds first, then PateGail's")
     p.add_argument("--adjacency", choices=("zero-out", "replace-one"), default=None,
                    help="the neighbouring relation the target ε applies to (default zero-out: one user's data "
                         "replaced by nothing, the device still taking part); both relations' ε are reported")
@@ -261,7 +261,7 @@ def run_coordinator(args, config, dataset, run: Path, fleet, downstream_config, 
     log.info(line)
     if config.tolerance_experiment:        # on the terminal whatever the log level: this run is not private
         print(line, flush=True)
-    elif coordinator.plan.private and config.method == "pategail":   # say whether it can learn, before training
+    elif coordinator.plan.private and config.method != "dp-fedavg":   # say whether it can learn, before training
         from pategail.server.privacy.feasibility import plan_feasibility
         feasible = plan_feasibility(coordinator.plan, n_devices)
         print(f"privacy plan: {feasible.line()}", flush=True)
@@ -402,5 +402,5 @@ def write_initial_bundle(config, dataset, seed: int, out: Path, privacy=None) ->
     return export_bundle(policy0, discriminator, out, training_config=discriminator_training(config),
                          environment=Environment(dataset.cells, config.alpha, config.candidates,
                                                        action_rates=config.uses_action_prior), privacy=privacy,
-                         policy_training=config.method == "dp-fedavg")
+                         policy_training=config.method != "pategail")
 

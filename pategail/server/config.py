@@ -61,7 +61,7 @@ def secagg_degree_for(n_devices: int, configured: int | None = None, dropout: fl
     return secagg_plus_degree(n_devices, min(dropout, 0.45), colluders, DEGREE_FAILURE)
 
 
-METHODS = ("pategail", "dp-fedavg")
+METHODS = ("pategail", "dp-fedavg", "hybrid")
 """Training methods (``TrainConfig.method``)."""
 MECHANISMS = ("laplace", "gaussian")
 """Reward-release mechanisms (``TrainConfig.mechanism``)."""
@@ -280,7 +280,8 @@ class TrainConfig:
     """"pategail" (the default): devices train discriminators and release noisy rewards, the coordinator runs
     PPO. "dp-fedavg": devices fit the policy to their own days by maximum likelihood and release clipped model
     deltas with the Gaussian mechanism (user-level DP-FedAvg, McMahan et al. 2018; docs/dp-fedavg.md) — the
-    same environment release, secure aggregation, plan, accountant and ledgers."""
+    same environment release, secure aggregation, plan, accountant and ledgers. "hybrid": ``fedavg.hybrid_rounds``
+    DP-FedAvg rounds (a private warm start), then PateGail's rounds, under one plan."""
     fedavg: FedAvgConfig = field(default_factory=FedAvgConfig)
     """DP-FedAvg settings (pategail.server.fedavg.config.FedAvgConfig); a config file's "fedavg" object
     overrides some of them."""
@@ -350,9 +351,12 @@ class TrainConfig:
             raise PategailError(f"secagg_colluders must be >= 0, got {self.secagg_colluders}")
         if self.method not in METHODS:
             raise PategailError(f"method must be one of {', '.join(METHODS)}, got {self.method!r}")
-        if self.method == "dp-fedavg" and self.private and self.mechanism != "gaussian":
-            raise PategailError("method dp-fedavg releases model deltas with the Gaussian mechanism: leave mechanism "
-                                "out or set it to 'gaussian'")
+        if self.method != "pategail" and self.private and self.mechanism != "gaussian":
+            raise PategailError(f"method {self.method} releases model deltas with the Gaussian mechanism: leave "
+                                "mechanism out or set it to 'gaussian'")
+        if self.method == "hybrid" and self.fedavg.hybrid_rounds >= self.rounds:
+            raise PategailError(f"method hybrid: fedavg.hybrid_rounds ({self.fedavg.hybrid_rounds}) must be below "
+                                f"rounds ({self.rounds}), which include the PateGail rounds after them")
 
     @property
     def private(self) -> bool:

@@ -112,3 +112,40 @@ def test_the_population_fleet_computes_what_sdk_devices_compute(dataset, tiny, p
         assert np.abs(a[r].sum - b[r].sum).max() < 1e-4, r
     assert np.abs(a[2].sum - a[1].sum).max() > 1e-2                  # the rounds moved the policy
     assert np.abs(sdk.global_parameters() - pop.global_parameters()).max() < 1e-5
+
+
+def test_a_private_hybrid_run_spends_one_plan_on_both_kinds_of_release(dataset, tiny, tmp_path):
+    from pategail.server.fedavg.hybrid import HybridCoordinator
+    from pategail.server.ppo import PPOConfig
+
+    users = choose_users(dataset.users, 3, 0)
+    fleet_of = lambda bundle: EmulatedFleet(dataset, users, tmp_path / "devices", bundle, seed=0)  # noqa: E731
+    fleet_of.devices = 3
+    from pategail.server.fedavg.config import FedAvgConfig
+    config = tiny(method="hybrid", rounds=3, target_epsilon=8.0, disc_steps=2, disc_batch_size=16,
+                  ppo=PPOConfig(n_epochs=2, batch_size=3),
+                  fedavg=FedAvgConfig(batch_size=16, client_lr=0.1, clip_norm=0.5, hybrid_rounds=1))
+    coordinator = _run(config, dataset, fleet_of, tmp_path, kind=HybridCoordinator)
+    journal = coordinator.releases.journal()
+    assert [journal[r].kind for r in (1, 2, 3)] == ["delta", "rewards", "rewards"]
+    g = coordinator.plan.gaussian
+    values = delta_length(coordinator.policy)
+    env_values = environment_length(dataset.cells, coordinator.geometry, coordinator.config.region_cells)
+    env = GaussianRelease(g["env_noise_std"], gaussian_sensitivity(ENV_L2_BOUND, env_values), 1, 3)
+    delta = GaussianRelease(g["noise_multiplier"] * gaussian_sensitivity(1.0, values),
+                            gaussian_sensitivity(1.0, values), 1, 3)
+    rewards = GaussianRelease(g["noise_std"], gaussian_sensitivity(g["clip_norm"], 6), 2, 3)
+    assert coordinator.accountant.releases == (env, delta, rewards)
+    # a delta release costs what a reward release costs: with the retry reserve (one more release of either
+    # kind) the run composes to the plan's ε, within the target
+    assert delta.noise_multiplier == pytest.approx(rewards.noise_multiplier, rel=1e-12)
+    epsilon = coordinator.accountant.epsilon()
+    assert epsilon == pytest.approx(composed_epsilon([env, delta, rewards], 1e-5), rel=1e-12)
+    reserve = GaussianRelease(rewards.noise_std, rewards.sensitivity, 3, 3)
+    assert composed_epsilon([env, delta, reserve], 1e-5) == pytest.approx(coordinator.plan.expected_epsilon,
+                                                                          rel=1e-3)
+    assert epsilon < coordinator.plan.expected_epsilon <= 8.0
+    ledgers = sorted(glob.glob(str(tmp_path / "devices" / "*" / "privacy-ledger.json")))
+    assert len(ledgers) == 3 and all(PrivacyLedger(p, 8.0).releases == (env, delta, rewards) for p in ledgers)
+    assert "mean_delta_norm" in coordinator.history[0]["ppo"]
+    assert "approx_kl" in coordinator.history[2]["ppo"]

@@ -39,11 +39,15 @@ class FedAvgConfig:
     """FedAdam's second-moment decay."""
     server_eps: float = 1e-3
     """FedAdam's adaptivity τ (Reddi et al. 2021 use 1e-3)."""
+    hybrid_rounds: int = 10
+    """``TrainConfig.method`` "hybrid": the DP-FedAvg rounds a run starts with (a private warm start of the
+    policy); rounds ``hybrid_rounds`` + 1 .. ``rounds`` are PateGail's. Both kinds of release share the plan's
+    noise multiplier (pategail.server.fedavg.hybrid)."""
 
     def __post_init__(self):
-        if self.local_epochs < 1 or self.batch_size < 1:
-            raise PategailError(f"fedavg.local_epochs and fedavg.batch_size must be >= 1, got {self.local_epochs}, "
-                                f"{self.batch_size}")
+        if self.local_epochs < 1 or self.batch_size < 1 or self.hybrid_rounds < 1:
+            raise PategailError(f"fedavg.local_epochs, fedavg.batch_size and fedavg.hybrid_rounds must be >= 1, got "
+                                f"{self.local_epochs}, {self.batch_size}, {self.hybrid_rounds}")
         for name in ("client_lr", "clip_norm", "server_lr", "server_eps"):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):

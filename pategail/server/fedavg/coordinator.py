@@ -156,4 +156,7 @@ class FedAvgCoordinator(Coordinator):
 
 def coordinator_class(config) -> type[Coordinator]:
     """The coordinator of ``config.method``."""
+    if config.method == "hybrid":
+        from pategail.server.fedavg.hybrid import HybridCoordinator
+        return HybridCoordinator
     return FedAvgCoordinator if config.method == "dp-fedavg" else Coordinator
