@@ -23,17 +23,15 @@ from __future__ import annotations
 
 import io
 import os
-import tempfile
 import warnings
 from pathlib import Path
 
 import onnx
 import torch
-from onnxruntime.training import artifacts as ort_artifacts
 from onnxruntime.training import onnxblock
 from torch import nn
 
-from pategail.export.artifacts import MAX_IR_VERSION, OPSET, _native_stderr_to_debug_log
+from pategail.export.artifacts import MAX_IR_VERSION, OPSET, generate_artifacts, unwrapped_names
 from pategail.sdk.fedavg_round import (MLE_INPUT_CELLS, MLE_INPUT_FEATURES, MLE_INPUT_MASK, MLE_INPUT_TARGETS,
                                        MLE_OUTPUT_LIKELIHOOD, MLE_OUTPUT_LOSS)
 from pategail.sdk.features import N_ACTIONS, N_STATE_FEATURES, SLOTS
@@ -100,16 +98,7 @@ def export_likelihood_onnx(policy: Policy) -> onnx.ModelProto:
                                                               MLE_INPUT_TARGETS, MLE_OUTPUT_LIKELIHOOD)})
     finally:
         policy.train(was_training)
-    proto = onnx.load_from_string(buf.getvalue())
-    prefix = "policy."
-    rename = {i.name: i.name[len(prefix):] for i in proto.graph.initializer if i.name.startswith(prefix)}
-    for init in proto.graph.initializer:
-        init.name = rename.get(init.name, init.name)
-    for node in proto.graph.node:
-        node.input[:] = [rename.get(n, n) for n in node.input]
-    missing = set(trainable_names(policy)) - {i.name for i in proto.graph.initializer}
-    if missing:
-        raise RuntimeError(f"export lost parameter names {sorted(missing)}")
+    proto = unwrapped_names(onnx.load_from_string(buf.getvalue()), "policy.", trainable_names(policy))
     _layer_norm_outputs(proto)
     return proto
 
@@ -130,20 +119,10 @@ def build_policy_training_artifacts(policy: Policy, out_dir: str | os.PathLike) 
     names = trainable_names(policy)
     present = {i.name for i in base.graph.initializer}
     frozen = [n for n, _ in policy.named_parameters() if n.startswith(FROZEN_PREFIX) and n in present]
-    with tempfile.TemporaryDirectory() as scratch, _native_stderr_to_debug_log():
-        cwd = os.getcwd()
-        os.chdir(scratch)
-        try:
-            ort_artifacts.generate_artifacts(
-                base, requires_grad=names, frozen_params=frozen, loss=NegativeMean(),
-                optimizer=onnxblock.optim.SGD(), artifact_directory=out_dir, prefix="policy_",
-                loss_input_names=[MLE_OUTPUT_LIKELIHOOD], additional_output_names=[MLE_OUTPUT_LIKELIHOOD])
-        finally:
-            os.chdir(cwd)
-    paths = {role: out_dir / name for role, name in FILES.items()}
-    for role, path in paths.items():
-        if not path.is_file():
-            raise RuntimeError(f"artifact generation did not write {path.name}")
+    paths = generate_artifacts(FILES, base, requires_grad=names, frozen_params=frozen, loss=NegativeMean(),
+                               optimizer=onnxblock.optim.SGD(), artifact_directory=out_dir, prefix="policy_",
+                               loss_input_names=[MLE_OUTPUT_LIKELIHOOD],
+                               additional_output_names=[MLE_OUTPUT_LIKELIHOOD])
     for role in ("training", "eval", "optimizer"):
         ir = onnx.load(paths[role], load_external_data=False).ir_version
         if ir > MAX_IR_VERSION:

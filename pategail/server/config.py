@@ -427,20 +427,15 @@ class TrainConfig:
             if f.name in d:
                 _check_type(f.name, f.type, d[f.name], where)
         try:
-            if "ppo" in d:
-                if not isinstance(d["ppo"], dict):
-                    raise PategailError(f"{where}: \"ppo\" must be an object of PPO settings")
-                for f in dataclasses.fields(PPOConfig):
-                    if f.name in d["ppo"]:
-                        _check_type(f"ppo.{f.name}", f.type, d["ppo"][f.name], where)
-                d["ppo"] = PPOConfig(**{**DEFAULT_PPO, **d["ppo"]})
-            if "fedavg" in d:
-                if not isinstance(d["fedavg"], dict):
-                    raise PategailError(f"{where}: \"fedavg\" must be an object of DP-FedAvg settings")
-                for f in dataclasses.fields(FedAvgConfig):
-                    if f.name in d["fedavg"]:
-                        _check_type(f"fedavg.{f.name}", f.type, d["fedavg"][f.name], where)
-                d["fedavg"] = FedAvgConfig(**d["fedavg"])
+            for key, section, base, what in (("ppo", PPOConfig, DEFAULT_PPO, "PPO"),
+                                             ("fedavg", FedAvgConfig, {}, "DP-FedAvg")):
+                if key in d:
+                    if not isinstance(d[key], dict):
+                        raise PategailError(f"{where}: \"{key}\" must be an object of {what} settings")
+                    for f in dataclasses.fields(section):
+                        if f.name in d[key]:
+                            _check_type(f"{key}.{f.name}", f.type, d[key][f.name], where)
+                    d[key] = section(**{**base, **d[key]})
             return cls(**d)
         except TypeError as e:
             raise PategailError(f"{where}: {e}") from None
