@@ -149,3 +149,36 @@ def test_a_private_hybrid_run_spends_one_plan_on_both_kinds_of_release(dataset, 
     assert len(ledgers) == 3 and all(PrivacyLedger(p, 8.0).releases == (env, delta, rewards) for p in ledgers)
     assert "mean_delta_norm" in coordinator.history[0]["ppo"]
     assert "approx_kl" in coordinator.history[2]["ppo"]
+
+
+@pytest.mark.parametrize("method", ["dp-fedavg", "hybrid"])
+def test_a_killed_and_resumed_run_ends_like_an_uninterrupted_one(dataset, tiny, tmp_path, method):
+    from pategail.server.fedavg.config import FedAvgConfig
+    from pategail.server.fedavg.coordinator import coordinator_class
+    from pategail.server.ppo import PPOConfig
+
+    # FedAdam: the server optimiser's moments must survive the checkpoint too (the hybrid: and PPO's Adam)
+    config = tiny(method=method, rounds=3, disc_steps=2, disc_batch_size=16, ppo=PPOConfig(n_epochs=2, batch_size=3),
+                  fedavg=FedAvgConfig(batch_size=16, client_lr=0.1, clip_norm=0.5, server_optimizer="fedadam",
+                                      server_lr=0.01, hybrid_rounds=2)).for_devices(3)
+    users = choose_users(dataset.users, 3, 0)
+    bundle = write_initial_bundle(config, dataset, 0, tmp_path / "bundle")
+
+    def coordinator(root):
+        fleet = EmulatedFleet(dataset, users, root / "devices", bundle, seed=0)
+        return coordinator_class(config)(config, fleet, dataset.cells, root, seed=0)
+
+    whole = coordinator(tmp_path / "whole")
+    whole.train()
+
+    def crash(stats):
+        if stats.round == 2:                       # the hybrid: after its last DP-FedAvg round
+            raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt):
+        coordinator(tmp_path / "killed").train(on_round=crash)
+    resumed = coordinator(tmp_path / "killed")
+    assert resumed.resume() and resumed.round == 2
+    resumed.train()
+    assert resumed.round == 3
+    assert np.array_equal(resumed.global_parameters(), whole.global_parameters())
+    assert np.abs(whole.global_parameters() - coordinator(tmp_path / "fresh").global_parameters()).max() > 1e-3
