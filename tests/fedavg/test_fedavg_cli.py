@@ -29,6 +29,7 @@ def test_train_dp_fedavg_epsilon_8_then_generate(tmp_path, capsys):
     assert (run / "report.md").read_text().startswith("# DP-FedAvg run")
     privacy = report["privacy"]
     assert privacy["granularity"] == "model-delta" and privacy["epsilon_total"] <= 8.0
+    assert "model deltas" in privacy["mechanism"] and "DP-FedAvg" in privacy["mechanism"]
     guarantee = privacy["guarantees"]["against_the_coordinator"]
     assert guarantee["epsilon_zero_out"] <= 8.0 < guarantee["epsilon_replace_one"]
     assert report["communication"]["bytes_up_per_device_per_round"] > 8 * 2 * privacy["plan"]["reward_values"]
