@@ -102,7 +102,9 @@ def write_outputs(coordinator, dataset, run: Path, seed: int = 0, fleet: dict | 
            f"({population['method']})")
     if fleet is not None and fleet.get("kind") == "population":
         who += ", simulated by the population fleet (ideal secure aggregation)"
-    md = [f"# PateGail run: {run}", "",
+    method = {"dp-fedavg": "DP-FedAvg", "hybrid": "Hybrid (DP-FedAvg, then PateGail)"}.get(summary.config.method,
+                                                                                       "PateGail")
+    md = [f"# {method} run: {run}", "",
           f"{who}, {rounds} rounds in {wall_seconds:.0f} s after {summary.initial_seconds:.0f} s of initial states"
           f"{' and warm start' if summary.config.uses_action_prior else ''}; {n_days} synthetic days vs "
           f"{n_days} test days (JSD, lower is better).", "",

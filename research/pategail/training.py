@@ -91,16 +91,16 @@ def run_coordinator(config, dataset, run: Path, fleet, *, seed: int, resume: boo
     ``resume``, with a progress bar unless ``progress`` is false; then the outputs, the downstream evaluation and the final policy sent to the devices.
     ``on_progress(coordinator)``: called once resumed and after every round (the service's status)."""
     from pategail.metrics.guard import GUARD_QUANTILE, distinct_cells_threshold
-    from pategail.server.coordinator import Coordinator
+    from pategail.server.fedavg.coordinator import coordinator_class
     from pategail.server.privacy.summary import plan_line
 
-    coordinator = Coordinator(config, fleet, dataset.cells, run, seed=seed, signing_key=signing_key)
+    coordinator = coordinator_class(config)(config, fleet, dataset.cells, run, seed=seed, signing_key=signing_key)
     if resume and not coordinator.resume():
         log.info("%s: no round was checkpointed yet; starting again (journalled releases are re-used)", run)
     n_devices = len(fleet.device_ids)
     line = plan_line(coordinator.plan, n_devices, config.privacy.beta, config)
     log.info(line)
-    if coordinator.plan.private:           # say whether it can learn, before training
+    if coordinator.plan.private and config.method != "dp-fedavg":   # say whether it can learn, before training
         from pategail.server.privacy.feasibility import plan_feasibility
         feasible = plan_feasibility(coordinator.plan, n_devices)
         print(f"privacy plan: {feasible.line()}", flush=True)
@@ -236,6 +236,7 @@ def write_initial_bundle(config, dataset, seed: int, out: Path, privacy=None) ->
         discriminator = Discriminator()
     return export_bundle(policy0, discriminator, out, training_config=discriminator_training(config),
                          environment=Environment(dataset.cells, config.environment.alpha, config.environment.candidates,
-                                                       action_rates=config.uses_action_prior), privacy=privacy)
+                                                       action_rates=config.uses_action_prior), privacy=privacy,
+                         policy_training=config.method != "pategail")
 
 

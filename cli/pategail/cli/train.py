@@ -62,6 +62,10 @@ def add_run_arguments(p) -> None:
                    help="how rewards are released under --epsilon: gaussian (default: one centred reward per "
                         "generated day, distributed discrete Gaussian noise, region sums for the environment) or "
                         "laplace (the PateGail paper's mechanism: Σ D and Σ D² of every pair)")
+    p.add_argument("--method", choices=("pategail", "dp-fedavg", "hybrid"), default=None,
+                   help="pategail (default): noisy rewards of on-device discriminators, PPO on the coordinator; "
+                        "dp-fedavg: on-device maximum likelihood, clipped model deltas with Gaussian noise "
+                        "(docs/dp-fedavg.md); hybrid: DP-FedAvg rounds first, then PateGail's")
     p.add_argument("--adjacency", choices=("zero-out", "replace-one"), default=None,
                    help="the neighbouring relation the target ε applies to (default zero-out: one user's data "
                         "replaced by nothing, the device still taking part); both relations' ε are reported")
@@ -100,6 +104,8 @@ def build_config(args):
             if args.no_privacy:
                 raise PategailError(f"--{name} goes with --epsilon, not with --no-privacy")
             privacy[name] = value
+    if getattr(args, "method", None) is not None:
+        overrides["method"] = args.method
     if privacy:
         overrides["privacy"] = privacy
     if args.config is not None:

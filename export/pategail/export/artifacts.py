@@ -211,15 +211,19 @@ def export_discriminator_onnx(discriminator: Discriminator) -> onnx.ModelProto:
             input_names=[INPUT_PAIRS], output_names=[OUTPUT_LOGIT, OUTPUT_PROB],
             dynamic_axes={INPUT_PAIRS: {0: "batch"}, OUTPUT_LOGIT: {0: "batch"}, OUTPUT_PROB: {0: "batch"}},
         )
-    proto = onnx.load_from_string(buf.getvalue())
     # the wrapper prefixes names with "discriminator."; strip it so names are the Discriminator's own
-    prefix = "discriminator."
+    return unwrapped_names(onnx.load_from_string(buf.getvalue()), "discriminator.", discriminator.state_dict())
+
+
+def unwrapped_names(proto: onnx.ModelProto, prefix: str, expected) -> onnx.ModelProto:
+    """``proto`` with ``prefix`` (a wrapper module's attribute name) stripped from its initializers' names and
+    their uses; RuntimeError when a name of ``expected`` is not an initializer afterwards."""
     rename = {i.name: i.name[len(prefix):] for i in proto.graph.initializer if i.name.startswith(prefix)}
     for init in proto.graph.initializer:
         init.name = rename.get(init.name, init.name)
     for node in proto.graph.node:
         node.input[:] = [rename.get(n, n) for n in node.input]
-    missing = set(discriminator.state_dict()) - {i.name for i in proto.graph.initializer}
+    missing = set(expected) - {i.name for i in proto.graph.initializer}
     if missing:
         raise RuntimeError(f"export lost parameter names {sorted(missing)}")
     return proto
@@ -241,21 +245,9 @@ def build_discriminator_artifacts(discriminator: Discriminator, out_dir: str | o
                            clip_grad=OrderFreeClipGradNorm(config.max_grad_norm, len(names)))
     # onnxblock writes temporary files into the working directory when given a path; run it in a scratch
     # directory so an export never litters the caller's folder.
-    with tempfile.TemporaryDirectory() as scratch, _native_stderr_to_debug_log():
-        cwd = os.getcwd()
-        os.chdir(scratch)
-        try:
-            ort_artifacts.generate_artifacts(
-                base, requires_grad=names, frozen_params=[], loss=StableBCEWithLogitsLoss(),
-                optimizer=optimizer, artifact_directory=out_dir, prefix="discriminator_",
-                loss_input_names=[OUTPUT_LOGIT], additional_output_names=[OUTPUT_LOGIT, OUTPUT_PROB],
-            )
-        finally:
-            os.chdir(cwd)
-    paths = {role: out_dir / name for role, name in FILES.items()}
-    for role, path in paths.items():
-        if not path.is_file():
-            raise RuntimeError(f"artifact generation did not write {path.name}")
+    paths = generate_artifacts(FILES, base, requires_grad=names, frozen_params=[], loss=StableBCEWithLogitsLoss(),
+                               optimizer=optimizer, artifact_directory=out_dir, prefix="discriminator_",
+                               loss_input_names=[OUTPUT_LOGIT], additional_output_names=[OUTPUT_LOGIT, OUTPUT_PROB])
     nodes = onnx.load(paths["optimizer"]).graph.node
     adam = [n for n in nodes if n.op_type == "AdamWOptimizer"]
     if [onnx.helper.get_attribute_value(a) for n in adam for a in n.attribute if a.name == "adam_mode"] != [0]:
@@ -267,6 +259,25 @@ def build_discriminator_artifacts(discriminator: Discriminator, out_dir: str | o
         if ir > MAX_IR_VERSION:
             raise RuntimeError(f"{paths[role].name} has IR version {ir} > {MAX_IR_VERSION}: ONNX Runtime 1.19 "
                                f"cannot load it (use onnx 1.17)")
+    return paths
+
+
+def generate_artifacts(files: dict[str, str], base: onnx.ModelProto, **kwargs) -> dict[str, Path]:
+    """ONNX Runtime's ``generate_artifacts(base, **kwargs)``, run in a scratch directory (onnxblock writes
+    temporary files into the working directory when given a path, so an export never litters the caller's
+    folder) with its native log lines moved to the debug log; role → path of ``files`` (role → name) in
+    ``kwargs["artifact_directory"]``, each checked to exist."""
+    with tempfile.TemporaryDirectory() as scratch, _native_stderr_to_debug_log():
+        cwd = os.getcwd()
+        os.chdir(scratch)
+        try:
+            ort_artifacts.generate_artifacts(base, **kwargs)
+        finally:
+            os.chdir(cwd)
+    paths = {role: Path(kwargs["artifact_directory"]) / name for role, name in files.items()}
+    for path in paths.values():
+        if not path.is_file():
+            raise RuntimeError(f"artifact generation did not write {path.name}")
     return paths
 
 

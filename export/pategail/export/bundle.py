@@ -161,14 +161,16 @@ def build_manifest(root: Path, policy: Policy, discriminator: Discriminator, pat
 
 def export_bundle(policy: Policy, discriminator: Discriminator, out_dir: str | os.PathLike, *,
                   training_config: TrainingConfig = TrainingConfig(), environment: Environment | None = None,
-                  privacy: DeclaredPlan | None = None) -> Path:
+                  privacy: DeclaredPlan | None = None, policy_training: bool = False) -> Path:
     """Write the bundle of ``policy`` and ``discriminator`` to ``out_dir`` and return its path.
 
     A bundle already there is replaced; any other non-empty directory is refused (BundleError). The files are
     written to a sibling directory first and swapped in, so a reader never sees half a bundle. The training
     loop calls this every round. ``environment`` (the cell table, EPR parameters, initial states) is what
     devices need to run the models; without it the bundle holds the models only. ``privacy`` is the run's
-    declared privacy plan: devices refuse rounds below it and keep their own budget by it.
+    declared privacy plan: devices refuse rounds below it and keep their own budget by it. ``policy_training``
+    adds the policy's maximum-likelihood training artifacts (manifest "policy_training", DP-FedAvg runs;
+    :mod:`pategail.export.policy_training`).
     """
     if environment is not None and len(environment.cells) != policy.config.n_cells:
         raise BundleError(f"the cell table has {len(environment.cells)} cells, the policy {policy.config.n_cells}")
@@ -181,7 +183,13 @@ def export_bundle(policy: Policy, discriminator: Discriminator, out_dir: str | o
         save_policy_step_onnx(policy, tmp / POLICY_STEP_FILE)
         paths = build_discriminator_artifacts(discriminator, tmp, training_config)
         section = environment.write(tmp) if environment is not None else None
+        mle = None
+        if policy_training:
+            from pategail.export import policy_training as mle_export
+            mle = mle_export.build_policy_training_artifacts(policy, tmp)
         manifest = build_manifest(tmp, policy, discriminator, paths, training_config, section)
+        if mle is not None:
+            manifest["policy_training"] = mle_export.manifest_section(policy, mle, model_entry)
         if privacy is not None:
             manifest["privacy"] = privacy.to_manifest()
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")

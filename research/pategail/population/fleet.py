@@ -41,10 +41,11 @@ import torch
 
 from pategail.server.errors import PategailError
 from pategail.sdk.bundle import load_bundle, open_training_session
-from pategail.sdk.messages import (DEFAULT_LIMITS, KIND_INITIAL_STATES_REQUEST, KIND_NAMES, KIND_POLICY_UPDATE,
-                                   KIND_ROUND_REQUEST, Ack, ErrorReply, InitialStatesRequest, MessageError,
-                                   PolicyUpdate, RoundRequest, from_bytes, peek_round)
-from pategail.sdk.secagg.config import COORDINATOR
+from pategail.sdk.messages import (DEFAULT_LIMITS, KIND_FEDAVG_REQUEST, KIND_INITIAL_STATES_REQUEST, KIND_NAMES,
+                                   KIND_POLICY_UPDATE, KIND_ROUND_REQUEST, Ack, ErrorReply, FedAvgRequest,
+                                   InitialStatesRequest, MessageError, PolicyUpdate, RoundRequest, from_bytes,
+                                   peek_round)
+from pategail.sdk.secagg.config import COORDINATOR, DELTA_BLOCK
 from pategail.sdk.secagg.errors import SecAggAbort
 from pategail.sdk.secagg.fixedpoint import SCALE, decode
 
@@ -61,9 +62,14 @@ def device_model(bundle_dir: Path, seed: int) -> DeviceModel:
     bundle = load_bundle(bundle_dir)
     env = bundle.environment
     assert env is not None                  # load_bundle: a fleet's bundle has an environment
+    policy = None
+    if bundle.policy_training is not None:
+        from .fedavg import PolicyShape
+        policy = PolicyShape(dict(bundle.manifest["policy"]["config"]),
+                             tuple(name for name, _ in bundle.policy_training.parameters))
     return DeviceModel(open_training_session(bundle).get_flat_parameters(), Layout.of(bundle),
                        OptimiserSettings.of(bundle), np.asarray(env.cells, dtype=np.float64), float(env.alpha),
-                       int(env.candidates), int(seed), bool(env.action_rates))
+                       int(env.candidates), int(seed), bool(env.action_rates), policy)
 
 
 def shard_ranges(n_devices: int, shards: int, chunk: int = CHUNK) -> list[tuple[int, int]]:
@@ -304,6 +310,7 @@ class PopulationFleet:
         self._pending: np.ndarray | None = None
         self._pending_ids: frozenset[int] = frozenset()
         self._length = 0
+        self._delta = False          # the pending sum is of DP-FedAvg deltas (summed at the request)
         self.setup_seconds = time.perf_counter() - t0
         how = " on Ray" if self.distributed else " (one process each)" if self.processes else ""
         log.info("population fleet: %d simulated devices (%s) in %d shard(s)%s, set up in %.1f s", len(population),
@@ -357,12 +364,21 @@ class PopulationFleet:
         """Carry ``message`` out on every device; the reply each of them gives."""
         try:
             msg = from_bytes(message, limits=DEFAULT_LIMITS, n_cells=self._n_cells,
-                             expect=(PolicyUpdate, RoundRequest, InitialStatesRequest))
+                             expect=(PolicyUpdate, RoundRequest, InitialStatesRequest, FedAvgRequest))
         except MessageError as err:
             return ErrorReply.from_error(peek_round(message), err, DEFAULT_LIMITS).to_bytes()
         if isinstance(msg, PolicyUpdate):
             return Ack(msg.round, KIND_NAMES[KIND_POLICY_UPDATE], 0).to_bytes()
         t0 = time.perf_counter()
+        if isinstance(msg, FedAvgRequest):
+            self._pending = np.sum(self._on_every_shard("fedavg_request", msg), axis=0)
+            self._length = len(self._pending)
+            self._pending_ids = frozenset(self.device_ids)
+            self._delta = True
+            log.info("%s %d: %d devices in %.1f s", KIND_NAMES[KIND_FEDAVG_REQUEST], msg.round,
+                     len(self.device_ids), time.perf_counter() - t0)
+            return Ack(msg.round, KIND_NAMES[KIND_FEDAVG_REQUEST], self._length).to_bytes()
+        self._delta = False
         if isinstance(msg, RoundRequest):
             parts = self._on_every_shard("round_request", msg)
             kind = KIND_ROUND_REQUEST
@@ -383,7 +399,7 @@ class PopulationFleet:
 
         if self._pending is None or (num_queries != self._length and getattr(config, "mechanism", "") != "gaussian"):
             raise ValueError(f"the devices hold {self._length} pending values, the round asks for {num_queries}")
-        agg_id = COORDINATOR if config.aggregator == "coordinator" else int(rng.choice(sorted(participants)))
+        agg_id = COORDINATOR if config.secagg.aggregator == "coordinator" else int(rng.choice(sorted(participants)))
         contributors = sorted(set(participants) - {agg_id})
         if self.dropout:
             drop_rng = np.random.default_rng([self.seed, 0xD0, config.round_id])
@@ -394,7 +410,17 @@ class PopulationFleet:
                               f"{config.n_min}: nothing is released")
         m = num_queries
         mechanism = getattr(config, "mechanism", "laplace")
-        if mechanism == "gaussian":
+        if self._delta:
+            # DP-FedAvg: the devices' uploads were summed at the request (signed vectors of clip norm 1)
+            if config.block != DELTA_BLOCK or abs(config.clip_norm - 1.0) > 1e-9 or m != self._length:
+                raise ValueError("a DP-FedAvg round of the population fleet is a signed-vector Gaussian round of "
+                                 "clip norm 1 over the pending deltas")
+            if set(contributors) != self._pending_ids:
+                raise PategailError("the population fleet simulates DP-FedAvg rounds without dropouts and with the "
+                                    "coordinator aggregating; use --fleet sdk for those")
+            total = np.zeros(2 * m, dtype=np.int64)
+            total[:m] = self._pending
+        elif mechanism == "gaussian":
             # each device's upload is a clipped function of its own vector (centred block means, L2 norm ≤ C),
             # so the sum is taken over the contributors' uploads, recomputed from the shards' state
             total = np.zeros(2 * m, dtype=np.int64)          # slots m..2m-1: no Σ D² in this mechanism

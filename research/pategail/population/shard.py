@@ -69,6 +69,9 @@ class DeviceModel:
     """The run's seed: device i's minibatches in round r come from default_rng([seed, i, r])."""
     action_rates: bool = False
     """The bundle's ``environment.action_rates``: environment vectors carry the action-rate part."""
+    policy: object = None
+    """The policy the devices train in a DP-FedAvg run (pategail.population.fedavg.PolicyShape); None when
+    the bundle has no policy training artifacts."""
 
 
 def encoded_gaussian(values: np.ndarray, config) -> np.ndarray:
@@ -283,6 +286,24 @@ class PopulationShard:
         self.round = request.round
         self._pending = ("round", negatives)
         self._save()
+        return total
+
+    def fedavg_request(self, request) -> np.ndarray:
+        """DP-FedAvg: every device's local epochs from the request's parameters; the shard's Σ of encoded
+        uploads, int64 (P,) (:mod:`pategail.population.fedavg`)."""
+        from .fedavg import LocalTrainer, shard_fedavg
+
+        if self.model.policy is None:
+            raise ValueError("the bundle has no policy training artifacts: not a DP-FedAvg run")
+        if getattr(self, "_trainer", None) is None:
+            self._trainer = LocalTrainer(self.model.policy)  # type: ignore[arg-type]  # checked not None above
+        homes = [infer_home(d) for d in self._days]
+        total = np.zeros(len(request.parameters), dtype=np.int64)
+        with threadpool_limits(1, user_api="blas"):
+            for lo, hi in self._chunks():
+                total += shard_fedavg(self._trainer, self.ids[lo:hi], self._days, homes, self._table_of[lo:hi],
+                                      self.model.cells, self.model.seed, request)
+        self._pending = ("fedavg", None)
         return total
 
     def _environment(self, table: int, region_cells: int = 0) -> np.ndarray:

@@ -195,6 +195,9 @@ class Bundle:
     privacy: DeclaredPlan | None = None
     """The run's declared privacy plan (manifest "privacy"): the device's floors and its own budget; None
     for a run without noise or a bundle written before plans were declared."""
+    policy_training: "PolicyTrainingSpec | None" = None
+    """The policy's maximum-likelihood training artifacts (manifest "policy_training"; DP-FedAvg runs,
+    :mod:`pategail.sdk.fedavg_round`); None in other bundles."""
 
     @property
     def sha256(self) -> str:
@@ -209,6 +212,32 @@ class Bundle:
     def learning_rate(self) -> float:
         """The recommended discriminator learning rate (devices may choose another)."""
         return float(self.manifest["discriminator"]["optimizer"]["learning_rate"])
+
+
+@dataclass(frozen=True)
+class PolicyTrainingSpec:
+    """The manifest's ``policy_training`` section: the training, eval and (SGD) optimizer models, the initial
+    checkpoint, and the trainable parameters (name, shape) in flat-vector order."""
+
+    models: dict[str, ModelSpec]
+    checkpoint: Path
+    parameters: tuple[tuple[str, tuple[int, ...]], ...]
+
+    @property
+    def n_parameters(self) -> int:
+        return int(sum(np.prod(shape, dtype=np.int64) for _, shape in self.parameters))
+
+
+def _policy_training(root: Path, section: dict[str, Any] | None,
+                     requires: dict[str, Any]) -> PolicyTrainingSpec | None:
+    if section is None:
+        return None
+    models = {role: _model(root, section["models"][role], requires) for role in ("training", "eval", "optimizer")}
+    parameters = tuple((str(p["name"]), tuple(int(s) for s in p["shape"])) for p in section["parameters"])
+    spec = PolicyTrainingSpec(models, root / section["checkpoint"], parameters)
+    if spec.n_parameters != int(section["n_parameters"]):
+        raise BundleError(f"{root / MANIFEST}: policy_training: the parameter shapes do not add up to n_parameters")
+    return spec
 
 
 def sha256_file(path: str | os.PathLike[str]) -> str:
@@ -295,6 +324,7 @@ def load_bundle(path: str | os.PathLike[str], *, onnxruntime_version: str | None
         if retired:
             raise BundleError(f"{manifest_path}: the discriminator declares {' and '.join(retired)}, which this "
                               "version of the SDK does not do; export the bundle again")
+        policy_training = _policy_training(root, manifest.get("policy_training"), requires)
         environment = None
         if "environment" in manifest:
             env = manifest["environment"]
@@ -310,7 +340,9 @@ def load_bundle(path: str | os.PathLike[str], *, onnxruntime_version: str | None
         raise BundleError(f"{manifest_path}: malformed manifest ({type(e).__name__}: {e})") from None
     listed = set(files)
     for spec_path in [policy.path, checkpoint, *(m.path for m in models.values()),
-                      *([] if policy_step is None else [policy_step.path])]:
+                      *([] if policy_step is None else [policy_step.path]),
+                      *([] if policy_training is None else [policy_training.checkpoint,
+                                                            *(m.path for m in policy_training.models.values())])]:
         if spec_path.name not in listed:
             raise BundleError(f"{manifest_path}: {spec_path.name} is used but has no hash in 'files'")
     privacy = None
@@ -320,7 +352,8 @@ def load_bundle(path: str | os.PathLike[str], *, onnxruntime_version: str | None
         except (KeyError, TypeError, ValueError) as e:
             raise BundleError(f"{manifest_path}: invalid privacy plan ({type(e).__name__}: {e})") from None
     return Bundle(root=root, manifest=manifest, policy=policy, discriminator=models, checkpoint=checkpoint,
-                  parameters=parameters, environment=environment, policy_step=policy_step, privacy=privacy)
+                  parameters=parameters, environment=environment, policy_step=policy_step, privacy=privacy,
+                  policy_training=policy_training)
 
 
 def session_options(threads: int = 1, *, arena: bool = True) -> ort.SessionOptions:

@@ -53,9 +53,10 @@ from pategail.sdk.features import N_PAIR_FEATURES
 from pategail.sdk.generate import GeneratedDays, generate_days
 from pategail.sdk.identity import IDENTITY_FILE, load_or_create_identity
 from pategail.sdk.install import BUNDLE_DIR, install_bundle, open_installed
-from pategail.sdk.messages import (DEFAULT_LIMITS, KIND_INITIAL_STATES_REQUEST, KIND_NAMES, KIND_POLICY_UPDATE,
-                                   KIND_ROUND_REQUEST, NOT_READY, Ack, ErrorReply, InitialStatesRequest,
-                                   MessageError, MessageLimits, PolicyUpdate, RoundRequest, from_bytes, peek_round)
+from pategail.sdk.messages import (DEFAULT_LIMITS, INCOMPATIBLE, KIND_FEDAVG_REQUEST, KIND_INITIAL_STATES_REQUEST,
+                                   KIND_NAMES, KIND_POLICY_UPDATE, KIND_ROUND_REQUEST, NON_FINITE, NOT_READY, Ack,
+                                   ErrorReply, FedAvgRequest, InitialStatesRequest, MessageError, MessageLimits,
+                                   PolicyUpdate, RoundRequest, from_bytes, peek_round)
 from pategail.sdk.secagg.client import SecAggClient
 from pategail.sdk.secagg.config import DevicePublicKeys, KeyDirectory
 from pategail.sdk.secagg.policy import DeclaredPlan
@@ -66,6 +67,8 @@ from pategail.sdk.store import TrajectoryStore
 
 if TYPE_CHECKING:
     import onnxruntime as ort
+
+    from pategail.sdk.fedavg_round import LabelledDays, PolicyTrainer
 
 log = logging.getLogger(__name__)
 ROUND_LOG_FILE = "secagg-rounds.json"
@@ -101,6 +104,8 @@ class Device:
         self._secagg: SecAggClient | None = None
         self._secagg_directory: KeyDirectory | None = None
         self._secagg_plan: DeclaredPlan | None = None
+        self._trainer: PolicyTrainer | None = None  # the policy's training session (DP-FedAvg), opened on demand
+        self._labelled: LabelledDays | None = None
         if (self.root / BUNDLE_DIR / MANIFEST).is_file():
             try:
                 self._open(open_installed(self.root))
@@ -114,7 +119,7 @@ class Device:
         """Store more of the owner's days (int (n, 48); cell ids checked against the bundle's cell table once
         one is installed). Returns the number of days stored."""
         n = self.store.add_days(days)
-        self._positives = None
+        self._positives = self._labelled = None
         return n
 
     @property
@@ -210,7 +215,7 @@ class Device:
         discriminator checkpoint on disk is the session's state (saved after every round), and a session
         reopened from it trains exactly as the one it replaces. For an app between rounds, and for the
         emulator, which holds many devices in one process (BENCHMARKS.md, "Memory of the SDK fleet")."""
-        self._session = self._policy = self._step_session = None
+        self._session = self._policy = self._step_session = self._trainer = None
 
     # -- bundle ----------------------------------------------------------------------------------------------
     def install_bundle(self, bundle_dir: str | os.PathLike[str], expected_sha256: str | None = None) -> Bundle:
@@ -234,7 +239,8 @@ class Device:
         self._policy_path, self._policy_sha256 = policy_update.policy_in_use(self.root, bundle, self.device_id)
         if changed:
             self._pending.set(None)
-            self._positives = self._geometry = None
+            self._positives = self._geometry = self._labelled = None
+        self._trainer = None
 
     # -- protocol --------------------------------------------------------------------------------------------
     def handle(self, request: bytes) -> bytes:
@@ -243,11 +249,13 @@ class Device:
         device's state (checkpoint, pending vector, policy) is exactly as before."""
         try:
             msg = from_bytes(request, limits=self.limits, n_cells=self.n_cells,
-                             expect=(PolicyUpdate, RoundRequest, InitialStatesRequest))
+                             expect=(PolicyUpdate, RoundRequest, InitialStatesRequest, FedAvgRequest))
             if isinstance(msg, PolicyUpdate):
                 reply = self._on_policy_update(msg)
             elif isinstance(msg, RoundRequest):
                 reply = self._on_round_request(msg)
+            elif isinstance(msg, FedAvgRequest):
+                reply = self._on_fedavg_request(msg)
             else:
                 assert isinstance(msg, InitialStatesRequest)        # the only kind ``expect`` leaves
                 reply = self._on_initial_states_request(msg)
@@ -304,6 +312,32 @@ class Device:
             raise
         self._pending.set(reward_vector(prob))
         return Ack(msg.round, KIND_NAMES[KIND_ROUND_REQUEST], len(self._pending))
+
+    def _on_fedavg_request(self, msg: FedAvgRequest) -> Ack:
+        """DP-FedAvg: local maximum-likelihood epochs from the global parameters, the clipped delta pending."""
+        from pategail.sdk.fedavg_round import PolicyTrainer, delta_upload, labelled_days, local_update
+
+        self._require_session()
+        days = self._require_days()
+        training = self._installed.policy_training
+        if training is None:
+            raise MessageError(INCOMPATIBLE, "the installed bundle has no policy training artifacts")
+        if len(msg.parameters) != training.n_parameters:
+            raise MessageError(INCOMPATIBLE, f"{len(msg.parameters)} policy parameters, the bundle's policy has "
+                                             f"{training.n_parameters}")
+        check_request_budget(self.root, self._plan(), msg.round, len(msg.parameters))
+        if self._trainer is None:
+            self._trainer = PolicyTrainer(self._installed)
+        if self._labelled is None:
+            self._labelled = labelled_days(days, self.store.home, self._environment.cells)
+        delta = local_update(self._trainer, self._labelled, msg.parameters, epochs=msg.epochs,
+                             batch_size=msg.batch_size, learning_rate=msg.learning_rate, rng=self.rng)
+        try:
+            upload = delta_upload(delta, msg.clip_norm)
+        except ValueError as err:
+            raise MessageError(NON_FINITE, str(err)) from None
+        self._pending.set(upload)
+        return Ack(msg.round, KIND_NAMES[KIND_FEDAVG_REQUEST], len(self._pending))
 
     def _on_initial_states_request(self, msg: InitialStatesRequest) -> Ack:
         self._require_session()

@@ -1,6 +1,7 @@
 """The device protocol: typed, versioned messages between the coordinator and a device, and their bytes.
 
-Coordinator → device: :class:`PolicyUpdate`, :class:`RoundRequest`, :class:`InitialStatesRequest`.
+Coordinator → device: :class:`PolicyUpdate`, :class:`RoundRequest`, :class:`InitialStatesRequest`,
+:class:`FedAvgRequest` (a DP-FedAvg run's round).
 Device → coordinator: :class:`Ack`, :class:`ErrorReply`. (Scores and initial-state contributions never
 travel in these messages: they go only into the masked secure-aggregation upload, ``pategail.sdk.secagg``.)
 
@@ -37,8 +38,10 @@ PROTOCOL_VERSION = 1
 _HEAD = struct.Struct(">4sBBI")
 
 KIND_POLICY_UPDATE, KIND_ROUND_REQUEST, KIND_INITIAL_STATES_REQUEST, KIND_ACK, KIND_ERROR = 1, 2, 3, 4, 5
+KIND_FEDAVG_REQUEST = 6
 KIND_NAMES = {KIND_POLICY_UPDATE: "policy_update", KIND_ROUND_REQUEST: "round_request",
-              KIND_INITIAL_STATES_REQUEST: "initial_states_request", KIND_ACK: "ack", KIND_ERROR: "error"}
+              KIND_INITIAL_STATES_REQUEST: "initial_states_request", KIND_ACK: "ack", KIND_ERROR: "error",
+              KIND_FEDAVG_REQUEST: "fedavg_request"}
 """Wire code → name; an :class:`Ack`'s ``kind`` is the name of the request it acknowledges."""
 _KIND_CODES = {v: k for k, v in KIND_NAMES.items()}
 NO_ROUND = -1
@@ -296,6 +299,61 @@ class InitialStatesRequest(_Wire):
         return _build(cls, limits, round=round_, region_cells=region_cells)
 
 
+@dataclass(frozen=True, eq=False)
+class FedAvgRequest(_Wire):
+    """Coordinator → device: one round of DP-FedAvg (:mod:`pategail.sdk.fedavg_round`). The device loads the
+    global policy ``parameters`` (float32, the bundle's ``policy_training.parameters`` order) into its policy
+    training session, runs ``epochs`` passes of SGD at ``learning_rate`` over its own days in minibatches of
+    ``batch_size`` days, and keeps its model delta, L2-clipped to ``clip_norm`` and divided by it, as its pending
+    vector for the secure aggregation that follows."""
+
+    round: int
+    epochs: int
+    batch_size: int
+    learning_rate: float
+    clip_norm: float
+    parameters: np.ndarray
+    KIND: ClassVar[int] = KIND_FEDAVG_REQUEST
+
+    def __post_init__(self) -> None:
+        self.validate(DEFAULT_LIMITS)
+
+    def validate(self, limits: MessageLimits) -> None:
+        _check_round(self.round, limits)
+        counts: tuple[tuple[str, int, int], ...] = (("epochs", self.epochs, limits.max_k_steps),
+                                                    ("batch_size", self.batch_size, limits.max_batch_size))
+        for name, v, hi in counts:
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+                _fail(MALFORMED, f"{name} must be an integer")
+            if not 1 <= v <= hi:
+                _fail(TOO_LARGE if v > hi else MALFORMED, f"{name} = {v}, outside [1, {hi}]")
+        for name, x in (("learning_rate", self.learning_rate), ("clip_norm", self.clip_norm)):
+            if not isinstance(x, (int, float, np.floating)) or isinstance(x, bool) or not np.isfinite(x) or x <= 0:
+                _fail(MALFORMED, f"{name} must be a finite number > 0, got {x!r}")
+        flat = np.asarray(self.parameters)
+        if flat.ndim != 1 or not len(flat) or not np.issubdtype(flat.dtype, np.floating):
+            _fail(SHAPE, f"parameters: expected a non-empty float vector, got {flat.dtype} {flat.shape}")
+        if 4 * len(flat) > limits.max_policy_bytes:
+            _fail(TOO_LARGE, f"{len(flat)} parameters, above the limit of {limits.max_policy_bytes} bytes")
+        if not np.isfinite(flat).all():
+            _fail(NON_FINITE, "parameters: NaN or Inf")
+        flat = np.ascontiguousarray(flat, dtype=np.float32)
+        flat.flags.writeable = False
+        object.__setattr__(self, "parameters", flat)
+
+    def body(self) -> bytes:
+        w = Writer().raw(_i64(self.round)).u32(self.epochs).u32(self.batch_size).f64(self.learning_rate)
+        return w.f64(self.clip_norm).u32(len(self.parameters)).raw(self.parameters.astype("<f4").tobytes()).bytes()
+
+    @classmethod
+    def read(cls, r: Reader, limits: MessageLimits) -> "FedAvgRequest":
+        round_, epochs, batch, lr, clip, n = _read_i64(r), r.u32(), r.u32(), r.f64(), r.f64(), r.u32()
+        if 4 * n > limits.max_policy_bytes:
+            _fail(TOO_LARGE, f"{n} parameters, above the limit of {limits.max_policy_bytes} bytes")
+        return _build(cls, limits, round=round_, epochs=epochs, batch_size=batch, learning_rate=lr, clip_norm=clip,
+                      parameters=np.frombuffer(r.raw(4 * n), dtype="<f4"))
+
+
 @dataclass(frozen=True)
 class Ack(_Wire):
     """Device → coordinator: request ``kind`` (a :data:`KIND_NAMES` value) of ``round`` was carried out;
@@ -313,7 +371,7 @@ class Ack(_Wire):
     def validate(self, limits: MessageLimits) -> None:
         _check_round(self.round, limits)
         if self.kind not in (KIND_NAMES[KIND_POLICY_UPDATE], KIND_NAMES[KIND_ROUND_REQUEST],
-                             KIND_NAMES[KIND_INITIAL_STATES_REQUEST]):
+                             KIND_NAMES[KIND_INITIAL_STATES_REQUEST], KIND_NAMES[KIND_FEDAVG_REQUEST]):
             _fail(MALFORMED, f"unknown acknowledged kind {self.kind!r}")
         if isinstance(self.n, bool) or not isinstance(self.n, (int, np.integer)) or not 0 <= self.n < 1 << 32:
             _fail(MALFORMED, "n must be an integer in [0, 2^32)")
@@ -368,8 +426,8 @@ class ErrorReply(_Wire):
         return cls(round_, err.code, text)
 
 
-Message = Union[PolicyUpdate, RoundRequest, InitialStatesRequest, Ack, ErrorReply]
-_TYPES = {t.KIND: t for t in (PolicyUpdate, RoundRequest, InitialStatesRequest, Ack, ErrorReply)}
+Message = Union[PolicyUpdate, RoundRequest, InitialStatesRequest, FedAvgRequest, Ack, ErrorReply]
+_TYPES = {t.KIND: t for t in (PolicyUpdate, RoundRequest, InitialStatesRequest, FedAvgRequest, Ack, ErrorReply)}
 
 
 # ---------------------------------------------------------------------------------------------- framing

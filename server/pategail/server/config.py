@@ -1,5 +1,5 @@
-"""The training configuration: a frozen dataclass of six sections — the policy, PPO, the devices'
-discriminators, privacy, secure aggregation and the environment — each a dataclass with a docstring per
+"""The training configuration: a frozen dataclass of seven sections — the policy, PPO, the devices'
+discriminators, privacy, secure aggregation, the environment and DP-FedAvg — each a dataclass with a docstring per
 setting, validated on construction. A config file is a JSON object with the same shape:
 
     {"rounds": 60, "privacy": {"mechanism": "laplace"}, "ppo": {"n_epochs": 4}}
@@ -17,6 +17,7 @@ from pategail.sdk.contribution import Granularity
 from pategail.sdk.epr import DEFAULT_ALPHA, DEFAULT_CANDIDATES
 from pategail.sdk.secagg.graph import secagg_plus_degree
 from pategail.server.errors import PategailError
+from pategail.server.fedavg.config import FedAvgConfig
 from pategail.server.ppo import PPOConfig
 
 ALL_PAIRS_MAX = 100
@@ -48,6 +49,8 @@ def secagg_degree_for(n_devices: int, configured: int | None = None, dropout: fl
     return secagg_plus_degree(n_devices, min(dropout, 0.45), colluders, DEGREE_FAILURE)
 
 
+METHODS = ("pategail", "dp-fedavg", "hybrid")
+"""Training methods (``TrainConfig.method``)."""
 MECHANISMS = ("laplace", "gaussian")
 """Reward-release mechanisms (``PrivacySettings.mechanism``)."""
 ADJACENCIES = ("zero-out", "replace-one")
@@ -273,7 +276,8 @@ class EnvironmentSettings:
 
 
 SECTIONS = {"policy": PolicySettings, "ppo": PPOConfig, "discriminator": DiscriminatorSettings,
-            "privacy": PrivacySettings, "secagg": SecAggSettings, "environment": EnvironmentSettings}
+            "privacy": PrivacySettings, "secagg": SecAggSettings, "environment": EnvironmentSettings,
+            "fedavg": FedAvgConfig}
 """The configuration's sections, by their name in a config file."""
 
 
@@ -285,6 +289,12 @@ class TrainConfig:
     """Rounds of Algorithm 1 (sample, train discriminators, score, aggregate, PPO)."""
     days_per_round: int = 96
     """Generated days sent to the devices each round; 47 × this pairs are scored."""
+    method: str = "pategail"
+    """"pategail": devices train discriminators and release noisy rewards, the coordinator runs PPO.
+    "dp-fedavg": devices fit the policy to their own days by maximum likelihood and release clipped model deltas
+    with the Gaussian mechanism (user-level DP-FedAvg, McMahan et al. 2018; docs/dp-fedavg.md) — the same
+    environment release, secure aggregation, plan, accountant and ledgers. "hybrid": ``fedavg.hybrid_rounds``
+    DP-FedAvg rounds (a private warm start), then PateGail's rounds, under one plan."""
     average_rounds: int = 20
     """The published policy is the mean of the policy weights after each of the last N rounds (Polyak–Ruppert
     tail averaging); 1 publishes the last iterate. Adversarial training makes the last iterate swing from round
@@ -295,6 +305,7 @@ class TrainConfig:
     privacy: PrivacySettings = field(default_factory=PrivacySettings)
     secagg: SecAggSettings = field(default_factory=SecAggSettings)
     environment: EnvironmentSettings = field(default_factory=EnvironmentSettings)
+    fedavg: FedAvgConfig = field(default_factory=FedAvgConfig)
 
     def __post_init__(self):
         # a section may be given as a dict of its settings: TrainConfig(privacy={"epsilon": 8})
@@ -304,6 +315,13 @@ class TrainConfig:
                 object.__setattr__(self, name, _section(name, kind, value, "config"))
         _need(self.rounds >= 1 and self.days_per_round >= 1, "rounds and days_per_round must be >= 1")
         _need(self.average_rounds >= 1, f"average_rounds must be >= 1, got {self.average_rounds}")
+        _need(self.method in METHODS, f"method must be one of {', '.join(METHODS)}, got {self.method!r}")
+        _need(self.method == "pategail" or not self.private or self.privacy.mechanism == "gaussian",
+              f"method {self.method} releases model deltas with the Gaussian mechanism: leave privacy.mechanism "
+              "out or set it to 'gaussian'")
+        _need(self.method != "hybrid" or self.fedavg.hybrid_rounds < self.rounds,
+              f"method hybrid: fedavg.hybrid_rounds ({self.fedavg.hybrid_rounds}) must be below rounds "
+              f"({self.rounds}), which include the PateGail rounds after them")
 
     @property
     def private(self) -> bool:

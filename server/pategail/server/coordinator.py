@@ -82,6 +82,9 @@ def run_plan(config: TrainConfig, cells: np.ndarray, ckpt_dir: Path,
         config = config.for_devices(1)        # without privacy δ and the share do not depend on it
     geometry = geometry or CellGeometry.build(np.asarray(cells, dtype=np.float64),
                                               candidates=config.environment.candidates)
+    if config.method == "dp-fedavg" and config.private:       # releases model deltas, not rewards
+        from pategail.server.fedavg.coordinator import fedavg_plan
+        return fedavg_plan(config, cells, ckpt_dir, geometry)
     env = environment_length(cells, geometry, config.privacy.region_cells, config.uses_action_prior)
     return make_run_plan(config, env, ckpt_dir)
 
@@ -326,11 +329,14 @@ class Coordinator:
                 stats.epsilon = self.accountant.epsilon_under(self.releases.factors)   # the target's relation
             self.state.history.append(vars(stats))
             self._checkpoint()
-            log.info("round %d: mean reward %.4f, discriminator accuracy %.3f, approx_kl %.4f, clip_fraction "
-                     "%.3f, explained_variance %.3f", stats.round, stats.mean_reward, stats.disc_accuracy,
-                     stats.ppo["approx_kl"], stats.ppo["clip_fraction"], stats.ppo["explained_variance"])
+            self.log_round(stats)
             if on_round is not None:
                 on_round(stats)
+
+    def log_round(self, stats: RoundStats) -> None:
+        log.info("round %d: mean reward %.4f, discriminator accuracy %.3f, approx_kl %.4f, clip_fraction "
+                 "%.3f, explained_variance %.3f", stats.round, stats.mean_reward, stats.disc_accuracy,
+                 stats.ppo["approx_kl"], stats.ppo["clip_fraction"], stats.ppo["explained_variance"])
 
     # -- results ------------------------------------------------------------------------------------------
     def averaged_policy(self) -> Policy:

@@ -46,9 +46,9 @@ from pategail.sdk.features import SLOTS
 
 from . import crypto, shamir
 from .checksum import checksum, envelope_aad, envelope_key, key_commitment, unpack_secrets, weights
-from .config import KeyDirectory, RoundConfig
+from .config import DELTA_BLOCK, KeyDirectory, RoundConfig
 from .errors import MessageRejected, ProtocolError, RefusedUnmask, SecAggAbort
-from .fixedpoint import SCALE, clip_unit, encode, encode_signed, to_ring
+from .fixedpoint import SCALE, clip_signed, clip_unit, encode, encode_signed, to_ring
 from .graph import NeighbourGraph
 from .ledger import PrivacyLedger
 from .messages import (KIND_ACK_SET, KIND_KEY_BROADCAST, AdvertiseKeys, ChecksumEnvelope, MaskedInput, RelayedFrames,
@@ -64,7 +64,7 @@ _SHARE_HEAD = struct.Struct(">QII")
 def input_length(cfg: RoundConfig, pending: int) -> int:
     """The length a device's pending vector must have for round ``cfg``: M, or for a Gaussian round over
     blocks of K decisions, 47 scores per generated day (``pending`` tells how many days it scored)."""
-    if cfg.mechanism == "gaussian" and cfg.block:
+    if cfg.mechanism == "gaussian" and cfg.block and cfg.block != DELTA_BLOCK:
         granularity = Granularity(cfg.block)
         days = pending // (SLOTS - 1)
         if pending % (SLOTS - 1) == 0 and granularity.count(days) == cfg.num_queries:
@@ -77,7 +77,12 @@ def gaussian_input(scores: np.ndarray, cfg: RoundConfig) -> np.ndarray:
     """What a device releases in a Gaussian round: its clipped values (entries in [0, 1]) when ``cfg.block``
     is 0, else its centred scores D − ½ averaged over each block of ``cfg.block`` decisions of a day; then
     scaled down to L2 norm ``cfg.clip_norm`` when longer — on the device, so the sensitivity holds whatever
-    the coordinator does with the sum."""
+    the coordinator does with the sum. ``cfg.block`` = ``DELTA_BLOCK``: a signed vector, entries clipped to
+    [−1, 1] (a model delta, pategail.sdk.fedavg_round)."""
+    if cfg.block == DELTA_BLOCK:
+        v = clip_signed(scores)
+        norm = float(np.linalg.norm(v))
+        return v * (cfg.clip_norm / norm) if norm > cfg.clip_norm else v
     v = clip_unit(scores)
     if cfg.block:
         v = Granularity(cfg.block).block_means(v - 0.5, len(v) // (SLOTS - 1))
@@ -266,7 +271,7 @@ class SecAggClient:
             # the other neighbours would reveal (secure_threshold, step b); Bonawitz et al. abort here too
             raise SecAggAbort(f"shares from only {len(held) - 1} neighbours arrived; {cfg.threshold - 1} are "
                               "needed before this device masks its input")
-        scores = clip_unit(scores)
+        scores = clip_signed(scores) if cfg.block == DELTA_BLOCK and cfg.mechanism == "gaussian" else clip_unit(scores)
         m = cfg.num_queries
         if scores.shape != (input_length(cfg, len(scores)),):
             raise ValueError(f"scores must have shape ({input_length(cfg, len(scores))},), got {scores.shape}")

@@ -23,6 +23,9 @@ from .wire import Reader, Signer, Writer, frame, unframe
 KIND_CONFIG = 1
 MECHANISM_GAUSSIAN = 1
 """Tag of the configuration trailer of a Gaussian-mechanism round."""
+DELTA_BLOCK = 255
+"""``RoundConfig.block`` of a Gaussian round over a signed vector (a device's scaled model delta, DP-FedAvg):
+entries in [−1, 1], L2-clipped to ``clip_norm`` (pategail.sdk.fedavg_round)."""
 COORDINATOR = 0xFFFFFFFF
 """Aggregator id meaning "the coordinator aggregates this round"."""
 
@@ -96,7 +99,8 @@ class RoundConfig:
     block: int = 0
     """Gaussian mechanism: 0 = the pending vector as it is (entries in [0, 1], the environment release); K =
     the pending per-decision scores (47 per generated day) centred (D − ½) and averaged over blocks of K
-    decisions of a day (``pategail.sdk.contribution.Granularity``)."""
+    decisions of a day (``pategail.sdk.contribution.Granularity``); ``DELTA_BLOCK`` = a signed vector as it is
+    (entries in [−1, 1]: a device's model delta over its clip norm)."""
     clip_norm: float = 0.0
     """Gaussian mechanism: the L2 norm (value units) a device clips its vector to — the sensitivity."""
     checksum_commitment: bytes = bytes(32)
@@ -128,8 +132,9 @@ class RoundConfig:
         if self.mechanism not in ("laplace", "gaussian"):
             raise ValueError(f"unknown mechanism {self.mechanism!r}")
         if self.mechanism == "gaussian":
-            if self.sq_sum_noise_scale != 0 or not 0 <= self.block <= 47:
-                raise ValueError("the Gaussian mechanism releases no Σ D² and blocks of 0..47 decisions")
+            if self.sq_sum_noise_scale != 0 or not (0 <= self.block <= 47 or self.block == DELTA_BLOCK):
+                raise ValueError(f"the Gaussian mechanism releases no Σ D² and blocks of 0..47 decisions (or "
+                                 f"{DELTA_BLOCK}: a signed vector)")
             if not 0 < self.clip_norm <= math.sqrt(self.num_queries):
                 raise ValueError(f"clip_norm {self.clip_norm} must be in (0, √M]")
         elif self.block or self.clip_norm:

@@ -38,6 +38,15 @@ def clip_unit(values: np.ndarray) -> np.ndarray:
     return np.clip(v, 0.0, 1.0)
 
 
+def clip_signed(values: np.ndarray) -> np.ndarray:
+    """Values clipped to [−1, 1] as float64 (a signed vector: a device's scaled model delta); raises ValueError
+    on NaN or infinity."""
+    v = np.asarray(values, dtype=np.float64)
+    if not np.all(np.isfinite(v)):
+        raise ValueError("values must be finite")
+    return np.clip(v, -1.0, 1.0)
+
+
 def encode(values: np.ndarray) -> np.ndarray:
     """Clip to [0, 1] and encode as int64 quanta in [0, 2^FRAC_BITS] (round half to even)."""
     quanta: np.ndarray = np.rint(clip_unit(values) * SCALE).astype(np.int64)

@@ -59,6 +59,8 @@ def environment_share(config: TrainConfig, devices: int) -> float:
     low, high = SHARE_RANGE
     if not config.private:
         return low
+    if config.method == "dp-fedavg":
+        return low         # the measured tolerances are of reward releases; DP-FedAvg's deltas keep the most
     if config.privacy.mechanism != "gaussian":
         return LAPLACE_SHARE
     # set by then: a private config has its target ε, ``for_devices`` sets δ first, construction the granularity

@@ -93,6 +93,8 @@ class ReleaseNoise:
                                           laplace_vector_sensitivity(self.env_l1_bound, values))
         return QueryRelease(self.sum_scale, self.sq_sum_scale, values)
 NO_MECHANISM = "none (--no-privacy)"
+DELTA_MECHANISM = ("distributed discrete Gaussian on securely aggregated, device-clipped model deltas (user-level "
+                   "DP-FedAvg, McMahan et al. 2018; RDP accounting)")
 
 
 @dataclass(frozen=True)
@@ -154,6 +156,8 @@ class PrivacyPlan:
     def mechanism(self) -> str:
         if not self.private:
             return NO_MECHANISM
+        if self.is_gaussian and self.granularity == "model-delta":       # DP-FedAvg (pategail.server.fedavg)
+            return DELTA_MECHANISM
         return GAUSSIAN_MECHANISM if self.is_gaussian else MECHANISM
 
     def release_noise(self, kind: str) -> ReleaseNoise:

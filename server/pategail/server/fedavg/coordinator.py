@@ -1,0 +1,162 @@
+"""DP-FedAvg of the policy on the coordinator (user-level, McMahan et al. 2018), on PateGail's own parts.
+
+Before round 1 the environment (initial states, explore and place laws) is released exactly as in a PateGail
+run (:meth:`Coordinator.learn_initial_states`). Each round: send the global trainable parameters θ to every
+device (:class:`~pategail.sdk.messages.FedAvgRequest`) → each device fits the policy to its own days by
+maximum likelihood and keeps its delta, L2-clipped to ``fedavg.clip_norm`` and divided by it
+(:mod:`pategail.sdk.fedavg_round`) → one secure aggregation of those vectors with the Gaussian mechanism (a
+signed vector of clip norm 1 in upload units, ``DELTA_BLOCK``) → mean Δ = clip_norm × noisy sum / the fixed
+number of devices → the server optimiser's step (FedAvg: θ ← θ + server_lr · mean Δ; FedAdam).
+
+Privacy: one release per round of sensitivity 1 (upload units, the clip norm) under zero-out adjacency, twice
+that under replace-one; the run's plan is a Gaussian plan over the environment vector and ``rounds +
+retry_rounds`` delta releases (:func:`fedavg_plan`), calibrated, journalled, accounted and declared to the
+devices (their ledgers, floors and budget checks) exactly as PateGail's reward releases are.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from pategail.metrics.guard import distinct_cells
+from pategail.sdk.epr import CellGeometry
+from pategail.sdk.features import STAY
+from pategail.sdk.messages import FedAvgRequest, to_bytes
+from pategail.sdk.secagg.config import DELTA_BLOCK
+from pategail.server.coordinator import Coordinator, environment_length, policy_config
+from pategail.server.fedavg.config import FedAvgConfig
+from pategail.server.policy import Policy
+from pategail.server.privacy.gaussian import env_l2_bound
+from pategail.server.privacy.plan import GaussianSpec, PrivacyPlan, ReleaseNoise, load_or_make_plan
+from pategail.server.run_state import RoundStats
+from pategail.server.sampling import sample_rollout
+
+log = logging.getLogger(__name__)
+
+DELTA_GRANULARITY = "model-delta"
+"""The plan's ``granularity`` of a DP-FedAvg run: one release of the whole clipped model delta per round."""
+FROZEN_PREFIX = "value_head."
+"""Parameters maximum likelihood does not train (the policy's log-probabilities do not depend on them)."""
+
+
+def trainable_names(policy: Policy) -> list[str]:
+    """The policy's parameters DP-FedAvg trains, in ``named_parameters()`` order — the flat vector's order (the
+    bundle's ``policy_training.parameters``)."""
+    return [n for n, _ in policy.named_parameters() if not n.startswith(FROZEN_PREFIX)]
+
+
+def delta_length(policy: Policy) -> int:
+    """Values of one device's model delta."""
+    return int(sum(policy.get_parameter(n).numel() for n in trainable_names(policy)))
+
+
+def fedavg_plan(config, cells: np.ndarray, ckpt_dir: Path, geometry: CellGeometry) -> PrivacyPlan:
+    """The privacy plan of a private DP-FedAvg run: the environment vector and ``rounds + retry_rounds``
+    releases of a P-value delta of L2 norm ≤ 1 (upload units), jointly calibrated to the target (Gaussian,
+    RDP; :func:`pategail.server.privacy.plan.plan_gaussian_run`)."""
+    with torch.random.fork_rng(devices=[]):
+        values = delta_length(Policy(policy_config(config, len(cells))))
+    env = environment_length(cells, geometry, config.privacy.region_cells, config.uses_action_prior)
+    # the clip share that makes the plan's clip norm 1: C = share · ½√values
+    spec = GaussianSpec(DELTA_GRANULARITY, values, config.rounds + config.privacy.retry_rounds, env,
+                        2.0 / math.sqrt(values), config.privacy.env_epsilon_fraction, env_l2_bound(config.uses_action_prior),
+                        config.privacy.adjacency)
+    return load_or_make_plan(ckpt_dir, config.privacy.epsilon, config.privacy.delta, config.privacy.kappa,
+                             env + config.rounds * values, config.privacy.retry_rounds * values, spec)
+
+
+def server_optimizer(params: list[torch.Tensor], fa: FedAvgConfig) -> torch.optim.Optimizer:
+    """The server optimiser, stepped with −mean Δ as the gradient."""
+    if fa.server_optimizer == "fedadam":
+        return torch.optim.Adam(params, lr=fa.server_lr, betas=(fa.server_beta1, fa.server_beta2), eps=fa.server_eps)
+    return torch.optim.SGD(params, lr=fa.server_lr)
+
+
+class FedAvgCoordinator(Coordinator):
+    """A DP-FedAvg run in ``run_dir`` (the same checkpoints, journal, report and bundle as a PateGail run)."""
+
+    def __init__(self, config, fleet, cells, run_dir, seed: int = 0, geometry=None, signing_key=None):
+        super().__init__(config, fleet, cells, run_dir, seed, geometry, signing_key)
+        self.names = trainable_names(self.policy)
+        self.optimizer = server_optimizer([self.policy.get_parameter(n) for n in self.names], self.config.fedavg)
+
+    @property
+    def n_values(self) -> int:
+        return delta_length(self.policy)
+
+    def delta_noise(self) -> ReleaseNoise:
+        """The noise of a delta release: the plan's (zero without privacy), on a signed vector of clip norm 1."""
+        if not self.plan.private:
+            return ReleaseNoise("gaussian", 0.0, 0.0, DELTA_BLOCK, 1.0)
+        g = self.plan.gaussian
+        return ReleaseNoise("gaussian", g["noise_std"], 0.0, DELTA_BLOCK, g["clip_norm"])
+
+    def global_parameters(self) -> np.ndarray:
+        """float32 (P,): θ in the flat order devices use."""
+        with torch.no_grad():
+            return torch.cat([self.policy.get_parameter(n).detach().reshape(-1) for n in self.names]).numpy() \
+                .astype(np.float32)
+
+    def apply_delta(self, mean_delta: np.ndarray) -> None:
+        """One server-optimiser step with −``mean_delta`` (parameter units) as the gradient."""
+        flat = torch.from_numpy(np.asarray(mean_delta, dtype=np.float32))
+        offset = 0
+        for name in self.names:
+            p = self.policy.get_parameter(name)
+            p.grad = -flat[offset:offset + p.numel()].reshape(p.shape).clone()
+            offset += p.numel()
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+
+    def run_round(self, round_: int) -> RoundStats:
+        t0 = time.perf_counter()
+        cfg, fa = self.config, self.config.fedavg
+        values = self.n_values
+        journal = self.releases.journal()
+        down = up = None                           # unknown for a release re-used after a crash
+        noise = self.delta_noise()
+        if round_ in journal:
+            release = journal[round_]
+        else:
+            request = FedAvgRequest(round_, fa.local_epochs, fa.batch_size, fa.client_lr, fa.clip_norm,
+                                    self.global_parameters())
+            self.releases.check_budget(round_, values, noise, cfg.privacy.retry_rounds)      # never past the target
+            participants, down, up = self.releases.broadcast(to_bytes(request), values)
+            release, d2, u2 = self.releases.release(round_, "delta", participants, values, noise)
+            down, up = down + d2, up + u2
+        public_count = self.releases.public_count()
+        mean_delta = np.asarray(release.sum, dtype=np.float64) * fa.clip_norm / public_count
+        self.apply_delta(mean_delta)
+        # generated days of the updated policy, for the run's statistics (public: no device is involved)
+        homes, firsts = self.sample_initial_states(cfg.days_per_round, self.rng_sampling)
+        rollout, _ = sample_rollout(self.policy, self.geometry, homes, firsts, self.rng_sampling, cfg.environment.alpha,
+                                    self.initial_states.explore_factors, self.place_law())
+        n = len(self.fleet.device_ids)
+        per_device = (None, None) if down is None else (down / n, up / n)
+        if down is not None:
+            self.state.bytes_by_round.append(per_device)
+        update = {"mean_delta_norm": float(np.linalg.norm(mean_delta)),
+                  "noise_std_on_mean_delta": noise.sum_scale * fa.clip_norm / public_count}
+        return RoundStats(round=round_, devices=n, survivors=release.n_survivors, mean_reward=float("nan"),
+                          disc_accuracy=float("nan"), ppo=update, bytes_up=per_device[1],
+                          bytes_down=per_device[0], seconds=time.perf_counter() - t0, epsilon=None,
+                          stay_share=float(np.mean(rollout.actions == STAY)),
+                          distinct_histogram=np.bincount(distinct_cells(rollout.cells)).tolist())
+
+    def log_round(self, stats: RoundStats) -> None:
+        log.info("round %d: %d of %d devices in the release, mean delta norm %.4g (noise std on it %.3g per value), "
+                 "stay share %.3f", stats.round, stats.survivors, stats.devices, stats.ppo["mean_delta_norm"],
+                 stats.ppo["noise_std_on_mean_delta"], stats.stay_share)
+
+
+def coordinator_class(config) -> type[Coordinator]:
+    """The coordinator of ``config.method``."""
+    if config.method == "hybrid":
+        from pategail.server.fedavg.hybrid import HybridCoordinator
+        return HybridCoordinator
+    return FedAvgCoordinator if config.method == "dp-fedavg" else Coordinator

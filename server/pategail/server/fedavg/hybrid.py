@@ -1,0 +1,69 @@
+"""The hybrid method: ``fedavg.hybrid_rounds`` DP-FedAvg rounds first (a private warm start of the policy by
+maximum likelihood on the devices' own days), then PateGail's rounds (noisy rewards, PPO) up to ``rounds`` —
+the private counterpart of the non-private rule-model warm start.
+
+Privacy: one plan for the whole run, PateGail's Gaussian plan over the environment vector and ``rounds +
+retry_rounds`` releases (:func:`pategail.server.coordinator.run_plan`). A delta release is given the plan's
+noise multiplier z on its own sensitivity (σ = z · Δ₂ of a P-value vector of clip norm 1), so it costs what a
+reward release costs and the devices' floor (σ / Δ₂ ≥ z) and budget checks hold for both kinds: the budget is
+split between the two phases by their numbers of rounds.
+"""
+from __future__ import annotations
+
+from pategail.sdk.accounting import gaussian_sensitivity
+from pategail.sdk.secagg.config import DELTA_BLOCK
+from pategail.server.coordinator import Coordinator
+from pategail.server.fedavg.coordinator import FedAvgCoordinator, server_optimizer
+from pategail.server.privacy.plan import ReleaseNoise
+
+
+class PhasedOptimizer:
+    """The server optimiser of the DP-FedAvg rounds and PPO's Adam, one checkpointed object; ``phase`` says
+    which one ``step`` and ``zero_grad`` drive."""
+
+    def __init__(self, fedavg, ppo):
+        self.optimizers = {"fedavg": fedavg, "ppo": ppo}
+        self.phase = "fedavg"
+
+    def step(self) -> None:
+        self.optimizers[self.phase].step()
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        self.optimizers[self.phase].zero_grad(set_to_none=set_to_none)
+
+    def state_dict(self) -> dict:
+        return {name: opt.state_dict() for name, opt in self.optimizers.items()}
+
+    def load_state_dict(self, state: dict) -> None:
+        for name, opt in self.optimizers.items():
+            opt.load_state_dict(state[name])
+
+
+class HybridCoordinator(FedAvgCoordinator):
+    """DP-FedAvg rounds 1..``fedavg.hybrid_rounds``, then PateGail rounds."""
+
+    def __init__(self, config, fleet, cells, run_dir, seed: int = 0, geometry=None, signing_key=None):
+        super().__init__(config, fleet, cells, run_dir, seed, geometry, signing_key)
+        import torch
+
+        ppo = torch.optim.Adam(self.policy.parameters(), lr=self.config.ppo.learning_rate)
+        self.optimizer = PhasedOptimizer(server_optimizer([self.policy.get_parameter(n) for n in self.names],
+                                                          self.config.fedavg), ppo)
+
+    def delta_noise(self) -> ReleaseNoise:
+        """The plan's noise multiplier z on a delta release's own sensitivity."""
+        if not self.plan.private:
+            return ReleaseNoise("gaussian", 0.0, 0.0, DELTA_BLOCK, 1.0)
+        z = self.plan.gaussian["noise_multiplier"]
+        return ReleaseNoise("gaussian", z * gaussian_sensitivity(1.0, self.n_values), 0.0, DELTA_BLOCK, 1.0)
+
+    def run_round(self, round_: int):
+        if round_ <= self.config.fedavg.hybrid_rounds:
+            self.optimizer.phase = "fedavg"
+            return super().run_round(round_)
+        self.optimizer.phase = "ppo"
+        return Coordinator.run_round(self, round_)
+
+    def log_round(self, stats) -> None:
+        phase = FedAvgCoordinator if "mean_delta_norm" in stats.ppo else Coordinator
+        phase.log_round(self, stats)

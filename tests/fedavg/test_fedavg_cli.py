@@ -1,0 +1,52 @@
+"""`pategail train --method dp-fedavg --epsilon 8` as a new user types it on the embedded data (a short config),
+then `pategail generate` from the run's bundle; and the refusals of settings that cannot work."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pategail.cli import main
+from pategail.data.prepare import prepare_dataset
+from pategail.server.errors import PategailError
+from pategail.server.config import TrainConfig
+
+from .conftest import ROOT
+
+
+def test_train_dp_fedavg_epsilon_8_then_generate(tmp_path, capsys):
+    data = tmp_path / "data"
+    prepare_dataset("pategail", ROOT / "data" / "default", data, allow_pickle=True)
+    config = tmp_path / "short.json"
+    config.write_text(json.dumps({"rounds": 2, "days_per_round": 8, "policy": {"d_model": 16, "n_layers": 1}, "environment": {"candidates": 50}, "fedavg": {"local_epochs": 1, "batch_size": 32}}))
+    run = tmp_path / "run"
+    argv = ["-q", "train", "--data", str(data), "--out", str(run), "--method", "dp-fedavg", "--epsilon", "8",
+            "--data-derived-cells", "--config", str(config), "--devices", "3", "--no-downstream", "--no-progress"]
+    assert main(argv) == 0
+    report = json.loads((run / "report.json").read_text())
+    assert report["training"]["config"]["method"] == "dp-fedavg" and report["training"]["rounds"] == 2
+    assert (run / "report.md").read_text().startswith("# DP-FedAvg run")
+    privacy = report["privacy"]
+    assert privacy["granularity"] == "model-delta" and privacy["epsilon_total"] <= 8.0
+    assert "model deltas" in privacy["mechanism"] and "DP-FedAvg" in privacy["mechanism"]
+    guarantee = privacy["guarantees"]["against_the_coordinator"]
+    assert guarantee["epsilon_zero_out"] <= 8.0 < guarantee["epsilon_replace_one"]
+    assert report["communication"]["bytes_up_per_device_per_round"] > 8 * 2 * privacy["plan"]["reward_values"]
+    assert "| ours |" in capsys.readouterr().out
+    out = tmp_path / "synthetic.csv"
+    assert main(["-q", "generate", "--bundle", str(run / "bundle"), "--days", "5", "--out", str(out)]) == 0
+    rows = out.read_text().splitlines()
+    assert rows[0].startswith("agent,day,slot,cell") and len(rows) == 1 + 5 * 48
+
+
+def test_settings_that_cannot_work_are_refused_in_one_line():
+    with pytest.raises(PategailError, match="method must be one of"):
+        TrainConfig(method="fedprox")
+    with pytest.raises(PategailError, match="Gaussian mechanism"):
+        TrainConfig(method="dp-fedavg", privacy={"epsilon": 8.0, "mechanism": "laplace"})
+    with pytest.raises(PategailError, match="fedavg.clip_norm"):
+        TrainConfig.from_dict({"method": "dp-fedavg", "fedavg": {"clip_norm": 0}})
+    with pytest.raises(PategailError, match="fedavg.server_optimizer"):
+        TrainConfig.from_dict({"fedavg": {"server_optimizer": "sgd"}})
+    with pytest.raises(PategailError, match="unexpected keyword|fedavg"):
+        TrainConfig.from_dict({"fedavg": {"clipnorm": 1.0}})
