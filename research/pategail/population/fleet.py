@@ -399,7 +399,7 @@ class PopulationFleet:
 
         if self._pending is None or (num_queries != self._length and getattr(config, "mechanism", "") != "gaussian"):
             raise ValueError(f"the devices hold {self._length} pending values, the round asks for {num_queries}")
-        agg_id = COORDINATOR if config.secagg.aggregator == "coordinator" else int(rng.choice(sorted(participants)))
+        agg_id = COORDINATOR if config.aggregator == "coordinator" else int(rng.choice(sorted(participants)))
         contributors = sorted(set(participants) - {agg_id})
         if self.dropout:
             drop_rng = np.random.default_rng([self.seed, 0xD0, config.round_id])

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from pategail.metrics.guard import distinct_cells
+from pategail.sdk.features import distinct_cells
 from pategail.sdk.epr import CellGeometry
 from pategail.sdk.features import STAY
 from pategail.sdk.messages import FedAvgRequest, to_bytes
