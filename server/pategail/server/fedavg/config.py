@@ -17,10 +17,10 @@ class FedAvgConfig:
     log-likelihood of its real days' labelled actions, clips its model delta to L2 norm ``clip_norm`` and
     uploads it through the secure aggregation with the Gaussian mechanism; the coordinator divides the noisy
     sum by the fixed number of devices and applies it with the server optimiser. The rounds are
-    ``TrainConfig.rounds``. Defaults chosen on the TRAINING days of the public-map GeoLife, its 82 devices, ε = 8,
-    20 rounds (BENCHMARKS-dp-fedavg.md): of (client_lr, clip_norm) = (0.05, 0.5), (0.2, 0.5), (0.2, 0.1) and
-    (0.5, 0.5), (0.2, 0.5) beat every other on 4 of the 5 km JSDs (the mean of the five: 0.0358, 0.0357 for
-    (0.2, 0.1), 0.069 and 0.123 for the others)."""
+    ``TrainConfig.rounds``. Defaults chosen on the TRAINING days of the public-map GeoLife, its 82 devices,
+    ε = 8, 20 rounds (BENCHMARKS.md, "DP-FedAvg against PateGail"): of (client_lr, clip_norm) = (0.05, 0.5),
+    (0.2, 0.5), (0.2, 0.1) and (0.5, 0.5), (0.2, 0.5) beat every other on 4 of the 5 km JSDs (the mean of the
+    five: 0.0358, 0.0357 for (0.2, 0.1), 0.069 and 0.123 for the others)."""
 
     local_epochs: int = 1
     """Passes over the device's own days per round."""
