@@ -1,0 +1,82 @@
+"""Smoke tests of the benchmarks behind BENCHMARKS.md's "DP-FedAvg against PateGail", "Private cell universe" and
+"A Java device in a served run": each script on a tiny case, its output checked."""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from .conftest import ROOT, TINY, run_benchmark
+
+
+def _train(data, out, *args):
+    done = subprocess.run([sys.executable, "-m", "pategail", "-q", "train", "--data", str(data), "--out", str(out),
+                           "--no-downstream", "--no-progress", *map(str, args)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+@pytest.mark.slow
+def test_fedavg_table_and_training_day_scores_read_finished_runs(tmp_path, embedded_data):
+    config = tmp_path / "fedavg.json"
+    config.write_text(json.dumps({**TINY, "method": "dp-fedavg", "fedavg": {"batch_size": 16}}))
+    _train(embedded_data, tmp_path / "fa", "--no-privacy", "--config", config)
+    table = run_benchmark("fedavg_table.py", tmp_path / "fa")
+    row = next(line for line in table.splitlines() if line.startswith("| fa |"))
+    cells = [c.strip() for c in row.split("|")[1:-1]]
+    assert cells[1] == "DP-FedAvg" and cells[2] == "10" and cells[4] == "∞"
+    assert all(0 <= float(v) <= 1 for v in cells[6:11]) and re.fullmatch(r"[0-5] of 5", cells[11])
+    scores = run_benchmark("fedavg_train_days.py", embedded_data, tmp_path / "fa")
+    row = next(line for line in scores.splitlines() if line.startswith("| fa |"))
+    assert "client_lr=0.2" in row and "clip_norm=0.5" in row
+    assert all(0 <= float(v) <= 1 for v in row.split("|")[4:-1])
+
+
+def test_fedavg_device_round_times_both_rounds_of_one_device(embedded_data):
+    out = run_benchmark("fedavg_device_round.py", "--data", embedded_data, "--users", "2")
+    parameters = int(re.search(r"P = ([0-9,]+) trainable parameters", out).group(1).replace(",", ""))
+    rows = [line.split("|")[1:-1] for line in out.splitlines() if re.match(r"\| \d+ \|", line)]
+    assert len(rows) == 2
+    for days, fed, pg, pending in rows:
+        assert int(days) >= 1 and float(fed) >= 0 and float(pg) >= 0
+        assert pending.strip().startswith(f"{parameters:,} / ")      # DP-FedAvg's pending vector: every parameter
+
+
+@pytest.mark.slow
+def test_released_cells_release_and_compose(tmp_path, public_data):
+    out = tmp_path / "released"
+    # a large ε: 40 devices from 10 users clear the threshold only with little noise
+    summary = json.loads(run_benchmark("released_cells.py", "release", "--data", public_data, "--out", out,
+                                       "--population", "40", "--epsilon", "100"))
+    assert 0 < summary["released"] <= summary["universe"] and summary["false_squares"] <= summary["released"]
+    assert 0 < summary["remaining_epsilon"] < 100
+    _train(out, tmp_path / "run", "--epsilon", summary["remaining_epsilon"], "--data-derived-cells",
+           "--population", "40", "--fleet", "population", "--config", _tiny(tmp_path))
+    composed = json.loads(run_benchmark("released_cells.py", "compose", "--released", out, "--run", tmp_path / "run"))
+    zero = composed["zero-out"]
+    assert zero["planned"] <= zero["with_reserve"] <= 100.0 + 1e-6 and composed["target"] == 100.0
+    assert composed["replace-one"]["planned"] > zero["planned"]
+
+
+def _tiny(tmp_path):
+    path = tmp_path / "tiny.json"
+    path.write_text(json.dumps(TINY))
+    return path
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (shutil.which("java") and shutil.which("javac")), reason="no JDK (java, javac)")
+def test_java_device_measures_both_kinds_of_device(tmp_path):
+    from pategail.jvm_device import java_missing
+
+    if java_missing():
+        pytest.skip(java_missing())
+    run_benchmark("java_device.py", "--devices", "1", "--rounds", "1", "--out", tmp_path / "java", timeout=600)
+    result = json.loads((tmp_path / "java" / "result.json").read_text())
+    assert result["releases"] == 2 and len(result["rows"]) == 2                 # the environment and one round
+    for row in result["rows"]:
+        assert row["cpu_s_to_env_release"] > 0 and row["peak_rss_mib"] > 0 and row["kib_up_per_release"] > 0
