@@ -10,7 +10,7 @@ from pathlib import Path
 
 from pategail.server.errors import PategailError
 
-log = logging.getLogger("pategail.cli.train")
+log = logging.getLogger(__name__)
 
 SDK_FLEET_MAX = 200
 """With ``--fleet auto``: the SDK fleet (real devices, real cryptography) up to this many devices, the
