@@ -14,10 +14,10 @@ from dp_accounting.rdp import rdp_privacy_accountant
 from pategail.sdk.accounting import GaussianRelease, gaussian_sensitivity
 from pategail.server.config import TrainConfig
 from pategail.server.privacy.accountant import PrivacyAccountant
-from pategail.server.privacy.adjacency import (REPLACE_ONE, ZERO_OUT, gaussian_env_factor, laplace_env_factor,
-                                               sensitivity_factors)
+from pategail.server.privacy.adjacency import REPLACE_ONE, ZERO_OUT, gaussian_env_factor, laplace_env_factor
 from pategail.server.privacy.defaults import default_delta, environment_share
 from pategail.server.privacy.gaussian import ENV_L2_BOUND
+from pategail.server.privacy.mechanisms import GAUSSIAN_PLAN, LAPLACE_PLAN
 from pategail.server.privacy.plan import GaussianSpec, plan_gaussian_run, plan_privacy
 from pategail.server.privacy.summary import guarantee_lines, guarantees, person_guarantee, privacy_line
 
@@ -69,15 +69,15 @@ def test_the_environment_share_follows_the_device_count():
 
 
 def test_replace_one_sensitivity_factors_follow_the_layouts():
-    f = sensitivity_factors("gaussian", REPLACE_ONE, env_bound=ENV_L2_BOUND, env_values=13_197)
+    f = GAUSSIAN_PLAN.relation_factors(REPLACE_ONE, env_bound=ENV_L2_BOUND, env_values=13_197)
     assert f.rewards == 2.0
     assert f.environment == pytest.approx(math.sqrt(19 / 12), rel=1e-6) and f.environment < math.sqrt(2)
     with_rates = gaussian_env_factor(math.sqrt(12 + 0.125), 10)         # an action-rate part of L2 ≤ b, b² = 1/8
     assert with_rates == pytest.approx(math.sqrt(19 + 2 * 0.125) / math.sqrt(12.125), rel=1e-6)
-    laplace = sensitivity_factors("laplace", REPLACE_ONE, env_bound=9.0, env_values=12_657)
+    laplace = LAPLACE_PLAN.relation_factors(REPLACE_ONE, env_bound=9.0, env_values=12_657)
     assert laplace.rewards == 1.0 and laplace.environment == pytest.approx((26 + 2 * 12_657 * Q) / (18 + 12_657 * Q), rel=1e-12)
     assert laplace_env_factor(10.0, 0) == pytest.approx(30 / 20)
-    assert sensitivity_factors("gaussian", ZERO_OUT, env_bound=ENV_L2_BOUND, env_values=5).environment == 1.0
+    assert GAUSSIAN_PLAN.relation_factors(ZERO_OUT, env_bound=ENV_L2_BOUND, env_values=5).environment == 1.0
 
 
 def test_honest_environment_vectors_stay_within_the_replace_one_bounds():
@@ -177,7 +177,7 @@ def test_the_budget_check_counts_in_the_target_s_relation():
     acc = PrivacyAccountant(1e-5)
     acc.record_release(GaussianRelease(4.0, 3.0, 1), environment=True)
     acc.record_release(GaussianRelease(50.0, 5.0, 10))
-    factors = sensitivity_factors("gaussian", REPLACE_ONE, env_bound=ENV_L2_BOUND, env_values=0)
+    factors = GAUSSIAN_PLAN.relation_factors(REPLACE_ONE, env_bound=ENV_L2_BOUND, env_values=0)
     extra = GaussianRelease(50.0, 5.0, 1)
     expected = _rdp([(4.0 / (3.0 * factors.environment), 1), (50.0 / 10.0, 11)], 1e-5)
     assert acc.epsilon_under(factors, extra=extra) == pytest.approx(expected, rel=1e-6)

@@ -57,7 +57,7 @@ def test_a_kept_plan_is_made_again_when_the_layout_gains_the_part(tmp_path):
 
 
 def test_the_device_clips_checks_and_accounts_at_the_round_s_clip():
-    from pategail.sdk.secagg.client import gaussian_input
+    from pategail.sdk.secagg.mechanisms import gaussian_input
     from pategail.sdk.secagg.config import RoundConfig
     from pategail.sdk.secagg.errors import RoundRefused
     from pategail.sdk.secagg.ledger import round_release

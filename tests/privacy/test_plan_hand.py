@@ -13,7 +13,8 @@ from dp_accounting.rdp.rdp_privacy_accountant import DEFAULT_RDP_ORDERS
 from pategail.sdk.accounting import GaussianRelease, QueryRelease
 from pategail.sdk.secagg.policy import DeclaredPlan
 from pategail.server.privacy.gaussian import ENV_L2_BOUND, calibrate_noise_multiplier, plan_gaussian
-from pategail.server.privacy.plan import (GAUSSIAN_MECHANISM, MECHANISM, NO_MECHANISM, PLAN_FILE, GaussianSpec,
+from pategail.server.privacy.mechanisms import GAUSSIAN_PLAN, LAPLACE_PLAN
+from pategail.server.privacy.plan import (NO_MECHANISM, PLAN_FILE, GaussianSpec,
                                           PrivacyPlan, ReleaseNoise, load_or_make_plan, plan_gaussian_run,
                                           plan_privacy)
 
@@ -33,7 +34,7 @@ def test_release_noise_accounting_by_hand():
 
 def test_a_laplace_plan_s_releases_and_declaration():
     plan = PrivacyPlan(4.0, 1e-5, 3.0, 100, 20, 6.0, 3.0, 3.9)
-    assert plan.private and not plan.is_gaussian and plan.mechanism == MECHANISM
+    assert plan.private and not plan.is_gaussian and plan.scheme is LAPLACE_PLAN and "Laplace" in plan.mechanism
     assert plan.budgeted_queries == 120 and plan.noise_scales == (6.0, 3.0)
     assert plan.per_query_epsilon == pytest.approx(1 / 6 + 1 / 3)
     for kind in ("rewards", "initial_states"):
@@ -47,7 +48,7 @@ def test_a_gaussian_plan_s_releases_and_declaration():
                 "env_noise_multiplier": 3.3}
     plan = PrivacyPlan(4.0, 1e-5, 2.0, 100, 0, mechanism_name="gaussian", granularity="block:8", reward_values=96,
                        env_values=50, gaussian=gaussian)
-    assert plan.is_gaussian and plan.mechanism == GAUSSIAN_MECHANISM and plan.per_query_epsilon is None
+    assert plan.is_gaussian and plan.scheme is GAUSSIAN_PLAN and "Gaussian" in plan.mechanism and plan.per_query_epsilon is None
     assert plan.clip_share == 0.5
     # rewards: σ, block 8, C = clip_share · ½√96; the environment: its own σ, the whole vector, ENV_L2_BOUND = √12
     # (its parts at the cells and again summed over the regions)

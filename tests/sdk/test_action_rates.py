@@ -70,7 +70,7 @@ def test_no_honest_vector_with_the_part_exceeds_its_l1_bound():
     the device's L1 clip at that bound leaves them unchanged (at the old bound it would not, for some)."""
     from pategail.sdk.accounting import laplace_vector_sensitivity
     from pategail.sdk.environment_vector import environment_vector
-    from pategail.sdk.secagg.client import laplace_environment_input
+    from pategail.sdk.secagg.mechanisms import laplace_environment_input
     from pategail.sdk.secagg.fixedpoint import SCALE, encode
 
     assert env_l1_bound(False) == ENV_L1_BOUND == 9.0 and env_l1_bound(True) == 10.0

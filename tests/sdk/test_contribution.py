@@ -107,7 +107,7 @@ def test_no_honest_environment_vector_exceeds_the_accounted_l1_bound():
     from pategail.sdk.contribution import ENV_L1_BOUND
     from pategail.sdk.environment_vector import environment_vector
     from pategail.sdk.places import place_contribution_length
-    from pategail.sdk.secagg.client import laplace_environment_input
+    from pategail.sdk.secagg.mechanisms import laplace_environment_input
     from pategail.sdk.secagg.fixedpoint import SCALE, encode
 
     cells, devices = _honest_devices()

@@ -12,12 +12,12 @@ import pytest
 from scipy import stats
 
 from pategail.sdk.contribution import Granularity
-from pategail.sdk.secagg.client import gaussian_input
 from pategail.sdk.secagg.config import RoundConfig
 from pategail.sdk.secagg.errors import RoundRefused
 from pategail.sdk.secagg.fixedpoint import SCALE, encode_signed, gaussian_noise_bound
 from pategail.sdk.secagg.ledger import PrivacyLedger, round_release
-from pategail.sdk.secagg.noise import discrete_gaussian, discrete_gaussian_share, noise_share
+from pategail.sdk.secagg.mechanisms import gaussian_input, mechanism
+from pategail.sdk.secagg.noise import discrete_gaussian, discrete_gaussian_share
 from pategail.sdk.secagg.policy import DeclaredPlan, DevicePolicy
 from pategail.sdk.accounting import GaussianRelease, gaussian_sensitivity
 from pategail.server.secagg.round import SecureRoundConfig, enroll_clients, run_secure_round
@@ -53,14 +53,15 @@ def test_n_min_shares_sum_to_the_intended_discrete_gaussian(n_min):
     assert total.var() == pytest.approx(STD_QUANTA ** 2, rel=0.06)
 
 
-def test_noise_share_dispatches_on_the_mechanism_from_the_csprng():
-    g, lap = noise_share("gaussian", 100.0, 1, 20_000), noise_share("laplace", 100.0, 1, 20_000)
+def test_each_mechanism_draws_its_own_law_from_the_csprng():
+    gauss, laplace = mechanism("gaussian"), mechanism("laplace")
+    g, lap = gauss.noise_share(100.0, 1, 20_000), laplace.noise_share(100.0, 1, 20_000)
     assert g.std() == pytest.approx(100.0, rel=0.05) and lap.std() == pytest.approx(100 * math.sqrt(2), rel=0.05)
     assert stats.kurtosis(lap) > 2 > abs(stats.kurtosis(g))      # Laplace tails (excess kurtosis 3) vs Gaussian 0
-    assert not np.array_equal(noise_share("gaussian", 100.0, 2, 100), noise_share("gaussian", 100.0, 2, 100))
-    assert not noise_share("gaussian", 0.0, 3, 10).any()
-    with pytest.raises(ValueError):
-        noise_share("skellam", 1.0, 1, 1)
+    assert not np.array_equal(gauss.noise_share(100.0, 2, 100), gauss.noise_share(100.0, 2, 100))
+    assert not gauss.noise_share(0.0, 3, 10).any()
+    with pytest.raises(ValueError, match="unknown mechanism 'skellam'"):
+        mechanism("skellam")
 
 
 def test_the_device_centres_averages_blocks_and_clips_its_vector():

@@ -60,8 +60,7 @@ def run_plan_of(config, env_values: int, gaussian_env_values: int):
     ``env_values`` / ``gaussian_env_values`` are its environment vector's length in the Laplace / Gaussian layout."""
     from pategail.server.privacy.run_plan import make_run_plan
 
-    gaussian = config.privacy.mechanism == "gaussian"
-    return make_run_plan(config, gaussian_env_values if gaussian else env_values)
+    return make_run_plan(config, gaussian_env_values if config.privacy.scheme.region_sums else env_values)
 
 
 def feasibility_table(devices: int, config, env_values: int, granularities, gaussian_env_values: int | None = None,

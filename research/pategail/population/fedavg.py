@@ -16,14 +16,13 @@ import torch
 
 from pategail.sdk.fedavg_round import delta_upload, labelled_days
 from pategail.sdk.messages import FedAvgRequest
-from pategail.sdk.secagg.client import gaussian_input
-from pategail.sdk.secagg.config import DELTA_BLOCK
+from pategail.sdk.secagg.mechanisms import DELTA_BLOCK, gaussian_input
 from pategail.sdk.secagg.fixedpoint import encode_signed
 
 
 @dataclass(frozen=True)
 class DeltaEncoding:
-    """The fields of a round configuration :func:`~pategail.sdk.secagg.client.gaussian_input` reads for a
+    """The fields of a round configuration :func:`~pategail.sdk.secagg.mechanisms.gaussian_input` reads for a
     DP-FedAvg upload: a signed vector of clip norm 1 (the plan's, ``pategail.server.fedavg``)."""
 
     block: int = DELTA_BLOCK

@@ -45,7 +45,9 @@ from pategail.sdk.messages import (DEFAULT_LIMITS, KIND_FEDAVG_REQUEST, KIND_INI
                                    KIND_POLICY_UPDATE, KIND_ROUND_REQUEST, Ack, ErrorReply, FedAvgRequest,
                                    InitialStatesRequest, MessageError, PolicyUpdate, RoundRequest, from_bytes,
                                    peek_round)
-from pategail.sdk.secagg.config import COORDINATOR, DELTA_BLOCK
+from pategail.sdk.secagg.config import COORDINATOR
+from pategail.sdk.secagg.mechanisms import DELTA_BLOCK
+from pategail.sdk.secagg.mechanisms import mechanism as mechanism_named
 from pategail.sdk.secagg.errors import SecAggAbort
 from pategail.sdk.secagg.fixedpoint import SCALE, decode
 
@@ -397,7 +399,9 @@ class PopulationFleet:
                    num_queries: int):
         from pategail.server.secagg.round import AggregateResult, RoundStats
 
-        if self._pending is None or (num_queries != self._length and getattr(config, "mechanism", "") != "gaussian"):
+        mechanism = getattr(config, "mechanism", "laplace")
+        whole_vector = mechanism_named(mechanism).clips_whole_vector   # its upload: a function of the whole vector
+        if self._pending is None or (num_queries != self._length and not whole_vector):
             raise ValueError(f"the devices hold {self._length} pending values, the round asks for {num_queries}")
         agg_id = COORDINATOR if config.aggregator == "coordinator" else int(rng.choice(sorted(participants)))
         contributors = sorted(set(participants) - {agg_id})
@@ -409,7 +413,6 @@ class PopulationFleet:
             raise SecAggAbort(f"{len(contributors)} devices sent their masked input, fewer than n_min = "
                               f"{config.n_min}: nothing is released")
         m = num_queries
-        mechanism = getattr(config, "mechanism", "laplace")
         if self._delta:
             # DP-FedAvg: the devices' uploads were summed at the request (signed vectors of clip norm 1)
             if config.block != DELTA_BLOCK or abs(config.clip_norm - 1.0) > 1e-9 or m != self._length:
@@ -420,7 +423,7 @@ class PopulationFleet:
                                     "coordinator aggregating; use --fleet sdk for those")
             total = np.zeros(2 * m, dtype=np.int64)
             total[:m] = self._pending
-        elif mechanism == "gaussian":
+        elif whole_vector:
             # each device's upload is a clipped function of its own vector (centred block means, L2 norm ≤ C),
             # so the sum is taken over the contributors' uploads, recomputed from the shards' state
             total = np.zeros(2 * m, dtype=np.int64)          # slots m..2m-1: no Σ D² in this mechanism

@@ -3,7 +3,7 @@ directly — the exact sum of the contributors' clipped, fixed-point-encoded vec
 their shares add up to.
 
 In the real protocol (pategail.sdk.secagg.client.masked_input) every device whose masked input reaches the
-aggregator adds ``noise_share(mechanism, scale, n_min − t, M)`` to each released slot; the release carries
+aggregator adds ``Mechanism.noise_share(scale, n_min − t, M)`` to each released slot; the release carries
 the sum of those shares over the S contributors. :func:`distributed_noise` draws that sum with the SDK's own
 share function. Discrete-Laplace shares (differences of negative binomials) are infinitely divisible: d shares
 of divisor d add up to one share of divisor 1, and the remaining r = S mod d shares to one share of divisor
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pategail.sdk.secagg.noise import noise_share
+from pategail.sdk.secagg.mechanisms import mechanism as mechanism_named
 
 CHUNK_VALUES = 1 << 23
 """Most noise values drawn at once for the discrete-Gaussian sum (64 MiB of int64)."""
@@ -28,15 +28,16 @@ def distributed_noise(scale_quanta: float, divisor: int, contributors: int, size
     if contributors < 1 or divisor < 1:
         raise ValueError("contributors and divisor must be at least 1")
     total = np.zeros(size, dtype=np.int64)
-    if mechanism == "laplace":
+    noise = mechanism_named(mechanism)
+    if noise.divisible:
         whole, rest = divmod(contributors, divisor)
         for _ in range(whole):
-            total += noise_share(mechanism, scale_quanta, 1, size)
+            total += noise.noise_share(scale_quanta, 1, size)
         if rest:
-            total += noise_share(mechanism, scale_quanta, divisor / rest, size)
+            total += noise.noise_share(scale_quanta, divisor / rest, size)
         return total
     per_chunk = max(1, CHUNK_VALUES // max(1, size))
     for start in range(0, contributors, per_chunk):
         k = min(per_chunk, contributors - start)
-        total += noise_share(mechanism, scale_quanta, divisor, k * size).reshape(k, size).sum(axis=0)
+        total += noise.noise_share(scale_quanta, divisor, k * size).reshape(k, size).sum(axis=0)
     return total

@@ -33,7 +33,7 @@ from pategail.sdk.environment_vector import environment_vector
 from pategail.sdk.features import N_PAIR_FEATURES, infer_home, pair_features
 from pategail.sdk.files import replacing
 from pategail.sdk.messages import RoundRequest
-from pategail.sdk.secagg.client import gaussian_input, laplace_environment_input
+from pategail.sdk.secagg.mechanisms import gaussian_input, laplace_environment_input
 from pategail.sdk.secagg.fixedpoint import clip_unit, encode, encode_signed
 
 from .draws import minibatch_draws
@@ -77,7 +77,7 @@ class DeviceModel:
 def encoded_gaussian(values: np.ndarray, config) -> np.ndarray:
     """int64 (M,): one device's upload in a Gaussian-mechanism round before its noise share — its vector
     centred, averaged over the round's blocks and L2-clipped on the device (the SDK client's own
-    :func:`~pategail.sdk.secagg.client.gaussian_input`, reading ``config.block`` and ``config.clip_norm``)."""
+    :func:`~pategail.sdk.secagg.mechanisms.gaussian_input`, reading ``config.block`` and ``config.clip_norm``)."""
     return encode_signed(gaussian_input(np.asarray(values, dtype=np.float64), config))
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Sequence
 
 if TYPE_CHECKING:
     from dp_accounting import dp_event as dp_events, privacy_accountant
@@ -42,10 +42,28 @@ class QueryRelease:
         if self.count < 1:
             raise ValueError("count must be >= 1")
 
+    rdp_only: ClassVar[bool] = False
+    """Its guarantee is exact under the PLD accountant (the Laplace mechanism's privacy-loss distribution)."""
+
     @property
     def per_query_epsilon(self) -> float:
         """Pure ε of one query: 1/b (+ 1/b_sq)."""
         return 1.0 / self.sum_scale + (1.0 / self.sq_sum_scale if self.sq_sum_scale else 0.0)
+
+    def scaled(self, factor: float) -> "QueryRelease":
+        """The same release with its sensitivity multiplied by ``factor``: recorded at sensitivity 1, so its
+        scales are divided instead (the Laplace mechanism's privacy loss depends on b/Δ only)."""
+        if factor == 1.0:
+            return self
+        return QueryRelease(self.sum_scale / factor, None if self.sq_sum_scale is None else self.sq_sum_scale / factor,
+                            self.count)
+
+    def dp_events(self) -> list[dp_events.DpEvent]:
+        """As dp-accounting events: each sum a Laplace event of noise multiplier scale / sensitivity (= scale),
+        ``count`` times."""
+        from dp_accounting import dp_event
+        return [dp_event.SelfComposedDpEvent(dp_event.LaplaceDpEvent(scale), self.count)
+                for scale in (self.sum_scale, self.sq_sum_scale) if scale]
 
 
 @dataclass(frozen=True)
@@ -66,6 +84,19 @@ class GaussianRelease:
             raise ValueError("noise_std and sensitivity must be > 0 (a release without noise has ε = ∞)")
         if self.count < 1 or self.shares < 1:
             raise ValueError("count and shares must be >= 1")
+
+    rdp_only: ClassVar[bool] = True
+    """The discrete Gaussian's guarantee is an RDP/zCDP bound: the PLD of a continuous Gaussian would not be a
+    proven bound for it, so a composition containing one is made with the RDP accountant."""
+
+    def scaled(self, factor: float) -> "GaussianRelease":
+        """The same release with its sensitivity multiplied by ``factor``."""
+        return self if factor == 1.0 else replace(self, sensitivity=self.sensitivity * factor)
+
+    def dp_events(self) -> list[dp_events.DpEvent]:
+        """As a dp-accounting event: the Gaussian event of the same ρ, ``count`` times."""
+        from dp_accounting import dp_event
+        return [dp_event.SelfComposedDpEvent(dp_event.GaussianDpEvent(self.noise_multiplier), self.count)]
 
     @property
     def rho(self) -> float:
@@ -131,23 +162,14 @@ def to_dp_event(releases: Sequence[Release]) -> dp_events.ComposedDpEvent:
     """All releases as one dp-accounting ``DpEvent`` (Laplace noise multiplier = scale / sensitivity, here
     scale; a Gaussian release as the Gaussian event of its ρ)."""
     from dp_accounting import dp_event
-
-    events = []
-    for r in releases:
-        if isinstance(r, GaussianRelease):
-            events.append(dp_event.SelfComposedDpEvent(dp_event.GaussianDpEvent(r.noise_multiplier), r.count))
-            continue
-        events.append(dp_event.SelfComposedDpEvent(dp_event.LaplaceDpEvent(r.sum_scale), r.count))
-        if r.sq_sum_scale:
-            events.append(dp_event.SelfComposedDpEvent(dp_event.LaplaceDpEvent(r.sq_sum_scale), r.count))
-    return dp_event.ComposedDpEvent(events)
+    return dp_event.ComposedDpEvent([e for r in releases for e in r.dp_events()])
 
 
 def _pld(releases: Sequence[Release], interval: float) -> privacy_accountant.PrivacyAccountant:
     """The accountant of ``releases``: PLD for Laplace releases alone; RDP as soon as a Gaussian release is
     among them (the discrete Gaussian's guarantee is an RDP/zCDP bound — the PLD of a continuous Gaussian
     would not be a proven bound for it)."""
-    if any(isinstance(r, GaussianRelease) for r in releases):
+    if any(r.rdp_only for r in releases):
         from dp_accounting.rdp import rdp_privacy_accountant
         acc = rdp_privacy_accountant.RdpAccountant()
     else:

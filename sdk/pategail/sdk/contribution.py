@@ -53,7 +53,7 @@ ENV_L1_BOUND = 9.0
 six parts with entries ≥ 0 summing to at most w ≤ 1 — the home one-hot, the first cells with the at-home
 share, the weight itself, explore observed, explore expected and the place visits — and the return law's three
 entries, each at most w: 6 + 3 = 9. The device scales a longer vector down to it
-(``pategail.sdk.secagg.client.laplace_environment_input``), so it bounds what any device's upload can move
+(``pategail.sdk.secagg.mechanisms.laplace_environment_input``), so it bounds what any device's upload can move
 whatever it holds; ``pategail.sdk.accounting.laplace_vector_sensitivity`` turns it into the release's L1
 sensitivity (Σ x² rides in the same upload)."""
 

@@ -7,7 +7,7 @@ causal policy, on the features the EPR environment computes; their optimizer mod
 load the coordinator's global parameters θ, run ``epochs`` passes over the owner's days in minibatches of
 ``batch_size`` days (shuffled by the device's generator), Δ = θ_local − θ, clip Δ to L2 norm ``clip_norm`` and
 keep Δ / ``clip_norm`` — entries in [−1, 1], norm ≤ 1 — as the pending vector of the secure aggregation that
-follows (a Gaussian round over a signed vector, ``pategail.sdk.secagg.config.DELTA_BLOCK``, clip norm 1). The
+follows (a Gaussian round over a signed vector, ``pategail.sdk.secagg.mechanisms.DELTA_BLOCK``, clip norm 1). The
 coordinator multiplies the noisy sum by ``clip_norm`` and divides it by the fixed number of devices.
 
 Torch-free: numpy and onnxruntime (training build).

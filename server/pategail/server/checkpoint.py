@@ -93,10 +93,8 @@ def journal_intent(directory: Path, round_: int, sum_scale: float, sq_sum_scale:
     path = root / f"intent-{round_:05d}-{attempt:02d}.json"
     record: dict[str, Any] = {"round": round_, "attempt": attempt, "sum_scale": sum_scale, "sq_sum_scale": sq_sum_scale,
               "count": count}
-    if noise is not None and noise.mechanism == "gaussian":   # ``noise``: a privacy.plan.ReleaseNoise
-        record.update(mechanism="gaussian", block=noise.block, clip_norm=noise.clip_norm, shares=shares)
-    elif noise is not None and noise.environment:             # Laplace: one vector query (its L1 sensitivity)
-        record.update(environment=True, env_l1_bound=noise.env_l1_bound)
+    if noise is not None:                                     # ``noise``: a privacy.plan.ReleaseNoise
+        record.update(noise.scheme.journal_fields(noise, shares))
     write_atomic(path, json.dumps(record).encode())
     return path
 

@@ -19,6 +19,7 @@ from pategail.sdk.secagg.graph import secagg_plus_degree
 from pategail.server.errors import PategailError
 from pategail.server.fedavg.config import FedAvgConfig
 from pategail.server.ppo import PPOConfig
+from pategail.server.privacy.mechanisms import PLANNED, PlannedMechanism, planned
 
 ALL_PAIRS_MAX = 100
 """Largest cohort whose default secure aggregation masks all pairs (Bonawitz et al. 2017): a complete graph
@@ -51,7 +52,7 @@ def secagg_degree_for(n_devices: int, configured: int | None = None, dropout: fl
 
 METHODS = ("pategail", "dp-fedavg", "hybrid")
 """Training methods (``TrainConfig.method``)."""
-MECHANISMS = ("laplace", "gaussian")
+MECHANISMS = tuple(PLANNED)
 """Reward-release mechanisms (``PrivacySettings.mechanism``)."""
 ADJACENCIES = ("zero-out", "replace-one")
 """Neighbouring relations a target ε can apply to (``PrivacySettings.adjacency``; pategail.server.privacy.adjacency)."""
@@ -168,21 +169,20 @@ class PrivacySettings:
         # says what it ran; δ and the environment's share wait for TrainConfig.for_devices
         if self.mechanism is None:
             object.__setattr__(self, "mechanism", "gaussian" if self.private else "laplace")
+        _need(self.mechanism in MECHANISMS,
+              f"privacy.mechanism must be one of {', '.join(MECHANISMS)}, got {self.mechanism!r}")
         if self.granularity is None:
-            object.__setattr__(self, "granularity", "day" if self.mechanism == "gaussian" else "pair")
+            object.__setattr__(self, "granularity", self.scheme.default_granularity)
         _need(self.epsilon is None or self.epsilon > 0, f"--epsilon must be > 0, got {self.epsilon}")
         _need(self.delta is None or 0 < self.delta < 1, f"--delta must be in (0, 1), got {self.delta}")
         _need(self.adjacency in ADJACENCIES,
               f"privacy.adjacency must be one of {', '.join(ADJACENCIES)}, got {self.adjacency!r}")
-        _need(self.mechanism in MECHANISMS,
-              f"privacy.mechanism must be one of {', '.join(MECHANISMS)}, got {self.mechanism!r}")
         try:
             block = Granularity.parse(self.granularity).block
         except ValueError as err:
             raise PategailError(f"privacy.granularity {self.granularity!r}: {err}") from None
-        _need(not (self.mechanism == "laplace" and block != 1 and self.private),
-              f"privacy.granularity {self.granularity!r} needs mechanism 'gaussian' (the Laplace mechanism of "
-              "Theorems 2-3 releases one Σ D and Σ D² per pair)")
+        why = self.scheme.check_granularity(block, self.private)
+        _need(why is None, f"privacy.granularity {self.granularity!r} {why}")
         _need(0 < self.clip_share <= 1, f"privacy.clip_share must be in (0, 1], got {self.clip_share}")
         _need(self.env_epsilon_fraction is None or 0 < self.env_epsilon_fraction < 1,
               f"privacy.env_epsilon_fraction must be in (0, 1), got {self.env_epsilon_fraction}")
@@ -195,6 +195,12 @@ class PrivacySettings:
         return self.epsilon is not None
 
     @property
+    def scheme(self) -> PlannedMechanism:
+        """The coordinator's side of the run's mechanism (``pategail.server.privacy.mechanisms``)."""
+        assert self.mechanism is not None               # resolved on construction
+        return planned(self.mechanism)
+
+    @property
     def reward_granularity(self) -> Granularity:
         assert self.granularity is not None             # resolved on construction
         return Granularity.parse(self.granularity)
@@ -202,10 +208,10 @@ class PrivacySettings:
     @property
     def region_cells(self) -> int:
         """Cells per region of the environment release's coarse parts: ``pategail.sdk.regions.REGION_CELLS``
-        with the Gaussian mechanism (whose devices clip the whole vector, coarse parts included, to its L2
-        bound), 0 (no coarse parts: the layout the Java core also speaks) with Laplace."""
+        with a mechanism that releases region sums (the Gaussian, whose devices clip the whole vector, coarse
+        parts included, to its L2 bound), 0 (no coarse parts: the layout the Java core also speaks) with Laplace."""
         from pategail.sdk.regions import REGION_CELLS
-        return REGION_CELLS if self.mechanism == "gaussian" else 0
+        return REGION_CELLS if self.scheme.region_sums else 0
 
 
 @dataclass(frozen=True)
@@ -316,7 +322,7 @@ class TrainConfig:
         _need(self.rounds >= 1 and self.days_per_round >= 1, "rounds and days_per_round must be >= 1")
         _need(self.average_rounds >= 1, f"average_rounds must be >= 1, got {self.average_rounds}")
         _need(self.method in METHODS, f"method must be one of {', '.join(METHODS)}, got {self.method!r}")
-        _need(self.method == "pategail" or not self.private or self.privacy.mechanism == "gaussian",
+        _need(self.method == "pategail" or not self.private or self.privacy.scheme.releases_vectors,
               f"method {self.method} releases model deltas with the Gaussian mechanism: leave privacy.mechanism "
               "out or set it to 'gaussian'")
         _need(self.method != "hybrid" or self.fedavg.hybrid_rounds < self.rounds,

@@ -13,7 +13,6 @@ is its Ed25519 key (a served run keeps one across restarts: devices pin it).
 from __future__ import annotations
 
 import logging
-import math
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -179,7 +178,7 @@ class Coordinator:
     def _released_length(self, n_queries: int) -> int:
         """Values the secure aggregation sums for a round of ``n_queries`` scored pairs: one per pair, or one
         per block of the Gaussian mechanism's granularity."""
-        if self.plan.is_gaussian:
+        if self.plan.scheme.releases_vectors:
             return self.config.privacy.reward_granularity.count(self.config.days_per_round)
         return n_queries
 
@@ -239,8 +238,7 @@ class Coordinator:
                                                          self._environment_length())
         release, _, _ = self.releases.release(0, "initial_states", participants, self._environment_length(),
                                               noise)
-        # a Laplace(b) has standard deviation b·√2; the Gaussian's scale is its standard deviation
-        std = release.sum_scale * (1.0 if noise.mechanism == "gaussian" else math.sqrt(2))
+        std = noise.scheme.device.noise_std(release.sum_scale)
         region_of = region_map(self.cells, self.config.privacy.region_cells) if self.config.privacy.region_cells else None
         self.state.initial_states = InitialStates.from_noisy_sums(
             release.sum, len(self.cells), n_rank_bins(self.geometry.candidates), noise_std=std, region_of=region_of,

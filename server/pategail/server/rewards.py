@@ -23,11 +23,11 @@ def rewards_from_release(release: Release, config: TrainConfig, public_count: in
     head (Adam, clipped gradients) can follow; raw R̂ sums to ~15 and left it stuck near 0.
     """
     days, granularity = config.days_per_round, config.privacy.reward_granularity
-    if config.privacy.mechanism == "gaussian" and release.count == granularity.count(days):
+    if config.privacy.scheme.releases_vectors and release.count == granularity.count(days):
         if public_count is None or public_count < 1:
             raise ValueError("the Gaussian mechanism's release is divided by a fixed public count of devices")
         means = np.asarray(release.sum, dtype=np.float64) / public_count + 0.5
-    elif granularity.block == 1 and config.privacy.mechanism == "laplace":
+    elif granularity.block == 1 and not config.privacy.scheme.releases_vectors:  # Σ D and Σ D² per pair
         agg = aggregate_rewards(release.sum, release.sq_sum, release.n_survivors, config.privacy.beta)
         return _standardised(reward_matrix(agg.r_hat, days))
     elif release.count == reward_count(days):          # per-pair Σ D without noise: averaged here
@@ -47,7 +47,7 @@ def ensemble_verdict(release: Release, config: TrainConfig | None = None,
     """(mean reward R, discriminator accuracy): the noisy mean D over devices, averaged over the released
     values, and the share of them the ensemble calls generated (mean D below 1/2). A Gaussian release holds
     centred sums over ``public_count`` devices."""
-    if config is not None and config.privacy.mechanism == "gaussian" and \
+    if config is not None and config.privacy.scheme.releases_vectors and \
             release.count == config.privacy.reward_granularity.count(config.days_per_round):
         assert public_count is not None                     # given for a Gaussian release
         mean = np.asarray(release.sum, dtype=np.float64) / public_count + 0.5

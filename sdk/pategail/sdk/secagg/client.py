@@ -16,8 +16,8 @@ bytes to send back; a call that raises leaves the client's state unchanged:
 ``scores`` are the device's D_u(s, a) for the round's M queries, shape (M,), float; the client clips them
 to [0, 1] itself and uploads both D and D² (computed from the clipped D): data slots 0..M-1 carry D,
 M..2M-1 carry D², slot 2M the checksum. ``environment=True`` (the device's environment vector is pending):
-in a Laplace round the vector is L1-clipped on the device (:func:`laplace_environment_input`) and the
-release is accounted as one Laplace vector query of its L1 sensitivity (``ledger.round_release``).
+in a Laplace round the vector is L1-clipped on the device (``mechanisms.laplace_environment_input``) and the
+release is accounted as one Laplace vector query of its L1 sensitivity (``Mechanism.round_release``).
 
 Never both secrets: a device signs exactly one survivor set per round and derives what it reveals from it
 (b_v for v in U3, the mask key s_v for v not in U3), keeping a record that refuses any request for the
@@ -41,65 +41,22 @@ from typing import Callable
 import numpy as np
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
-from pategail.sdk.contribution import ENV_L1_BOUND, Granularity
-from pategail.sdk.features import SLOTS
+from pategail.sdk.contribution import ENV_L1_BOUND
 
 from . import crypto, shamir
 from .checksum import checksum, envelope_aad, envelope_key, key_commitment, unpack_secrets, weights
-from .config import DELTA_BLOCK, KeyDirectory, RoundConfig
+from .config import KeyDirectory, RoundConfig
 from .errors import MessageRejected, ProtocolError, RefusedUnmask, SecAggAbort
-from .fixedpoint import SCALE, clip_signed, clip_unit, encode, encode_signed, to_ring
+from .fixedpoint import SCALE, to_ring
 from .graph import NeighbourGraph
 from .ledger import PrivacyLedger
 from .messages import (KIND_ACK_SET, KIND_KEY_BROADCAST, AdvertiseKeys, ChecksumEnvelope, MaskedInput, RelayedFrames,
                        RoundMessage, ShareDelivery, ShareKeys, SurvivorAck, SurvivorSet, UnmaskShares, from_bitmap)
-from .noise import noise_share
 from .policy import DevicePolicy
 from .prg import add_mask, expand_mask
 from .replay import RoundLog
 
 _SHARE_HEAD = struct.Struct(">QII")
-
-
-def input_length(cfg: RoundConfig, pending: int) -> int:
-    """The length a device's pending vector must have for round ``cfg``: M, or for a Gaussian round over
-    blocks of K decisions, 47 scores per generated day (``pending`` tells how many days it scored)."""
-    if cfg.mechanism == "gaussian" and cfg.block and cfg.block != DELTA_BLOCK:
-        granularity = Granularity(cfg.block)
-        days = pending // (SLOTS - 1)
-        if pending % (SLOTS - 1) == 0 and granularity.count(days) == cfg.num_queries:
-            return pending
-        return cfg.num_queries // granularity.blocks_per_day * (SLOTS - 1)
-    return cfg.num_queries
-
-
-def gaussian_input(scores: np.ndarray, cfg: RoundConfig) -> np.ndarray:
-    """What a device releases in a Gaussian round: its clipped values (entries in [0, 1]) when ``cfg.block``
-    is 0, else its centred scores D − ½ averaged over each block of ``cfg.block`` decisions of a day; then
-    scaled down to L2 norm ``cfg.clip_norm`` when longer — on the device, so the sensitivity holds whatever
-    the coordinator does with the sum. ``cfg.block`` = ``DELTA_BLOCK``: a signed vector, entries clipped to
-    [−1, 1] (a model delta, pategail.sdk.fedavg_round)."""
-    if cfg.block == DELTA_BLOCK:
-        v = clip_signed(scores)
-        norm = float(np.linalg.norm(v))
-        return v * (cfg.clip_norm / norm) if norm > cfg.clip_norm else v
-    v = clip_unit(scores)
-    if cfg.block:
-        v = Granularity(cfg.block).block_means(v - 0.5, len(v) // (SLOTS - 1))
-    norm = float(np.linalg.norm(v))
-    return v * (cfg.clip_norm / norm) if norm > cfg.clip_norm else v
-
-
-def laplace_environment_input(values: np.ndarray, l1_bound: float = ENV_L1_BOUND) -> np.ndarray:
-    """What a device releases in a Laplace-mechanism environment round: its vector clipped to [0, 1], scaled
-    down to L1 norm ``l1_bound`` (``ENV_L1_BOUND``, or ``env_l1_bound(True)`` for a vector with the action-rate
-    part) when longer — on the device, so the release's L1 sensitivity
-    (``pategail.sdk.accounting.laplace_vector_sensitivity``) holds whatever the device holds. Honest vectors
-    never exceed it (pategail.sdk.contribution); the x² half is computed from the result, so it is bounded
-    too."""
-    v = clip_unit(values)
-    norm = float(v.sum())
-    return v * (l1_bound / norm) if norm > l1_bound else v
 
 
 class Phase(enum.Enum):
@@ -144,7 +101,7 @@ class SecAggClient:
     """One device's protocol state machine.
 
     ``noise_sampler(scale_quanta, divisor, size) -> int64`` is the source of its noise share, divisor =
-    n_min - colluders (default None: ``noise.noise_share`` of the round's signed mechanism, CSPRNG; tests
+    n_min - colluders (default None: ``Mechanism.noise_share`` of the round's signed mechanism, CSPRNG; tests
     pass one to record shares).
     ``round_log`` keeps the last round accepted per coordinator key; give it a path so it survives restarts.
     ``policy`` holds the device's floors on a signed configuration (``policy.DevicePolicy``), ``ledger`` its
@@ -271,19 +228,11 @@ class SecAggClient:
             # the other neighbours would reveal (secure_threshold, step b); Bonawitz et al. abort here too
             raise SecAggAbort(f"shares from only {len(held) - 1} neighbours arrived; {cfg.threshold - 1} are "
                               "needed before this device masks its input")
-        scores = clip_signed(scores) if cfg.block == DELTA_BLOCK and cfg.mechanism == "gaussian" else clip_unit(scores)
-        m = cfg.num_queries
-        if scores.shape != (input_length(cfg, len(scores)),):
-            raise ValueError(f"scores must have shape ({input_length(cfg, len(scores))},), got {scores.shape}")
-        if cfg.mechanism == "gaussian":
-            x = np.zeros(2 * m, dtype=np.int64)          # slots m..2m-1: no Σ D² in this mechanism
-            x[:m] = encode_signed(gaussian_input(scores, cfg)) + self._draw(cfg, cfg.sum_noise_scale, m)
-        else:
-            if r.environment:
-                scores = laplace_environment_input(scores, r.env_l1_bound)
-            x = np.concatenate([encode(scores), encode(scores * scores)])
-            x[:m] += self._draw(cfg, cfg.sum_noise_scale, m)
-            x[m:] += self._draw(cfg, cfg.sq_sum_noise_scale, m)
+        m, noise = cfg.num_queries, cfg.noise
+        scores = np.asarray(scores, dtype=np.float64)
+        if scores.shape != (noise.input_length(cfg, len(scores)),):
+            raise ValueError(f"scores must have shape ({noise.input_length(cfg, len(scores))},), got {scores.shape}")
+        x = noise.upload(scores, cfg, r.environment, r.env_l1_bound, lambda scale, size: self._draw(cfg, scale, size))
         y = np.empty(2 * m + 1, dtype=np.uint64)
         y[:-1] = to_ring(x)
         y[-1] = checksum(x, weights(r.checksum_key, 2 * m), r.checksum_offset)
@@ -374,7 +323,7 @@ class SecAggClient:
     def _draw(self, cfg: RoundConfig, scale: float, size: int) -> np.ndarray:
         """This device's noise share of ``size`` coordinates at the round's total ``scale`` (value units)."""
         if self._noise is None:
-            return noise_share(cfg.mechanism, scale * SCALE, cfg.noise_divisor, size)
+            return cfg.noise.noise_share(scale * SCALE, cfg.noise_divisor, size)
         return self._noise(scale * SCALE, cfg.noise_divisor, size)        # a test's sampler
 
     def _reveal(self, device: int, secret: str) -> None:

@@ -9,23 +9,18 @@ aggregator relays the signed bytes and cannot change them.
 from __future__ import annotations
 
 import hashlib
-import math
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Mapping
 
 from . import crypto
 from .errors import MessageRejected
-from .fixedpoint import FRAC_BITS, MAX_DEVICES, MAX_NOISE_SCALE_QUANTA, SAFE_ABS_SUM, SCALE, mechanism_noise_bound
+from .fixedpoint import FRAC_BITS, MAX_DEVICES, MAX_NOISE_SCALE_QUANTA, SAFE_ABS_SUM, SCALE
 from .graph import certificate_size
+from .mechanisms import Mechanism, mechanism, mechanism_by_tag
 from .wire import Reader, Signer, Writer, frame, unframe
 
 KIND_CONFIG = 1
-MECHANISM_GAUSSIAN = 1
-"""Tag of the configuration trailer of a Gaussian-mechanism round."""
-DELTA_BLOCK = 255
-"""``RoundConfig.block`` of a Gaussian round over a signed vector (a device's scaled model delta, DP-FedAvg):
-entries in [−1, 1], L2-clipped to ``clip_norm`` (pategail.sdk.fedavg_round)."""
 COORDINATOR = 0xFFFFFFFF
 """Aggregator id meaning "the coordinator aggregates this round"."""
 
@@ -129,22 +124,18 @@ class RoundConfig:
             raise ValueError(f"frac_bits {self.frac_bits} != SDK's {FRAC_BITS}")
         if len(self.round_seed) != 32 or len(self.envelope_public) != 32 or len(self.checksum_commitment) != 32:
             raise ValueError("round_seed, envelope_public and checksum_commitment are 32 bytes")
-        if self.mechanism not in ("laplace", "gaussian"):
-            raise ValueError(f"unknown mechanism {self.mechanism!r}")
-        if self.mechanism == "gaussian":
-            if self.sq_sum_noise_scale != 0 or not (0 <= self.block <= 47 or self.block == DELTA_BLOCK):
-                raise ValueError(f"the Gaussian mechanism releases no Σ D² and blocks of 0..47 decisions (or "
-                                 f"{DELTA_BLOCK}: a signed vector)")
-            if not 0 < self.clip_norm <= math.sqrt(self.num_queries):
-                raise ValueError(f"clip_norm {self.clip_norm} must be in (0, √M]")
-        elif self.block or self.clip_norm:
-            raise ValueError("block and clip_norm belong to the Gaussian mechanism")
+        self.noise.check_round(self)
         for scale in (self.sum_noise_scale, self.sq_sum_noise_scale):
             q = scale * SCALE
             if not (q == 0 or 1 <= q <= MAX_NOISE_SCALE_QUANTA):
                 raise ValueError(f"noise scale {scale} outside [2^-{FRAC_BITS}, 2^{50 - FRAC_BITS}] or 0")
-            if n * SCALE + mechanism_noise_bound(self.mechanism, n, q, self.noise_divisor) >= SAFE_ABS_SUM:
+            if n * SCALE + self.noise.noise_bound(n, q, self.noise_divisor) >= SAFE_ABS_SUM:
                 raise ValueError("sums could wrap around Z_2^64 with these parameters")
+
+    @property
+    def noise(self) -> Mechanism:
+        """The round's privacy mechanism (``pategail.sdk.secagg.mechanisms``)."""
+        return mechanism(self.mechanism)
 
     @property
     def holders(self) -> int:
@@ -173,8 +164,8 @@ class RoundConfig:
         w.u32(self.threshold).u32(self.degree).f64(self.sum_noise_scale).f64(self.sq_sum_noise_scale)
         w.raw(self.round_seed).raw(self.envelope_public).u32(self.colluders).u32(self.aggregator)
         w.u8(self.frac_bits).raw(self.checksum_commitment)
-        if self.mechanism == "gaussian":    # a trailer: Laplace configurations end here
-            w.u8(MECHANISM_GAUSSIAN).u8(self.block).f64(self.clip_norm)
+        if self.noise.wire_tag is not None:    # a trailer: Laplace configurations end here
+            w.u8(self.noise.wire_tag).u8(self.block).f64(self.clip_norm)
         return w.bytes()
 
     @property
@@ -198,9 +189,11 @@ class RoundConfig:
                       round_seed=r.raw(32), envelope_public=r.raw(32), colluders=r.u32(), aggregator=r.u32(),
                       frac_bits=r.u8(), checksum_commitment=r.raw(32))
         if r.remaining():
-            if r.u8() != MECHANISM_GAUSSIAN:
-                raise MessageRejected("round configuration with an unknown mechanism")
-            fields.update(mechanism="gaussian", block=r.u8(), clip_norm=r.f64())
+            try:
+                name = mechanism_by_tag(r.u8()).name
+            except ValueError:
+                raise MessageRejected("round configuration with an unknown mechanism") from None
+            fields.update(mechanism=name, block=r.u8(), clip_norm=r.f64())
         r.done()
         try:
             return cls(**fields)

@@ -15,6 +15,7 @@ a sum by a multiple of p — the one change the checksum cannot see — always l
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 import numpy as np
 
@@ -95,13 +96,6 @@ def gaussian_noise_bound(n_devices: int, noise_std_quanta: float, noise_divisor:
     return float(math.sqrt(2.0 * variance * (tail_log2 + 1) * math.log(2)))
 
 
-def mechanism_noise_bound(mechanism: str, n_devices: int, scale_quanta: float, noise_divisor: int,
-                          tail_log2: float = 64.0) -> float:
-    """:func:`noise_bound` (discrete Laplace) or :func:`gaussian_noise_bound`, by the round's mechanism."""
-    bound = gaussian_noise_bound if mechanism == "gaussian" else noise_bound
-    return bound(n_devices, scale_quanta, noise_divisor, tail_log2)
-
-
 def encode_signed(values: np.ndarray) -> np.ndarray:
     """Values already bounded by the caller (centred, clipped) as int64 quanta, rounded to nearest."""
     v = np.asarray(values, dtype=np.float64)
@@ -117,15 +111,16 @@ def sum_bound(n_devices: int, noise_scale_quanta: float, noise_divisor: int, tai
 
 
 def plausible_range(n_survivors: int, noise_scale_quanta: float, noise_divisor: int, n_coordinates: int,
-                    failure_log2: float = 40.0, mechanism: str = "laplace",
+                    failure_log2: float = 40.0, bound: Callable[..., float] | None = None,
                     data_range: tuple[float, float] = (0.0, 1.0)) -> tuple[float, float]:
     """[lo, hi] in quanta that every honest released sum of clipped values in [0, 1] (Σ D, or Σ D²) lies in,
     except with probability < 2^-failure_log2 over the whole release of ``n_coordinates`` sums (union bound).
 
-    Honest data lie in [0, n * 2^FRAC_BITS]; the noise widens both ends by ``noise_bound``. A device that skips
+    Honest data lie in n * 2^FRAC_BITS * ``data_range``; the noise widens both ends by ``bound`` (the round's
+    mechanism's, ``Mechanism.noise_bound``; default: the discrete Laplace's ``noise_bound``). A device that skips
     its clipping can still hide up to ~that bound per coordinate — no more than the noise already does.
     """
-    t = mechanism_noise_bound(mechanism, n_survivors, noise_scale_quanta, noise_divisor,
-                              failure_log2 + math.log2(max(1, n_coordinates)))
+    t = (bound or noise_bound)(n_survivors, noise_scale_quanta, noise_divisor,
+                               failure_log2 + math.log2(max(1, n_coordinates)))
     lo, hi = data_range          # one device's entry: [0, 1], or [-½, ½] for the Gaussian mechanism's centred
     return n_survivors * SCALE * lo - t, n_survivors * SCALE * hi + t

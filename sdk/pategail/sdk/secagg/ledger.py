@@ -15,8 +15,7 @@ import json
 import os
 from pathlib import Path
 
-from pategail.sdk.accounting import (PLAN_INTERVAL, GaussianRelease, QueryRelease, Release, composed_epsilon,
-                                     gaussian_sensitivity, laplace_vector_release, laplace_vector_sensitivity,
+from pategail.sdk.accounting import (PLAN_INTERVAL, Release, composed_epsilon,
                                      merge_release, release_from_dict, release_to_dict)
 from pategail.sdk.contribution import ENV_L1_BOUND
 
@@ -32,21 +31,11 @@ FORMAT = "pategail-device-ledger/1"
 
 
 def round_release(cfg: RoundConfig, environment: bool = False, env_l1_bound: float = ENV_L1_BOUND) -> Release | None:
-    """The release a device takes part in when it uploads in round ``cfg``; None when a sum has no noise.
-    A Gaussian round is one vector query of its clip norm's L2 sensitivity (discretisation included); so is a
+    """The release a device takes part in when it uploads in round ``cfg``; None when a sum has no noise
+    (``Mechanism.round_release`` of the round's mechanism). A Gaussian round is one vector query of its clip norm's L2 sensitivity (discretisation included); so is a
     Laplace round uploading the ``environment`` vector, of its L1 sensitivity (the device clips it to
     ``env_l1_bound``); any other Laplace round is ``num_queries`` sensitivity-1 queries."""
-    if cfg.mechanism == "gaussian":
-        if cfg.sum_noise_scale <= 0:
-            return None
-        return GaussianRelease(cfg.sum_noise_scale, gaussian_sensitivity(cfg.clip_norm, cfg.num_queries), 1,
-                               cfg.noise_divisor)
-    if cfg.sum_noise_scale <= 0 or cfg.sq_sum_noise_scale <= 0:
-        return None
-    if environment:
-        return laplace_vector_release(cfg.sum_noise_scale, cfg.sq_sum_noise_scale,
-                                      laplace_vector_sensitivity(env_l1_bound, cfg.num_queries))
-    return QueryRelease(cfg.sum_noise_scale, cfg.sq_sum_noise_scale, cfg.num_queries)
+    return cfg.noise.round_release(cfg, environment, env_l1_bound)
 
 
 class PrivacyLedger:

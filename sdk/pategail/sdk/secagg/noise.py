@@ -1,6 +1,6 @@
 """Distributed noise: each device's share, drawn from a cryptographically secure source — discrete Laplace
-(the paper's mechanism) or discrete Gaussian (``mechanism = "gaussian"``); :func:`noise_share`
-dispatches on the round's mechanism.
+(the paper's mechanism) or discrete Gaussian; ``Mechanism.noise_share`` (``pategail.sdk.secagg.mechanisms``)
+picks the round's.
 
 Target: the survivors' shares sum to (at least) a discrete Laplace DLap(a), P(k) ∝ exp(-a|k|), on every
 coordinate, with a = 1 / scale and ``scale`` in quanta (value scale * 2^FRAC_BITS). With sensitivity
@@ -133,19 +133,3 @@ def discrete_gaussian_share(std_quanta: float, n_min: float, size: int) -> np.nd
     if not 1.0 <= std_quanta <= MAX_NOISE_SCALE_QUANTA:
         raise ValueError(f"noise std {std_quanta} quanta outside [1, {MAX_NOISE_SCALE_QUANTA:g}]")
     return discrete_gaussian(std_quanta / math.sqrt(n_min), size)
-
-
-def noise_share(mechanism: str, scale_quanta: float, n_min: float, size: int) -> np.ndarray:
-    """A device's noise share for one round — the one function every device (and a simulated fleet drawing
-    the ideal functionality's noise) calls, so all draw the same law.
-
-    ``mechanism``: the round's (``RoundConfig.mechanism``): ``"laplace"`` — ``scale_quanta`` is the total
-    discrete-Laplace scale; ``"gaussian"`` — the total discrete-Gaussian standard deviation. ``n_min``: the
-    honest shares the noise is split among (``RoundConfig.noise_divisor`` = n_min − colluders). ``size``:
-    coordinates. Returns int64 quanta; zeros when ``scale_quanta`` is 0. CSPRNG (``os.urandom``-keyed), so
-    nothing about it can be reproduced or predicted."""
-    if mechanism == "laplace":
-        return discrete_laplace_share(scale_quanta, n_min, size)
-    if mechanism == "gaussian":
-        return discrete_gaussian_share(scale_quanta, n_min, size)
-    raise ValueError(f"unknown noise mechanism {mechanism!r}")

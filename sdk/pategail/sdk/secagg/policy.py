@@ -21,18 +21,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any, NoReturn
 
-from typing import TYPE_CHECKING, Any, NoReturn
-
-from pategail.sdk.accounting import gaussian_sensitivity, laplace_vector_sensitivity
+from pategail.sdk.accounting import Release
 from pategail.sdk.contribution import ENV_L1_BOUND
 
 from .config import RoundConfig
 from .errors import RoundRefused
 from .graph import secure_threshold
-
-if TYPE_CHECKING:
-    from pategail.sdk.accounting import GaussianRelease, QueryRelease
+from .mechanisms import mechanism as mechanism_named
 
 POLICY = "policy"
 """``RoundRefused.code`` of a configuration below the device's floors."""
@@ -100,26 +97,9 @@ class DevicePolicy:
             refuse(f"noise sized for {cfg.colluders} colluders, the plan declares {self.min_colluders}")
         if self.mechanism is not None and cfg.mechanism != self.mechanism:
             refuse(f"a {cfg.mechanism} round, the declared privacy plan's mechanism is {self.mechanism}")
-        if cfg.mechanism == "gaussian":
-            kind, floor = (("environment", self.min_env_noise_multiplier) if environment
-                           else ("reward", self.min_noise_multiplier))
-            z = cfg.sum_noise_scale / gaussian_sensitivity(cfg.clip_norm, cfg.num_queries)
-            if z < floor * (1 - 1e-12) or (self.mechanism and cfg.sum_noise_scale <= 0):
-                refuse(f"{kind} noise multiplier {z:.6g} (σ {cfg.sum_noise_scale:.6g}, clip norm "
-                       f"{cfg.clip_norm:.6g}) is below the declared privacy plan's {floor:.6g}")
-            return
-        if environment and self.min_env_noise_multiplier > 0:  # else (a plan without it): the per-value floors
-            b = min(cfg.sum_noise_scale, cfg.sq_sum_noise_scale)
-            z = b / laplace_vector_sensitivity(env_l1_bound, cfg.num_queries)
-            if z < self.min_env_noise_multiplier * (1 - 1e-12) or (self.mechanism and b <= 0):
-                refuse(f"environment noise multiplier {z:.6g} (scales {cfg.sum_noise_scale:.6g} / "
-                       f"{cfg.sq_sum_noise_scale:.6g}) is below the declared privacy plan's "
-                       f"{self.min_env_noise_multiplier:.6g}")
-            return
-        for name, got, floor in (("Σ D", cfg.sum_noise_scale, self.min_sum_noise_scale),
-                                 ("Σ D²", cfg.sq_sum_noise_scale, self.min_sq_sum_noise_scale)):
-            if got < floor * (1 - 1e-12):
-                refuse(f"noise scale {got:.6g} on {name} is below the declared privacy plan's {floor:.6g}")
+        reason = cfg.noise.refusal(self, cfg, environment, env_l1_bound)
+        if reason is not None:
+            refuse(reason)
 
 
 @dataclass(frozen=True)
@@ -147,10 +127,10 @@ class DeclaredPlan:
     (Laplace: one vector query with its own budget share)."""
 
     def __post_init__(self) -> None:
-        if self.mechanism == "gaussian":
-            noise_ok = self.noise_multiplier > 0 and self.env_noise_multiplier > 0
-        else:
-            noise_ok = self.mechanism == "laplace" and self.sum_noise_scale > 0 and self.sq_sum_noise_scale > 0
+        try:
+            noise_ok = mechanism_named(self.mechanism).plan_is_valid(self)
+        except ValueError:
+            noise_ok = False
         if not (self.target_epsilon > 0 and 0 < self.target_delta < 1 and noise_ok
                 and 0 < self.min_survivors <= 1 and self.colluders >= 0):
             raise ValueError("need target_epsilon > 0, 0 < target_delta < 1, noise scales (Laplace) or noise "
@@ -163,25 +143,16 @@ class DeclaredPlan:
                             mechanism=self.mechanism, min_noise_multiplier=self.noise_multiplier,
                             min_env_noise_multiplier=self.env_noise_multiplier)
 
-    def request_release(self, values: int, environment: bool = False) -> QueryRelease | GaussianRelease:
+    def request_release(self, values: int, environment: bool = False) -> Release:
         """The release answering a request of ``values`` values costs at this plan's noise (a device's
         budget check before it prepares anything)."""
-        from pategail.sdk.accounting import GaussianRelease, QueryRelease
-        if self.mechanism == "gaussian":
-            return GaussianRelease(self.env_noise_multiplier if environment else self.noise_multiplier, 1.0, 1)
-        if environment and self.env_noise_multiplier > 0:      # one Laplace vector query (b / Δ₁)
-            return QueryRelease(self.env_noise_multiplier, None, 1)
-        return QueryRelease(self.sum_noise_scale, self.sq_sum_noise_scale, values)
+        return mechanism_named(self.mechanism).request_release(self, values, environment)
 
     def to_manifest(self) -> dict[str, Any]:
         out: dict[str, Any] = {"target_epsilon": self.target_epsilon, "target_delta": self.target_delta,
                "sum_noise_scale": self.sum_noise_scale, "sq_sum_noise_scale": self.sq_sum_noise_scale,
                "min_survivors": self.min_survivors, "colluders": self.colluders}
-        if self.mechanism == "gaussian":   # Laplace manifests keep their fields (and the Java core's parser)
-            out.update(mechanism=self.mechanism, noise_multiplier=self.noise_multiplier,
-                       env_noise_multiplier=self.env_noise_multiplier)
-        elif self.env_noise_multiplier > 0:  # one more key (a JSON object: readers skip keys they do not know)
-            out.update(env_noise_multiplier=self.env_noise_multiplier)
+        out.update(mechanism_named(self.mechanism).manifest_fields(self))
         return out
 
     @classmethod

@@ -27,7 +27,7 @@ from pategail.sdk.features import distinct_cells
 from pategail.sdk.epr import CellGeometry
 from pategail.sdk.features import STAY
 from pategail.sdk.messages import FedAvgRequest, to_bytes
-from pategail.sdk.secagg.config import DELTA_BLOCK
+from pategail.sdk.secagg.mechanisms import DELTA_BLOCK, GAUSSIAN
 from pategail.server.coordinator import Coordinator, environment_length, policy_config
 from pategail.server.fedavg.config import FedAvgConfig
 from pategail.server.policy import Policy
@@ -92,9 +92,9 @@ class FedAvgCoordinator(Coordinator):
     def delta_noise(self) -> ReleaseNoise:
         """The noise of a delta release: the plan's (zero without privacy), on a signed vector of clip norm 1."""
         if not self.plan.private:
-            return ReleaseNoise("gaussian", 0.0, 0.0, DELTA_BLOCK, 1.0)
+            return ReleaseNoise(GAUSSIAN.name, 0.0, 0.0, DELTA_BLOCK, 1.0)
         g = self.plan.gaussian
-        return ReleaseNoise("gaussian", g["noise_std"], 0.0, DELTA_BLOCK, g["clip_norm"])
+        return ReleaseNoise(GAUSSIAN.name, g["noise_std"], 0.0, DELTA_BLOCK, g["clip_norm"])
 
     def global_parameters(self) -> np.ndarray:
         """float32 (P,): θ in the flat order devices use."""

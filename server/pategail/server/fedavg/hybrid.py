@@ -11,7 +11,7 @@ split between the two phases by their numbers of rounds.
 from __future__ import annotations
 
 from pategail.sdk.accounting import gaussian_sensitivity
-from pategail.sdk.secagg.config import DELTA_BLOCK
+from pategail.sdk.secagg.mechanisms import DELTA_BLOCK, GAUSSIAN
 from pategail.server.coordinator import Coordinator
 from pategail.server.fedavg.coordinator import FedAvgCoordinator, server_optimizer
 from pategail.server.privacy.plan import ReleaseNoise
@@ -53,9 +53,9 @@ class HybridCoordinator(FedAvgCoordinator):
     def delta_noise(self) -> ReleaseNoise:
         """The plan's noise multiplier z on a delta release's own sensitivity."""
         if not self.plan.private:
-            return ReleaseNoise("gaussian", 0.0, 0.0, DELTA_BLOCK, 1.0)
+            return ReleaseNoise(GAUSSIAN.name, 0.0, 0.0, DELTA_BLOCK, 1.0)
         z = self.plan.gaussian["noise_multiplier"]
-        return ReleaseNoise("gaussian", z * gaussian_sensitivity(1.0, self.n_values), 0.0, DELTA_BLOCK, 1.0)
+        return ReleaseNoise(GAUSSIAN.name, z * gaussian_sensitivity(1.0, self.n_values), 0.0, DELTA_BLOCK, 1.0)
 
     def run_round(self, round_: int):
         if round_ <= self.config.fedavg.hybrid_rounds:

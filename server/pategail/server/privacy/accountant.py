@@ -25,7 +25,7 @@ import math
 from pategail.sdk.accounting import (QueryRelease as QueryRelease, Release, composed_delta,  # noqa: F401
                                      composed_epsilon, merge_release,
                                      to_dp_event as to_dp_event)  # to_dp_event: re-exported for callers
-from pategail.server.privacy.adjacency import SensitivityFactors, scale_release
+from pategail.server.privacy.adjacency import SensitivityFactors
 
 
 # -- state ------------------------------------------------------------------------------------------------
@@ -53,7 +53,7 @@ class PrivacyAccountant:
     def releases_under(self, factors: SensitivityFactors) -> list[Release]:
         """Every release with its recorded (zero-out) sensitivity multiplied by ``factors`` (another
         neighbouring relation, or a group of devices; pategail.server.privacy.adjacency)."""
-        return [scale_release(r, factors.environment if env else factors.rewards)
+        return [r.scaled(factors.environment if env else factors.rewards)
                 for r, env in zip(self._releases, self._is_environment)]
 
     def epsilon_under(self, factors: SensitivityFactors, delta: float | None = None,
@@ -62,7 +62,7 @@ class PrivacyAccountant:
         ``extra``: as if that release were added."""
         releases = self.releases_under(factors)
         if extra is not None:
-            extra = scale_release(extra, factors.environment if extra_is_environment else factors.rewards)
+            extra = extra.scaled(factors.environment if extra_is_environment else factors.rewards)
             releases = merge_release(releases, extra)
         return composed_epsilon(releases, self.target_delta if delta is None else delta,
                                 self.value_discretization_interval)

@@ -10,7 +10,8 @@ A differential-privacy guarantee is a statement about two neighbouring data sets
 
 Every release is recorded (journal, accountant, devices' ledgers) with its zero-out sensitivity; the ε of
 the other relation, or of a person behind ``c`` devices (group privacy), is the same composition with each
-sensitivity multiplied by the factor :func:`sensitivity_factors` gives (a Gaussian release's privacy loss
+sensitivity multiplied by the factor its mechanism gives (``PlannedMechanism.relation_factors``,
+pategail.server.privacy.mechanisms; ``Release.scaled``) (a Gaussian release's privacy loss
 depends on σ/Δ only, a Laplace one's on b/Δ only).
 
 The factors, derived from the vectors' layouts (``pategail.sdk.contribution``):
@@ -37,9 +38,9 @@ The factors, derived from the vectors' layouts (``pategail.sdk.contribution``):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
-from pategail.sdk.accounting import QUANTA_PER_UNIT, GaussianRelease, QueryRelease, Release
+from pategail.sdk.accounting import QUANTA_PER_UNIT
 
 ZERO_OUT = "zero-out"
 REPLACE_ONE = "replace-one"
@@ -83,27 +84,3 @@ def laplace_env_factor(env_l1_bound: float, env_values: int) -> float:
     """Replace-one over zero-out L1 sensitivity of the Laplace environment release (module docstring)."""
     quanta = env_values / QUANTA_PER_UNIT
     return (2.0 * (2.0 * env_l1_bound - 5.0) + 2.0 * quanta) / (2.0 * env_l1_bound + quanta)
-
-
-def sensitivity_factors(mechanism: str, relation: str, *, env_bound: float, env_values: int,
-                        env_one_query: bool = True) -> SensitivityFactors:
-    """The factors for ``relation`` of a run of ``mechanism``: ``env_bound`` is the environment's zero-out
-    bound (Gaussian: its L2 clip norm; Laplace: its L1 bound); ``env_one_query`` False for a Laplace
-    environment released per value at the rewards' scales (each entry in [0, 1]: factor 1)."""
-    check_adjacency(relation)
-    if relation == ZERO_OUT:
-        return SensitivityFactors()
-    if mechanism == "gaussian":
-        return SensitivityFactors(2.0, gaussian_env_factor(env_bound, env_values))
-    return SensitivityFactors(1.0, laplace_env_factor(env_bound, env_values) if env_one_query else 1.0)
-
-
-def scale_release(release: Release, factor: float) -> Release:
-    """``release`` with its sensitivity multiplied by ``factor`` (a Laplace release is recorded at
-    sensitivity 1, so its scales are divided instead)."""
-    if factor == 1.0:
-        return release
-    if isinstance(release, GaussianRelease):
-        return replace(release, sensitivity=release.sensitivity * factor)
-    return QueryRelease(release.sum_scale / factor,
-                        None if release.sq_sum_scale is None else release.sq_sum_scale / factor, release.count)

@@ -27,7 +27,7 @@ from statistics import NormalDist
 import numpy as np
 
 from pategail.sdk.accounting import QUANTA_PER_UNIT, GaussianRelease, composed_epsilon, gaussian_sensitivity
-from pategail.server.privacy.adjacency import REPLACE_ONE, ZERO_OUT, check_adjacency, scale_release
+from pategail.server.privacy.adjacency import REPLACE_ONE, ZERO_OUT, check_adjacency
 from pategail.server.privacy.gaussian import calibrate_noise_multiplier
 from pategail.server.privacy.plan import PrivacyPlan
 
@@ -134,6 +134,6 @@ def composed_epsilon_with_cells(cells: CellReleasePlan, plan: PrivacyPlan, relat
     env, rewards = plan.planned_releases(reserve)
     factors = plan.factors(relation).times(copies)
     cell_factor = (replace_one_factor(cells.max_cells, cells.universe) if relation == REPLACE_ONE else 1.0) * copies
-    return composed_epsilon([scale_release(cells.release(), cell_factor)]
-                            + [scale_release(r, factors.environment) for r in env]
-                            + [scale_release(r, factors.rewards) for r in rewards], plan.target_delta)
+    return composed_epsilon([cells.release().scaled(cell_factor)]
+                            + [r.scaled(factors.environment) for r in env]
+                            + [r.scaled(factors.rewards) for r in rewards], plan.target_delta)

@@ -52,29 +52,9 @@ def environment_share(config: TrainConfig, devices: int) -> float:
     of the run's granularity — the rewards get what learning needs, the environment the rest — and the
     smallest share when none does or no tolerance was measured; ``LAPLACE_SHARE`` with Laplace. The noise of
     the rewards does not depend on the environment vector's length, so no cell table is needed."""
-    from pategail.sdk.contribution import Granularity
-    from pategail.server.privacy.feasibility import tolerance_for
-    from pategail.server.privacy.gaussian import plan_gaussian
-
-    low, high = SHARE_RANGE
+    low, _ = SHARE_RANGE
     if not config.private:
         return low
     if config.method == "dp-fedavg":
         return low         # the measured tolerances are of reward releases; DP-FedAvg's deltas keep the most
-    if config.privacy.mechanism != "gaussian":
-        return LAPLACE_SHARE
-    # set by then: a private config has its target ε, ``for_devices`` sets δ first, construction the granularity
-    privacy = config.privacy
-    assert privacy.epsilon is not None and privacy.delta is not None and privacy.granularity is not None
-    tolerance = tolerance_for(privacy.granularity)
-    if not tolerance:
-        return low
-    values = Granularity.parse(privacy.granularity).count(config.days_per_round)
-    steps = round((high - low) / SHARE_STEP)
-    for i in range(steps, -1, -1):
-        share = round(low + i * SHARE_STEP, 10)
-        g = plan_gaussian(privacy.epsilon, privacy.delta, values, config.rounds + privacy.retry_rounds,
-                          1, privacy.clip_share, share, adjacency=privacy.adjacency)
-        if g.noise_std / devices <= TOLERANCE_MARGIN * tolerance:
-            return share
-    return low
+    return config.privacy.scheme.environment_share(config, devices)

@@ -8,7 +8,6 @@ to learn.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -53,8 +52,9 @@ class Feasibility:
         need = self.env_units_to_be_seen
         if need is None:
             return ""
-        unit = "region" if self.mechanism == "gaussian" else "cell"       # the Laplace release has no regions
-        sums = "cell and region sum" if self.mechanism == "gaussian" else "cell sum"
+        from pategail.server.privacy.mechanisms import planned
+        regions = planned(self.mechanism).region_sums                    # the Laplace release has no regions
+        unit, sums = ("region", "cell and region sum") if regions else ("cell", "cell sum")
         return (f"; environment: noise std {self.env_noise_std:.3g} on each {sums}, a home {unit} is "
                 f"seen from {need:.3g} device weights up (the {self.devices:,} devices weigh at most "
                 f"{self.devices:,}: at most {int(self.devices // need):,} {unit}s can be seen)")
@@ -86,10 +86,7 @@ def plan_feasibility(plan: PrivacyPlan, devices: int) -> Feasibility:
     """The run's own line, from its privacy plan (no calibration): Laplace b on Σ D has std √2·b/N on the mean
     over N devices; the Gaussian mechanism's σ is divided by the fixed count N. The environment's: on each
     released sum (its signal is the device weight of a cell, not a mean)."""
-    if plan.is_gaussian:
-        assert plan.gaussian is not None
-        std, env = plan.gaussian["noise_std"] / devices, plan.gaussian["env_noise_std"]
-    else:
-        std = math.sqrt(2) * plan.sum_noise_scale / devices
-        env = math.sqrt(2) * (plan.env_sum_noise_scale or plan.sum_noise_scale)
-    return Feasibility(plan.mechanism_name, plan.granularity, devices, std, tolerance_for(plan.granularity), env)
+    from pategail.server.privacy.mechanisms import planned
+    scheme = planned(plan.mechanism_name)
+    return Feasibility(plan.mechanism_name, plan.granularity, devices, scheme.noise_on_mean(plan, devices),
+                       tolerance_for(plan.granularity), scheme.env_noise_std(plan))

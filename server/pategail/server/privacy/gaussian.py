@@ -106,11 +106,11 @@ def plan_gaussian(target_epsilon: float, target_delta: float, reward_values: int
     ``env_fraction`` of ε for the environment. The noise multipliers returned are σ over the zero-out
     sensitivity (what the journal, the accountant and the devices record); under replace-one σ is calibrated
     on that relation's larger sensitivities (pategail.server.privacy.adjacency)."""
-    from pategail.server.privacy.adjacency import sensitivity_factors
+    from pategail.server.privacy.mechanisms import GAUSSIAN_PLAN
 
     if not 0 < env_fraction < 1:
         raise ValueError(f"env_fraction must be in (0, 1), got {env_fraction}")
-    factors = sensitivity_factors("gaussian", adjacency, env_bound=env_clip_norm, env_values=env_values)
+    factors = GAUSSIAN_PLAN.relation_factors(adjacency, env_bound=env_clip_norm, env_values=env_values)
     z_env = calibrate_noise_multiplier(env_fraction * target_epsilon, target_delta / 2, 1)
     z = calibrate_noise_multiplier((1 - env_fraction) * target_epsilon, target_delta / 2, reward_releases)
     scale = joint_scale(z_env, z, reward_releases, target_epsilon, target_delta)

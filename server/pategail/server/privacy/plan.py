@@ -9,8 +9,9 @@ so that the composition of both meets the target, and records the result: the La
 per-query ε they amount to, and the ε the planned releases are expected to compose to. The plan is stored
 in the run's checkpoint and report; the accountant then counts what was actually released. A run with
 ``mechanism = "gaussian"`` is planned by :func:`plan_gaussian_run` instead (``pategail.server.privacy.gaussian``:
-noise multipliers, clip norms, the environment's budget share); :meth:`PrivacyPlan.release_noise` gives either
-kind of release's noise.
+noise multipliers, clip norms, the environment's budget share). Everything that depends on the mechanism — its
+calibration, each release's noise and cost, the sensitivities under each relation, what devices are told, the
+report's wording — is the plan's ``scheme`` (``pategail.server.privacy.mechanisms``).
 
 Calibration is dp-accounting's own ``calibrate_dp_mechanism`` (Brent's method on the PLD accountant's ε)
 over the Laplace scale b of the sums, on a PLD grid (``PLAN_INTERVAL``) that the accountant's finer 1e-4
@@ -30,13 +31,14 @@ from dp_accounting.pld import pld_privacy_accountant
 
 from pategail.sdk.accounting import (PLAN_INTERVAL, GaussianRelease, QueryRelease, Release, composed_epsilon,
                                      gaussian_sensitivity, laplace_vector_release, laplace_vector_sensitivity)
-from pategail.sdk.contribution import ENV_L1_BOUND, Granularity
+from pategail.sdk.contribution import ENV_L1_BOUND
 from pategail.sdk.files import write_atomic
 from pategail.sdk.secagg.policy import DeclaredPlan
 from pategail.server.privacy.accountant import to_dp_event
-from pategail.server.privacy.adjacency import ZERO_OUT, SensitivityFactors, sensitivity_factors
+from pategail.server.privacy.adjacency import ZERO_OUT, SensitivityFactors
+from pategail.server.privacy.mechanisms import GAUSSIAN_PLAN, LAPLACE_PLAN, LaplacePlanning, PlannedMechanism, planned
 from pategail.server.privacy.calibration import sum_noise_scales
-from pategail.server.privacy.gaussian import ENV_L2_BOUND, plan_gaussian, reward_clip_norm
+from pategail.server.privacy.gaussian import ENV_L2_BOUND, plan_gaussian
 
 # PLAN_INTERVAL (3e-4, defined in pategail.sdk.accounting because devices' ledgers compose on the same grid)
 # is three steps of the accountant's 1e-4. The hand-written bisection this replaces searched on a 1e-3 grid,
@@ -47,10 +49,6 @@ RELATIVE_TOLERANCE = 1e-4
 """Brent's method stops within this share of the scale b (the old bisection ended within ~0.03%); the
 result always meets the target."""
 PLAN_FILE = "privacy-plan.json"
-MECHANISM = ("the PateGail paper's mechanism: distributed discrete Laplace on securely aggregated sums (Theorem 3 "
-             "split)")
-GAUSSIAN_MECHANISM = ("distributed discrete Gaussian on securely aggregated, device-clipped centred rewards "
-                      "(Kairouz et al. 2021; RDP accounting)")
 
 
 @dataclass(frozen=True)
@@ -77,24 +75,22 @@ class ReleaseNoise:
         return self.sum_scale > 0
 
     @property
+    def scheme(self) -> PlannedMechanism:
+        """The coordinator's side of this release's mechanism."""
+        return planned(self.mechanism)
+
+    @property
     def is_environment(self) -> bool:
         """The environment release (a Laplace vector query, or a Gaussian release of the vector as it is)."""
-        return self.environment or (self.mechanism == "gaussian" and self.block == 0)
+        return self.scheme.is_environment(self)
 
     def accounting(self, values: int, shares: int = 1) -> Release | None:
         """What a release of ``values`` values at this noise costs (None without noise); ``shares``: the honest
         noise shares (n_min − t), for the discrete Gaussian's τ."""
-        if not self.noisy:
-            return None
-        if self.mechanism == "gaussian":
-            return GaussianRelease(self.sum_scale, gaussian_sensitivity(self.clip_norm, values), 1, shares)
-        if self.environment:
-            return laplace_vector_release(self.sum_scale, self.sq_sum_scale,
-                                          laplace_vector_sensitivity(self.env_l1_bound, values))
-        return QueryRelease(self.sum_scale, self.sq_sum_scale, values)
+        return self.scheme.accounting(self, values, shares) if self.noisy else None
+
+
 NO_MECHANISM = "none (--no-privacy)"
-DELTA_MECHANISM = ("distributed discrete Gaussian on securely aggregated, device-clipped model deltas (user-level "
-                   "DP-FedAvg, McMahan et al. 2018; RDP accounting)")
 
 
 @dataclass(frozen=True)
@@ -149,33 +145,22 @@ class PrivacyPlan:
         return self.target_epsilon is not None
 
     @property
+    def scheme(self) -> PlannedMechanism:
+        """The coordinator's side of the plan's mechanism (``pategail.server.privacy.mechanisms``)."""
+        return planned(self.mechanism_name)
+
+    @property
     def is_gaussian(self) -> bool:
-        return self.mechanism_name == "gaussian"
+        return self.scheme is GAUSSIAN_PLAN
 
     @property
     def mechanism(self) -> str:
-        if not self.private:
-            return NO_MECHANISM
-        if self.is_gaussian and self.granularity == "model-delta":       # DP-FedAvg (pategail.server.fedavg)
-            return DELTA_MECHANISM
-        return GAUSSIAN_MECHANISM if self.is_gaussian else MECHANISM
+        return self.scheme.description(self) if self.private else NO_MECHANISM
 
     def release_noise(self, kind: str) -> ReleaseNoise:
         """The noise of a release of ``kind`` ("initial_states" or "rewards") — what its signed round
         configuration carries (zero noise, in the same vector layout, without privacy)."""
-        if not self.is_gaussian:
-            if kind == "initial_states" and self.env_sum_noise_scale > 0:
-                return ReleaseNoise("laplace", self.env_sum_noise_scale, self.env_sum_noise_scale, environment=True,
-                                    env_l1_bound=self.env_l1_bound)
-            return ReleaseNoise("laplace", self.sum_noise_scale, self.sq_sum_noise_scale)
-        g = self.gaussian or {}
-        environment = kind == "initial_states"
-        block = 0 if environment else Granularity.parse(self.granularity).block
-        # the environment's clip: the plan's (its layout's bound; plans made before it was recorded: √12)
-        clip = g.get("env_clip_norm", ENV_L2_BOUND) if environment else reward_clip_norm(self.reward_values,
-                                                                                         self.clip_share)
-        std = g.get("env_noise_std" if environment else "noise_std", 0.0)
-        return ReleaseNoise("gaussian", std, 0.0, block, clip)
+        return self.scheme.release_noise(self, kind)
 
     @property
     def clip_share(self) -> float:
@@ -191,9 +176,7 @@ class PrivacyPlan:
     def per_query_epsilon(self) -> float | None:
         """The paper's ε of one query (both sums), by basic composition: 1/b + 1/b_sq; None without privacy
         (and for the Gaussian mechanism, which has no per-query ε)."""
-        if not self.private or self.is_gaussian:
-            return None
-        return QueryRelease(self.sum_noise_scale, self.sq_sum_noise_scale, 1).per_query_epsilon
+        return self.scheme.per_query_epsilon(self) if self.private else None
 
     @property
     def budgeted_queries(self) -> int:
@@ -204,22 +187,13 @@ class PrivacyPlan:
         """What a private run's bundles tell devices (their floors and their own budget): the target, the
         noise scales on Σ D and Σ D² (or the Gaussian noise multipliers), n_min's share and t. None without
         privacy."""
-        if not self.private:
-            return None
-        assert self.target_epsilon is not None
-        if self.is_gaussian:
-            assert self.gaussian is not None
-            return DeclaredPlan(self.target_epsilon, self.target_delta, 0.0, 0.0, min_survivors, colluders,
-                                "gaussian", self.gaussian["noise_multiplier"], self.gaussian["env_noise_multiplier"])
-        return DeclaredPlan(self.target_epsilon, self.target_delta, self.sum_noise_scale, self.sq_sum_noise_scale,
-                            min_survivors, colluders, env_noise_multiplier=self.env_noise_multiplier)
+        return self.scheme.declare(self, min_survivors, colluders) if self.private else None
 
     @property
     def env_noise_multiplier(self) -> float:
-        """Laplace: b_env / Δ₁ of the environment release (0 when it is released per value)."""
-        if self.is_gaussian or not self.env_sum_noise_scale:
-            return 0.0
-        return self.env_sum_noise_scale / laplace_vector_sensitivity(self.env_l1_bound, self.env_values)
+        """Laplace: b_env / Δ₁ of the environment release (0 when it is released per value, and for the
+        Gaussian mechanism)."""
+        return LaplacePlanning.env_noise_multiplier(self) if self.scheme is LAPLACE_PLAN else 0.0
 
     @property
     def env_epsilon(self) -> float | None:
@@ -229,47 +203,20 @@ class PrivacyPlan:
 
     def factors(self, relation: str) -> SensitivityFactors:
         """What multiplies each recorded (zero-out) sensitivity under ``relation``."""
-        if self.is_gaussian:
-            g = self.gaussian or {}
-            return sensitivity_factors("gaussian", relation, env_bound=g.get("env_clip_norm", ENV_L2_BOUND),
-                                       env_values=self.env_values)
-        return sensitivity_factors("laplace", relation, env_bound=self.env_l1_bound, env_values=self.env_values,
-                                   env_one_query=self.env_sum_noise_scale > 0)
+        return self.scheme.factors(self, relation)
 
     def planned_releases(self, reserve: bool = False) -> tuple[list[Release], list[Release]]:
         """(environment, rewards): what an uninterrupted private run releases, recorded as the accountant
         records them (zero-out sensitivities); ``reserve``: with the retry reserve spent too."""
-        if not self.private:
-            return [], []
-        env: list[Release]
-        if self.is_gaussian:
-            g = self.gaussian
-            assert g is not None
-            # planned and reserved rounds release the same number of queries each (47 per generated day)
-            rewards = self.planned_queries - self.env_values
-            rounds = g["reward_releases"] if reserve else round(
-                g["reward_releases"] * rewards / max(1, rewards + self.reserve_queries))
-            env = [GaussianRelease(g["env_noise_std"], gaussian_sensitivity(g["env_clip_norm"], self.env_values), 1)]
-            return env, [GaussianRelease(g["noise_std"], gaussian_sensitivity(g["clip_norm"], self.reward_values),
-                                         rounds)] if rounds else []
-        queries = self.planned_queries + (self.reserve_queries if reserve else 0)
-        if self.env_sum_noise_scale > 0:
-            release = self.release_noise("initial_states").accounting(self.env_values)
-            assert release is not None                  # noisy: its scale is > 0
-            env = [release]
-            queries -= 1
-        else:
-            env = []
-        return env, [QueryRelease(self.sum_noise_scale, self.sq_sum_noise_scale, queries)]
+        return self.scheme.planned_releases(self, reserve) if self.private else ([], [])
 
     def epsilon_under(self, relation: str, copies: int = 1, reserve: bool = False) -> float:
         """The composed ε at ``target_delta`` of :meth:`planned_releases` under ``relation`` (``copies``: for a
         person behind that many devices)."""
-        from pategail.server.privacy.adjacency import scale_release
         env, rewards = self.planned_releases(reserve)
         factors = self.factors(relation).times(copies)
-        return composed_epsilon([scale_release(r, factors.environment) for r in env]
-                                + [scale_release(r, factors.rewards) for r in rewards], self.target_delta)
+        return composed_epsilon([r.scaled(factors.environment) for r in env]
+                                + [r.scaled(factors.rewards) for r in rewards], self.target_delta)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -305,8 +252,8 @@ def plan_privacy(target_epsilon: float | None, target_delta: float, kappa: float
     env: list[QueryRelease] = []
     b_env = 0.0
     if env_values:
-        sensitivity = laplace_vector_sensitivity(env_l1_bound, env_values) * sensitivity_factors(
-            "laplace", adjacency, env_bound=env_l1_bound, env_values=env_values).environment
+        sensitivity = laplace_vector_sensitivity(env_l1_bound, env_values) * LAPLACE_PLAN.relation_factors(
+            adjacency, env_bound=env_l1_bound, env_values=env_values).environment
         b_env = sensitivity / (env_fraction * target_epsilon)
         env = [laplace_vector_release(b_env, b_env, sensitivity)]
     budgeted = planned_queries + reserve_queries - len(env)      # reward queries
@@ -370,8 +317,8 @@ def plan_gaussian_run(target_epsilon: float | None, target_delta: float, kappa: 
         return PrivacyPlan(None, target_delta, kappa, planned_queries, reserve_queries, **base, gaussian=settings)
     g = plan_gaussian(target_epsilon, target_delta, spec.reward_values, spec.reward_releases, spec.env_values,
                       spec.clip_share, spec.env_fraction, spec.env_clip_norm, spec.adjacency)
-    factors = sensitivity_factors("gaussian", spec.adjacency, env_bound=spec.env_clip_norm,
-                                  env_values=spec.env_values)
+    factors = GAUSSIAN_PLAN.relation_factors(spec.adjacency, env_bound=spec.env_clip_norm,
+                                             env_values=spec.env_values)
     releases = [GaussianRelease(g.env_noise_std, factors.environment
                                 * gaussian_sensitivity(g.env_clip_norm, spec.env_values), 1),
                 GaussianRelease(g.noise_std, factors.rewards * gaussian_sensitivity(g.clip_norm, spec.reward_values),

@@ -2,7 +2,6 @@
 report.json and its line in report.md all come from here (the plan, and what the accountant counted)."""
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING, Any
 
 from pategail.server.privacy.accountant import PrivacyAccountant
@@ -57,29 +56,7 @@ def _mechanism_fields(plan: PrivacyPlan, accountant: PrivacyAccountant, devices:
                          + ("no device reveals" if colluders == 0 else f"at most {colluders} devices reveal")
                          + " their noise shares to the coordinator and colluders do not reach the secure "
                          "aggregation's threshold")}
-    if plan.is_gaussian:
-        g = plan.gaussian
-        assert g is not None
-        out.update(clip_norm=g["clip_norm"], env_clip_norm=g["env_clip_norm"],
-                   noise_multiplier=g["noise_multiplier"], env_noise_multiplier=g["env_noise_multiplier"],
-                   noise_std_on_mean=g["noise_std"] / devices,
-                   epsilon_parts={"environment": g["env_epsilon"], "rewards": g["rewards_epsilon"],
-                                  "split": "env_epsilon_fraction sets the ratio of the two noise multipliers; both "
-                                           "are scaled together until the joint RDP composition is the total; "
-                                           "each part's ε is that part alone at δ/2 (not additive)"})
-    elif plan.env_epsilon is not None:
-        out.update(clip_norm=None, noise_multiplier=None, env_noise_multiplier=plan.env_noise_multiplier,
-                   env_l1_sensitivity=plan.env_sum_noise_scale / plan.env_noise_multiplier,
-                   noise_std_on_mean=math.sqrt(2) * plan.sum_noise_scale / devices,
-                   env_noise_std=math.sqrt(2) * plan.env_sum_noise_scale,
-                   epsilon_parts={"environment": plan.env_epsilon,
-                                  "split": "the environment is one Laplace vector query of its L1 sensitivity at "
-                                           "pure ε = env_epsilon_fraction × the total; the rewards' per-query "
-                                           "noise is calibrated so that the joint PLD composition is the total"})
-    else:                                  # a plan made before the environment was one query
-        out.update(clip_norm=None, noise_multiplier=None,
-                   noise_std_on_mean=math.sqrt(2) * plan.sum_noise_scale / devices,
-                   epsilon_parts={"split": "none: every query (environment and rewards) at one per-query scale"})
+    out.update(plan.scheme.summary_fields(plan, devices))
     out["adjacency"] = plan.adjacency
     out["guarantees"] = guarantees(plan, accountant)
     return out
@@ -140,10 +117,11 @@ def privacy_line(section: dict[str, Any]) -> str:
         mechanism: str = section["mechanism"]
         return mechanism
     if section.get("noise_multiplier") is not None:
-        parts = section["epsilon_parts"]
+        parts, released = section["epsilon_parts"], section.get("released", "rewards")
         return (f"{section['mechanism']}, granularity {section['granularity']}: {_relations(section)}; each part "
                 f"alone, at δ/2 and under {section['adjacency']} (parts of a joint composition do not add up): "
-                f"environment ε {parts['environment']:.3g}, rewards ε {parts['rewards']:.3g}; clip norm "
+                f"environment ε {parts['environment']:.3g}, {released.replace('_', ' ')} ε "
+                f"{parts[released]:.3g}; clip norm "
                 f"{section['clip_norm']:.3g}, noise multiplier {section['noise_multiplier']:.3g} (environment "
                 f"{section['env_noise_multiplier']:.3g}); noise std {section['noise_std_on_mean']:.3g} on each "
                 "released mean reward")
@@ -187,23 +165,4 @@ def plan_line(plan: PrivacyPlan, devices: int, beta: float, config: TrainConfig 
     """One line for the log at the start of a run."""
     if not plan.private:
         return f"privacy: {plan.mechanism}: the same protocol, masked sums released without noise"
-    if plan.is_gaussian:
-        g = plan.gaussian
-        assert g is not None
-        return (f"privacy: total {_target(plan, devices)}; {plan.mechanism}; granularity "
-                f"{plan.granularity} ({plan.reward_values} values a round); clip norm {g['clip_norm']:.3g}, noise "
-                f"multiplier {g['noise_multiplier']:.3g} (std {g['noise_std'] / devices:.3g} on each released mean "
-                f"over {devices} devices); parts, each alone at δ/2 (not additive): environment ε {g['env_epsilon']:.3g}, "
-                f"rewards ε {g['rewards_epsilon']:.3g} over {g['reward_releases']} releases (joint composition: "
-                f"{plan.expected_epsilon:.4g})")
-    b = plan.sum_noise_scale
-    return (f"privacy: total {_target(plan, devices)} over {plan.budgeted_queries} "
-            f"queries ({plan.planned_queries} planned + {plan.reserve_queries} in reserve for retries; together "
-            f"they compose to ε={plan.expected_epsilon:.4g}); per-query ε "
-            f"{plan.per_query_epsilon:.3g}; Laplace scale on each sum {b:.3g} (std {math.sqrt(2) * b / devices:.3g} "
-            f"on a mean reward over {devices} devices); κ={plan.kappa:g}, β={beta:g}" + (
-                "" if plan.env_epsilon is None else
-                f"; the environment ({plan.env_values} values) is one of those queries: a Laplace vector query of "
-                f"L1 sensitivity {plan.env_sum_noise_scale / plan.env_noise_multiplier:.4g} at ε "
-                f"{plan.env_epsilon:.3g} (scale {plan.env_sum_noise_scale:.3g}, std "
-                f"{math.sqrt(2) * plan.env_sum_noise_scale:.3g} on each released sum)"))
+    return plan.scheme.plan_line(plan, devices, beta, _target(plan, devices))

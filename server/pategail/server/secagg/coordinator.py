@@ -15,7 +15,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from pategail.sdk.secagg import crypto
-from pategail.sdk.secagg.config import COORDINATOR, DELTA_BLOCK, DevicePublicKeys, KeyDirectory, RoundConfig
+from pategail.sdk.secagg.config import COORDINATOR, DevicePublicKeys, KeyDirectory, RoundConfig
 from pategail.sdk.secagg.client import survivor_digest
 from pategail.sdk.secagg.errors import ImplausibleAggregate, MessageRejected, TamperDetected
 from pategail.sdk.secagg.checksum import key_commitment
@@ -160,14 +160,10 @@ def _check_plausible(cfg: RoundConfig, sums: np.ndarray, n_survivors: int) -> No
     """Every released Σ D and Σ D² must lie in [0, n] widened by the noise's bound (false alarm < 2^-40 per
     round): the checksum cannot see a device that skipped its own clipping (it knows its checksum secrets)."""
     m = cfg.num_queries
-    # a Gaussian round: centred block means in [-½, ½] (or environment values in [0, 1]), and no Σ D² (zeros)
-    # (a signed vector, DELTA_BLOCK: entries in [-1, 1])
-    first = (((-1.0, 1.0) if cfg.block == DELTA_BLOCK else (-0.5, 0.5) if cfg.block else (0.0, 1.0))
-             if cfg.mechanism == "gaussian" else (0.0, 1.0))
-    second = (0.0, 0.0) if cfg.mechanism == "gaussian" else (0.0, 1.0)
-    for name, part, scale, data in (("sum", sums[:m], cfg.sum_noise_scale, first),
-                                    ("sq_sum", sums[m:], cfg.sq_sum_noise_scale, second)):
-        lo, hi = plausible_range(n_survivors, scale * SCALE, cfg.noise_divisor, 2 * m, mechanism=cfg.mechanism,
+    noise = cfg.noise
+    for name, part, scale, data in zip(("sum", "sq_sum"), (sums[:m], sums[m:]),
+                                       (cfg.sum_noise_scale, cfg.sq_sum_noise_scale), noise.entry_ranges(cfg)):
+        lo, hi = plausible_range(n_survivors, scale * SCALE, cfg.noise_divisor, 2 * m, bound=noise.noise_bound,
                                  data_range=data)
         bad = np.flatnonzero((part < lo) | (part > hi))
         if bad.size:
