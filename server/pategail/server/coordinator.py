@@ -16,15 +16,17 @@ import logging
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import torch
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from pategail.sdk.contribution import EnvironmentLayout
 from pategail.sdk.epr import CellGeometry, EPREnvironment, n_rank_bins
 from pategail.sdk.features import STAY, distinct_cells
 from pategail.sdk.messages import InitialStatesRequest, PolicyUpdate, RoundRequest, to_bytes
+from pategail.sdk.places import PlaceLaw
 from pategail.sdk.regions import region_map
 from pategail.sdk.secagg.policy import DeclaredPlan
 from pategail.server.action_prior import SIGNAL_GATE, behaviour_clone, sample_rule_days
@@ -35,7 +37,8 @@ from pategail.server.fleet import Fleet
 from pategail.server.initial_states import InitialStates
 from pategail.server.places import rank_calibrated_factors
 from pategail.server.policy import Policy, PolicyConfig
-from pategail.server.ppo import ppo_update
+from pategail.server.ppo import PolicyOptimizer, ppo_update
+from pategail.server.privacy.accountant import PrivacyAccountant
 from pategail.server.privacy.plan import PrivacyPlan
 from pategail.server.privacy.run_plan import make_run_plan, run_queries
 from pategail.server.privacy.summary import privacy_section
@@ -94,7 +97,7 @@ def policy_config(config: TrainConfig, n_cells: int) -> PolicyConfig:
                         n_layers=config.policy.n_layers)
 
 
-def _setting_names(settings: dict, prefix: str = ""):
+def _setting_names(settings: dict[str, Any], prefix: str = "") -> Iterator[str]:
     """The dotted names of a nested dict of settings (``ppo.n_epochs``)."""
     for key, value in settings.items():
         if isinstance(value, dict):
@@ -107,7 +110,7 @@ class Coordinator:
     """Runs and checkpoints a training run in ``run_dir``; ``train()`` resumes where a checkpoint left off."""
 
     def __init__(self, config: TrainConfig, fleet: Fleet, cells: np.ndarray, run_dir: Path, seed: int = 0,
-                 geometry: CellGeometry | None = None, signing_key=None):
+                 geometry: CellGeometry | None = None, signing_key: Ed25519PrivateKey | None = None):
         config = config.for_devices(len(fleet.device_ids))       # δ and the environment's share, when unset
         self.config = config
         self.fleet = fleet
@@ -122,7 +125,7 @@ class Coordinator:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             self.policy = Policy(policy_config(config, len(self.cells)))
-        self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=config.ppo.learning_rate)
+        self.optimizer: PolicyOptimizer = torch.optim.Adam(self.policy.parameters(), lr=config.ppo.learning_rate)
         self.anchor: Policy | None = None
         """The behaviour-cloned warm start PPO's KL anchor pulls towards (``action_prior`` with
         ``ppo.anchor_coef`` > 0), else None."""
@@ -143,12 +146,12 @@ class Coordinator:
         return self.state.initial_states
 
     @property
-    def history(self) -> list[dict]:
+    def history(self) -> list[dict[str, Any]]:
         """One RoundStats (as a dict) per completed round."""
         return self.state.history
 
     @property
-    def accountant(self):
+    def accountant(self) -> PrivacyAccountant:
         """The privacy accountant: every release of the run so far (rebuilt from the journal)."""
         return self.releases.accountant
 
@@ -229,7 +232,7 @@ class Coordinator:
     # -- the run ------------------------------------------------------------------------------------------
     def learn_initial_states(self) -> None:
         t0 = time.perf_counter()
-        participants = []
+        participants: list[int] = []
         noise = self.plan.release_noise("initial_states")
         if 0 not in self.releases.journal():               # else the journalled release is re-used
             self._check_budget(0, self._environment_length(), "initial_states")
@@ -244,11 +247,12 @@ class Coordinator:
             release.sum, len(self.cells), n_rank_bins(self.geometry.candidates), noise_std=std, region_of=region_of,
             action_rates=self.config.uses_action_prior)
         states = self.state.initial_states
-        if self.place_law() is not None:
+        places = self.place_law()
+        if places is not None:
             # the released factors calibrate the classic law; re-scale them for the relevance-weighted one
             # (post-processing of released values), from the cells days start from: the homes
             self.state.initial_states = replace(states, explore_factors=rank_calibrated_factors(
-                self.geometry.neighbours, self.config.environment.alpha, states.explore_factors, states.places.relevance,
+                self.geometry.neighbours, self.config.environment.alpha, states.explore_factors, places.relevance,
                 states.home_weights))
         log.info("initial states learned from %d devices", release.n_survivors)
         if self.config.uses_action_prior:
@@ -261,15 +265,16 @@ class Coordinator:
         streams of its own (the seed's), so a run resumed after the release clones the same; keep a copy as
         PPO's anchor when ``ppo.anchor_coef`` > 0."""
         cfg = self.config
-        rates = self.initial_states.action_rates
+        rates = self._released_states().action_rates
+        assert rates is not None, "released with the action-rate part when TrainConfig.action_prior is on"
         if not rates.usable:
             log.warning("action prior: the released rates are %.1f noise standard deviations (< %g): no warm start",
                         rates.signal, SIGNAL_GATE)
             return
         rng = np.random.default_rng([self.seed, 0xB0C])
         homes, firsts = self.sample_initial_states(cfg.environment.action_prior_days, rng)
-        env = EPREnvironment(self.geometry, alpha=cfg.environment.alpha, explore_factors=self.initial_states.explore_factors,
-                             rng=rng, places=self.place_law())
+        env = EPREnvironment(self.geometry, alpha=cfg.environment.alpha,
+                             explore_factors=self._released_states().explore_factors, rng=rng, places=self.place_law())
         days = sample_rule_days(rates, env, homes, firsts, rng)
         t0 = time.perf_counter()
         losses = behaviour_clone(self.policy, days, self.cells, epochs=cfg.environment.action_prior_epochs,
@@ -286,7 +291,7 @@ class Coordinator:
         cfg = self.config
         homes, firsts = self.sample_initial_states(cfg.days_per_round, self.rng_sampling)
         rollout, homes = sample_rollout(self.policy, self.geometry, homes, firsts, self.rng_sampling, cfg.environment.alpha,
-                                        self.initial_states.explore_factors, self.place_law())
+                                        self._released_states().explore_factors, self.place_law())
         journal = self.releases.journal()
         down = up = None                           # unknown for a release re-used after a crash
         if round_ in journal:
@@ -304,15 +309,22 @@ class Coordinator:
         rollout = replace(rollout, rewards=rewards_from_release(release, cfg, public_count))
         ppo_stats = ppo_update(self.policy, self.optimizer, rollout, cfg.ppo, self.torch_gen, self.anchor)
         n = len(self.fleet.device_ids)
-        per_device = (None, None) if down is None else (down / n, up / n)
-        if down is not None:
-            self.state.bytes_by_round.append(per_device)
+        bytes_down, bytes_up = self._record_bytes(down, up)
         mean_reward, disc_accuracy = ensemble_verdict(release, cfg, public_count)
         return RoundStats(round=round_, devices=n, survivors=release.n_survivors, mean_reward=mean_reward,
-                          disc_accuracy=disc_accuracy, ppo=ppo_stats, bytes_up=per_device[1],
-                          bytes_down=per_device[0], seconds=time.perf_counter() - t0, epsilon=None,
+                          disc_accuracy=disc_accuracy, ppo=ppo_stats, bytes_up=bytes_up,
+                          bytes_down=bytes_down, seconds=time.perf_counter() - t0, epsilon=None,
                           stay_share=float(np.mean(rollout.actions == STAY)),
                           distinct_histogram=np.bincount(distinct_cells(rollout.cells)).tolist())
+
+    def _record_bytes(self, down: int | None, up: int | None) -> tuple[float | None, float | None]:
+        """(down, up) bytes per device of a round's release, kept in the run state; (None, None) for a
+        release re-used from the journal (its traffic is unknown)."""
+        if down is None or up is None:
+            return None, None
+        n = len(self.fleet.device_ids)
+        self.state.bytes_by_round.append((down / n, up / n))
+        return down / n, up / n
 
     def train(self, on_round: Callable[[RoundStats], None] | None = None) -> None:
         self.releases.rebuild_accountant()
@@ -344,12 +356,17 @@ class Coordinator:
 
     def sample_initial_states(self, n_days: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         """(homes, first cells) of ``n_days`` generated days from the released initial states."""
-        return self.initial_states.sample(n_days, rng)
+        return self._released_states().sample(n_days, rng)
 
-    def place_law(self):
+    def _released_states(self) -> InitialStates:
+        """The released initial states, for what runs after their release (``learn_initial_states``)."""
+        assert self.initial_states is not None, "the initial states are released before anything reads them"
+        return self.initial_states
+
+    def place_law(self) -> PlaceLaw | None:
         """The released place law the environment uses (None: the classic EPR laws, by configuration or for a
         run checkpointed before place laws existed)."""
-        return self.initial_states.places if self.config.uses_place_law(len(self.fleet.device_ids)) else None
+        return self._released_states().places if self.config.uses_place_law(len(self.fleet.device_ids)) else None
 
     def publish_policy(self, onnx_bytes: bytes) -> int:
         """Send a new policy model (hash-checked by the devices, and signature-checked where a network carries
@@ -361,7 +378,7 @@ class Coordinator:
         """Synthetic days (n_days, 48) from the averaged policy and the released initial states."""
         homes, firsts = self.sample_initial_states(n_days, rng)
         rollout, _ = sample_rollout(self.averaged_policy(), self.geometry, homes, firsts, rng, self.config.environment.alpha,
-                                    self.initial_states.explore_factors, self.place_law())
+                                    self._released_states().explore_factors, self.place_law())
         return rollout.cells.astype(np.int32)
 
     def summary(self) -> RunSummary:

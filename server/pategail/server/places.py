@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pategail.sdk.epr import explore_rank_weights, n_rank_bins, rank_bins
+from pategail.sdk.epr import NearestCellRows, explore_rank_weights, n_rank_bins, rank_bins
 from pategail.sdk.places import PlaceLaw, place_contribution_length
 
 RELEVANCE_PRIOR = 1.0
@@ -51,7 +51,7 @@ def place_law_from_noisy_sums(sums: np.ndarray, n_cells: int, noise_std: float =
     return PlaceLaw(relevance=visits + floor, return_last=q)
 
 
-def rank_calibrated_factors(neighbours: np.ndarray, alpha: float, explore_factors: np.ndarray,
+def rank_calibrated_factors(neighbours: np.ndarray | NearestCellRows, alpha: float, explore_factors: np.ndarray,
                             relevance: np.ndarray, origins: np.ndarray, *, iterations: int = 200,
                             tol: float = 1e-10) -> np.ndarray:
     """Explore factors (B,) for the place law whose explore jumps fall into the rank bins as often as under

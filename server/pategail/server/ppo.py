@@ -10,6 +10,7 @@ recorded at sampling time and the entropy is that of the masked action distribut
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -142,7 +143,20 @@ def anchor_kl(logp: torch.Tensor, anchor_logp: torch.Tensor, masks: torch.Tensor
     return (anchor_logp.exp() * torch.where(masks, anchor_logp - logp, torch.zeros_like(logp))).sum(-1)
 
 
-def ppo_update(policy: Policy, optimizer: torch.optim.Optimizer, rollout: Rollout, config: PPOConfig,
+class PolicyOptimizer(Protocol):
+    """The policy's optimiser as PPO and the coordinator use it (stepped, checkpointed): any
+    ``torch.optim.Optimizer``, or the hybrid method's pair of them (``pategail.server.fedavg.hybrid``)."""
+
+    def step(self) -> None: ...
+
+    def zero_grad(self, set_to_none: bool = True) -> None: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None: ...
+
+
+def ppo_update(policy: Policy, optimizer: PolicyOptimizer, rollout: Rollout, config: PPOConfig,
                generator: torch.Generator, anchor: Policy | None = None) -> dict:
     """Update ``policy`` in place on one rollout; return the diagnostics of the last epoch and overall.
     ``anchor``: with ``config.anchor_coef`` > 0, the policy the KL term pulls towards."""

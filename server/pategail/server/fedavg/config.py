@@ -48,7 +48,7 @@ class FedAvgConfig:
     policy); rounds ``hybrid_rounds`` + 1 .. ``rounds`` are PateGail's. Both kinds of release share the plan's
     noise multiplier (pategail.server.fedavg.hybrid)."""
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.local_epochs < 1 or self.batch_size < 1 or self.hybrid_rounds < 1:
             raise PategailError(f"fedavg.local_epochs, fedavg.batch_size and fedavg.hybrid_rounds must be >= 1, got "
                                 f"{self.local_epochs}, {self.batch_size}, {self.hybrid_rounds}")

@@ -22,14 +22,17 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from pategail.sdk.features import distinct_cells
 from pategail.sdk.epr import CellGeometry
 from pategail.sdk.features import STAY
 from pategail.sdk.messages import FedAvgRequest, to_bytes
 from pategail.sdk.secagg.mechanisms import DELTA_BLOCK, GAUSSIAN
+from pategail.server.config import TrainConfig
 from pategail.server.coordinator import Coordinator, environment_length, policy_config
 from pategail.server.fedavg.config import FedAvgConfig
+from pategail.server.fleet import Fleet
 from pategail.server.policy import Policy
 from pategail.server.privacy.gaussian import env_l2_bound
 from pategail.server.privacy.plan import GaussianSpec, PrivacyPlan, ReleaseNoise, load_or_make_plan
@@ -55,10 +58,12 @@ def delta_length(policy: Policy) -> int:
     return int(sum(policy.get_parameter(n).numel() for n in trainable_names(policy)))
 
 
-def fedavg_plan(config, cells: np.ndarray, ckpt_dir: Path, geometry: CellGeometry) -> PrivacyPlan:
+def fedavg_plan(config: TrainConfig, cells: np.ndarray, ckpt_dir: Path, geometry: CellGeometry) -> PrivacyPlan:
     """The privacy plan of a private DP-FedAvg run: the environment vector and ``rounds + retry_rounds``
     releases of a P-value delta of L2 norm ≤ 1 (upload units), jointly calibrated to the target (Gaussian,
     RDP; :func:`pategail.server.privacy.plan.plan_gaussian_run`)."""
+    assert config.privacy.delta is not None and config.privacy.env_epsilon_fraction is not None, \
+        "resolve with for_devices"
     with torch.random.fork_rng(devices=[]):
         values = delta_length(Policy(policy_config(config, len(cells))))
     env = environment_length(cells, geometry, config.privacy.region_cells, config.uses_action_prior)
@@ -80,7 +85,8 @@ def server_optimizer(params: list[torch.Tensor], fa: FedAvgConfig) -> torch.opti
 class FedAvgCoordinator(Coordinator):
     """A DP-FedAvg run in ``run_dir`` (the same checkpoints, journal, report and bundle as a PateGail run)."""
 
-    def __init__(self, config, fleet, cells, run_dir, seed: int = 0, geometry=None, signing_key=None):
+    def __init__(self, config: TrainConfig, fleet: Fleet, cells: np.ndarray, run_dir: Path, seed: int = 0,
+                 geometry: CellGeometry | None = None, signing_key: Ed25519PrivateKey | None = None):
         super().__init__(config, fleet, cells, run_dir, seed, geometry, signing_key)
         self.names = trainable_names(self.policy)
         self.optimizer = server_optimizer([self.policy.get_parameter(n) for n in self.names], self.config.fedavg)
@@ -94,6 +100,7 @@ class FedAvgCoordinator(Coordinator):
         if not self.plan.private:
             return ReleaseNoise(GAUSSIAN.name, 0.0, 0.0, DELTA_BLOCK, 1.0)
         g = self.plan.gaussian
+        assert g is not None, "a private DP-FedAvg run's plan is a Gaussian plan (TrainConfig checks the mechanism)"
         return ReleaseNoise(GAUSSIAN.name, g["noise_std"], 0.0, DELTA_BLOCK, g["clip_norm"])
 
     def global_parameters(self) -> np.ndarray:
@@ -135,16 +142,14 @@ class FedAvgCoordinator(Coordinator):
         # generated days of the updated policy, for the run's statistics (public: no device is involved)
         homes, firsts = self.sample_initial_states(cfg.days_per_round, self.rng_sampling)
         rollout, _ = sample_rollout(self.policy, self.geometry, homes, firsts, self.rng_sampling, cfg.environment.alpha,
-                                    self.initial_states.explore_factors, self.place_law())
+                                    self._released_states().explore_factors, self.place_law())
         n = len(self.fleet.device_ids)
-        per_device = (None, None) if down is None else (down / n, up / n)
-        if down is not None:
-            self.state.bytes_by_round.append(per_device)
+        bytes_down, bytes_up = self._record_bytes(down, up)
         update = {"mean_delta_norm": float(np.linalg.norm(mean_delta)),
                   "noise_std_on_mean_delta": noise.sum_scale * fa.clip_norm / public_count}
         return RoundStats(round=round_, devices=n, survivors=release.n_survivors, mean_reward=float("nan"),
-                          disc_accuracy=float("nan"), ppo=update, bytes_up=per_device[1],
-                          bytes_down=per_device[0], seconds=time.perf_counter() - t0, epsilon=None,
+                          disc_accuracy=float("nan"), ppo=update, bytes_up=bytes_up,
+                          bytes_down=bytes_down, seconds=time.perf_counter() - t0, epsilon=None,
                           stay_share=float(np.mean(rollout.actions == STAY)),
                           distinct_histogram=np.bincount(distinct_cells(rollout.cells)).tolist())
 
@@ -154,7 +159,7 @@ class FedAvgCoordinator(Coordinator):
                  stats.ppo["noise_std_on_mean_delta"], stats.stay_share)
 
 
-def coordinator_class(config) -> type[Coordinator]:
+def coordinator_class(config: TrainConfig) -> type[Coordinator]:
     """The coordinator of ``config.method``."""
     if config.method == "hybrid":
         from pategail.server.fedavg.hybrid import HybridCoordinator

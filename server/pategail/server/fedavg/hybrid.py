@@ -10,18 +10,30 @@ split between the two phases by their numbers of rounds.
 """
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
 from pategail.sdk.accounting import gaussian_sensitivity
+from pategail.sdk.epr import CellGeometry
 from pategail.sdk.secagg.mechanisms import DELTA_BLOCK, GAUSSIAN
+from pategail.server.config import TrainConfig
 from pategail.server.coordinator import Coordinator
 from pategail.server.fedavg.coordinator import FedAvgCoordinator, server_optimizer
+from pategail.server.fleet import Fleet
+from pategail.server.ppo import PolicyOptimizer
 from pategail.server.privacy.plan import ReleaseNoise
+from pategail.server.run_state import RoundStats
 
 
 class PhasedOptimizer:
     """The server optimiser of the DP-FedAvg rounds and PPO's Adam, one checkpointed object; ``phase`` says
     which one ``step`` and ``zero_grad`` drive."""
 
-    def __init__(self, fedavg, ppo):
+    def __init__(self, fedavg: PolicyOptimizer, ppo: PolicyOptimizer):
         self.optimizers = {"fedavg": fedavg, "ppo": ppo}
         self.phase = "fedavg"
 
@@ -31,39 +43,39 @@ class PhasedOptimizer:
     def zero_grad(self, set_to_none: bool = True) -> None:
         self.optimizers[self.phase].zero_grad(set_to_none=set_to_none)
 
-    def state_dict(self) -> dict:
+    def state_dict(self) -> dict[str, Any]:
         return {name: opt.state_dict() for name, opt in self.optimizers.items()}
 
-    def load_state_dict(self, state: dict) -> None:
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         for name, opt in self.optimizers.items():
-            opt.load_state_dict(state[name])
+            opt.load_state_dict(state_dict[name])
 
 
 class HybridCoordinator(FedAvgCoordinator):
     """DP-FedAvg rounds 1..``fedavg.hybrid_rounds``, then PateGail rounds."""
 
-    def __init__(self, config, fleet, cells, run_dir, seed: int = 0, geometry=None, signing_key=None):
+    def __init__(self, config: TrainConfig, fleet: Fleet, cells: np.ndarray, run_dir: Path, seed: int = 0,
+                 geometry: CellGeometry | None = None, signing_key: Ed25519PrivateKey | None = None):
         super().__init__(config, fleet, cells, run_dir, seed, geometry, signing_key)
-        import torch
-
         ppo = torch.optim.Adam(self.policy.parameters(), lr=self.config.ppo.learning_rate)
-        self.optimizer = PhasedOptimizer(server_optimizer([self.policy.get_parameter(n) for n in self.names],
-                                                          self.config.fedavg), ppo)
+        fedavg = server_optimizer([self.policy.get_parameter(n) for n in self.names], self.config.fedavg)
+        self.optimizer: PhasedOptimizer = PhasedOptimizer(fedavg, ppo)
 
     def delta_noise(self) -> ReleaseNoise:
         """The plan's noise multiplier z on a delta release's own sensitivity."""
         if not self.plan.private:
             return ReleaseNoise(GAUSSIAN.name, 0.0, 0.0, DELTA_BLOCK, 1.0)
+        assert self.plan.gaussian is not None, "a private hybrid run's plan is a Gaussian plan (TrainConfig checks)"
         z = self.plan.gaussian["noise_multiplier"]
         return ReleaseNoise(GAUSSIAN.name, z * gaussian_sensitivity(1.0, self.n_values), 0.0, DELTA_BLOCK, 1.0)
 
-    def run_round(self, round_: int):
+    def run_round(self, round_: int) -> RoundStats:
         if round_ <= self.config.fedavg.hybrid_rounds:
             self.optimizer.phase = "fedavg"
             return super().run_round(round_)
         self.optimizer.phase = "ppo"
         return Coordinator.run_round(self, round_)
 
-    def log_round(self, stats) -> None:
+    def log_round(self, stats: RoundStats) -> None:
         phase = FedAvgCoordinator if "mean_delta_norm" in stats.ppo else Coordinator
         phase.log_round(self, stats)
