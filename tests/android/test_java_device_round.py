@@ -86,10 +86,11 @@ def test_java_device_in_a_python_round_gives_the_exact_sum(fleet, java_classpath
     np.testing.assert_array_equal(result.sum, want_sum)
     np.testing.assert_array_equal(result.sq_sum, want_sq)
     assert not result.stats.rejected
-    # the upload is on the owner's privacy ledger, with the signed parameters it was made under
-    (entry,) = [json.loads(line) for line in (java.root / "privacy-ledger.jsonl").read_text().splitlines()]
-    assert (entry["round"], entry["queries"], entry["n_min"], entry["sum_scale"]) == (1, m, 3, 0.0)
-    assert "environment" not in entry                                # scores: M queries, not one vector query
+    # the upload is on the owner's privacy ledger, in the Python SDK's file: a round without noise, ε = ∞
+    from pategail.sdk.secagg.ledger import PrivacyLedger
+
+    ledger = PrivacyLedger(java.root / "privacy-ledger.json")
+    assert ledger.releases == () and ledger.epsilon() == float("inf")
     # the Java device refuses a replayed round like a Python device does
     from pategail.sdk.secagg.errors import MessageRejected
 
@@ -199,9 +200,11 @@ def test_environment_contributions_in_a_round(fleet):
     assert result.n_survivors == 4
     want = sum(encode(p) for p in pending.values()) + encode(python_view)
     np.testing.assert_allclose(result.sum * SCALE, want, rtol=0, atol=1)
-    # on the owner's ledger the upload is the environment: one vector query, as the SDK's ledger records it
-    (entry,) = [json.loads(line) for line in (java.root / "privacy-ledger.jsonl").read_text().splitlines()]
-    assert entry["environment"] is True and entry["queries"] == ack.n
+    # on the owner's ledger (the Python SDK's file) the noiseless upload counts as ε = ∞
+    from pategail.sdk.secagg.ledger import PrivacyLedger
+
+    assert json.loads((java.root / "privacy-ledger.json").read_text())["unbounded"] == 1
+    assert PrivacyLedger(java.root / "privacy-ledger.json").epsilon() == float("inf")
 
 
 def test_java_device_counts_other_participants_acks_toward_the_certificate(java_classpath, tmp_path, coordinator_key):
