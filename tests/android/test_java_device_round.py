@@ -114,6 +114,33 @@ def test_java_device_in_a_python_round_gives_the_exact_sum(fleet, java_classpath
             again.set_directory(signed_directory(coordinator, Ed25519PrivateKey.generate()))
 
 
+@pytest.mark.parametrize("block, clip_norm", [(3, 1.0), (0, 11.0)], ids=["blocks-of-3", "as-is"])
+def test_java_device_in_a_gaussian_round_uploads_what_a_python_device_uploads(fleet, block, clip_norm):
+    """A Gaussian-mechanism round without noise (the Python coordinator's signed trailer): the released sum is
+    the fixed-point sum of every device's ``gaussian_input`` — centred block means of its scores, L2-clipped to
+    the signed clip norm (clipping bites at 1.0) — so the Java device's blocks, clip and encoding are the
+    Python SDK's, exactly."""
+    from pategail.sdk.contribution import Granularity
+    from pategail.sdk.secagg.client import gaussian_input
+    from pategail.sdk.secagg.fixedpoint import SCALE, encode_signed
+    from pategail.server.secagg.round import SecureRoundConfig, run_secure_round
+
+    coordinator, endpoints, java, pending, m, _ = fleet
+    m_blocks = Granularity(block).count(m // 47) if block else m
+    cfg = SecureRoundConfig(round_id=1, n_min=3, mechanism="gaussian", block=block, clip_norm=clip_norm)
+    result = run_secure_round(endpoints, None, cfg, np.random.default_rng(0), coordinator=coordinator,
+                              num_queries=m_blocks)
+    assert result.n_survivors == 4 and not result.stats.rejected
+    signed = coordinator.new_round(SecureRoundConfig(2, n_min=3, mechanism="gaussian", block=block,
+                                                     clip_norm=clip_norm), sorted(pending), m_blocks)
+    from pategail.sdk.secagg.config import RoundConfig
+
+    round_cfg = RoundConfig.from_signed_bytes(signed.config, coordinator.directory.coordinator)
+    want = sum(encode_signed(gaussian_input(pending[d], round_cfg)) for d in sorted(pending))
+    np.testing.assert_array_equal(result.sum * SCALE, want)
+    assert np.all(result.sq_sum == 0)                      # no Σ D² in this mechanism
+
+
 def test_java_device_refuses_a_threshold_below_the_secure_one(fleet):
     """A coordinator-signed threshold below graph.secure_threshold (all pairs among 4: 3) is refused by the
     Java device before it sends anything, as a Python device refuses it; at the secure threshold it takes part."""
