@@ -16,13 +16,17 @@ public final class FixedPoint {
 
     /** Scores clipped to [0, 1]; NaN or infinity is an error, never silently zeroed. */
     public static double[] clipUnit(double[] values) {
+        return clip(values, 0.0, "scores must be finite");
+    }
+
+    private static double[] clip(double[] values, double lo, String nonFinite) {
         double[] out = new double[values.length];
         for (int i = 0; i < values.length; i++) {
             double v = values[i];
             if (Double.isNaN(v) || Double.isInfinite(v)) {
-                throw new IllegalArgumentException("scores must be finite");
+                throw new IllegalArgumentException(nonFinite);
             }
-            out[i] = Math.min(1.0, Math.max(0.0, v));
+            out[i] = Math.min(1.0, Math.max(lo, v));
         }
         return out;
     }
@@ -39,15 +43,7 @@ public final class FixedPoint {
 
     /** Values clipped to [-1, 1] (a signed vector: a scaled model delta); NaN or infinity is an error. */
     public static double[] clipSigned(double[] values) {
-        double[] out = new double[values.length];
-        for (int i = 0; i < values.length; i++) {
-            double v = values[i];
-            if (Double.isNaN(v) || Double.isInfinite(v)) {
-                throw new IllegalArgumentException("values must be finite");
-            }
-            out[i] = Math.min(1.0, Math.max(-1.0, v));
-        }
-        return out;
+        return clip(values, -1.0, "values must be finite");
     }
 
     /** Values already bounded by the caller (centred, clipped) as quanta, rounded half to even. */
