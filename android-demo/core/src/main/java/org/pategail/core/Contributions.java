@@ -7,9 +7,9 @@ import java.util.Map;
 import java.util.Set;
 
 /**
- * A device's environment contribution for an InitialStatesRequest, as the Python SDK computes it: the
- * initial-state contribution ({@code store.initial_state_contribution}) followed by the explore-law
- * contribution ({@code epr.explore_law_contribution}). Every entry is in [0, 1].
+ * A device's environment contribution for an InitialStatesRequest, as the Python SDK computes it
+ * ({@link #environment}, the Python SDK's {@code environment_vector}): the initial-state, explore-law and place
+ * contributions, the region sums of a Gaussian run and the action-rate part. Every entry is in [0, 1].
  */
 public final class Contributions {
     /** Days after which a device's weight stops growing (the Python SDK's DAYS_CAP). */

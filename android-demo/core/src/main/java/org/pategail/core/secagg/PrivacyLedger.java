@@ -27,8 +27,6 @@ import org.json.JSONObject;
 public final class PrivacyLedger {
     /** The Python SDK's format tag. */
     public static final String FORMAT = "pategail-device-ledger/1";
-    /** The L1 bound of the Laplace layout's environment vector (the Python SDK's {@code ENV_L1_BOUND}). */
-    public static final double ENV_L1_BOUND = 9.0;
 
     private final File file;
     private final Double targetEpsilon;
