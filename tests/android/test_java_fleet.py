@@ -8,7 +8,7 @@ default of `--epsilon`).
   ``uploads.jsonl`` of their store, the Python ones recorded by the test at the same point).
 - A Java device killed while round 2's secure aggregation runs is a dropout (or answered before it died);
   restarted on its store it enrols again under its id and takes part in round 3.
-- With noise, the environment release's residual (released − exact) has the variance of the noise every
+- With the Laplace mechanism, the environment release's residual (released − exact) has the variance of the noise every
   device adds a share of, each share sized for n_min devices: 2·b² · n / n_min (a Java device that added
   none would leave 6/10 of it).
 - With the Gaussian mechanism, the environment release (with its region sums) carries the distributed
