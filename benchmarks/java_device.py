@@ -8,7 +8,10 @@ round), peak RSS, and HTTP bytes per release (request and status lines, headers 
 requests — polls, replies, the key directory — up and down).
 
 Run: .venv/bin/python benchmarks/java_device.py --devices 4 --rounds 3 --out runs/java-device \\
-     [--config C.json] [--jvm-flags "-Xmx64m -XX:+UseSerialGC"]
+     [--config C.json] [--jvm-flags "-Xmx64m -XX:+UseSerialGC"] [--epsilon 50]
+
+Without ``--epsilon`` the run has no noise; with it, the run's default private plan (the Gaussian mechanism:
+noise shares, the environment's region sums, every device's ledger and budget checks).
 """
 from __future__ import annotations
 
@@ -65,6 +68,9 @@ def main(argv=None) -> int:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--config", type=Path, default=None, help="training config (default: the tests' tiny one)")
     p.add_argument("--jvm-flags", default="", help="flags of the Java device processes")
+    p.add_argument("--epsilon", type=float, default=None,
+                   help="a private run at this target ε (the default mechanism, Gaussian; the embedded data's cell "
+                        "table is built from its fixes, so --data-derived-cells is passed)")
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args(argv)
 
@@ -96,7 +102,8 @@ def main(argv=None) -> int:
     codes: list[int] = []
     serve = threading.Thread(target=lambda: codes.append(cli([
         "-q", "serve", "--data", str(data), "--out", str(run), "--config", str(config), "--rounds", str(args.rounds),
-        "--no-privacy", "--no-downstream", "--no-progress", "--min-devices", str(n), "--open-enrolment",
+        *(["--no-privacy"] if args.epsilon is None else ["--epsilon", str(args.epsilon), "--data-derived-cells"]),
+        "--no-downstream", "--no-progress", "--min-devices", str(n), "--open-enrolment",
         "--port", "0"])), daemon=True)
     serve.start()
     while not (run / "service.url").is_file():
@@ -145,6 +152,7 @@ def main(argv=None) -> int:
             "kib_down_per_release": round(mean(lambda i: counts[i][1]) / len(journal) / 1024, 1),
         })
     result = {"devices_per_kind": args.devices, "rounds": args.rounds, "jvm_flags": args.jvm_flags,
+              "epsilon": args.epsilon,
               "releases": len(journal), "rows": rows}
     (out / "result.json").write_text(json.dumps(result, indent=2))
     print(json.dumps(result, indent=2))

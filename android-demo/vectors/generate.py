@@ -425,11 +425,26 @@ def policy_vectors() -> dict:
         ("gaussian_plan_laplace_round", "gaussian", (3, 4, 1, 2.0, 3.0, 94), False, 9.0),
         ("no_plan_no_noise", None, (2, 4, 1, 0.0, 0.0, 94), False, 9.0),
     ]
+    gaussian_cases = [  # the same with σ and the clip norm in place of the two scales: z = σ / (C + ½√M quanta)
+        ("gaussian_reward_accepted", "gaussian", (3, 4, 1, 2.3, 2.0, 32), False, 9.0),
+        ("gaussian_reward_below", "gaussian", (3, 4, 1, 2.1, 2.0, 32), False, 9.0),
+        ("gaussian_environment_accepted", "gaussian", (3, 4, 1, 6.1, 3.0, 300), True, 10.0),
+        ("gaussian_environment_below", "gaussian", (3, 4, 1, 5.9, 3.0, 300), True, 10.0),
+        ("gaussian_reward_at_env_floor", "gaussian", (3, 4, 1, 2.1, 2.0, 32), True, 9.0),
+        ("gaussian_no_noise", "gaussian", (3, 4, 1, 0.0, 2.0, 32), False, 9.0),
+        ("laplace_plan_gaussian_round", "laplace", (3, 4, 1, 2.2, 2.0, 32), False, 9.0),
+        ("gaussian_n_min_below_share", "gaussian", (2, 4, 1, 2.2, 2.0, 32), False, 9.0),
+        ("no_plan_gaussian_no_noise", None, (2, 4, 1, 0.0, 2.0, 32), False, 9.0),
+    ]
     out = {"coordinator_public": hx(crypto.public_bytes(coordinator)), "plans": plans, "cases": []}
-    for i, (name, plan, (n_min, threshold, colluders, b, b_sq, m), environment, l1) in enumerate(cases):
+    for i, (name, plan, (n_min, threshold, colluders, b, b_sq, m), environment, l1) in enumerate(
+            cases + gaussian_cases):
+        gaussian = i >= len(cases)
+        mechanism = dict(mechanism="gaussian", clip_norm=b_sq) if gaussian else {}
         cfg = RoundConfig(round_id=100 + i, participants=(3, 5, 8, 11, 13), num_queries=m, n_min=n_min,
-                          threshold=threshold, degree=0, sum_noise_scale=b, sq_sum_noise_scale=b_sq,
-                          round_seed=key(1), envelope_public=key(2), colluders=colluders, checksum_commitment=key(3))
+                          threshold=threshold, degree=0, sum_noise_scale=b, sq_sum_noise_scale=0.0 if gaussian else b_sq,
+                          round_seed=key(1), envelope_public=key(2), colluders=colluders, checksum_commitment=key(3),
+                          **mechanism)
         policy = DevicePolicy() if plan is None else DeclaredPlan.from_manifest(plans[plan]).policy()
         try:
             policy.check(cfg, environment, l1)
@@ -603,6 +618,10 @@ def main(argv=None) -> int:
     write_json(args.out / "training.json", artifact_vectors(bundle_dir, days, request))
     write_json(args.out / "policy.json", policy_vectors())
     write_json(args.out / "net.json", net_vectors())
+    sys.path.insert(0, str(HERE))
+    from gaussian_vectors import gaussian_vectors
+
+    write_json(args.out / "gaussian.json", gaussian_vectors(days, env.cells, env))
     return 0
 
 

@@ -86,10 +86,11 @@ def test_java_device_in_a_python_round_gives_the_exact_sum(fleet, java_classpath
     np.testing.assert_array_equal(result.sum, want_sum)
     np.testing.assert_array_equal(result.sq_sum, want_sq)
     assert not result.stats.rejected
-    # the upload is on the owner's privacy ledger, with the signed parameters it was made under
-    (entry,) = [json.loads(line) for line in (java.root / "privacy-ledger.jsonl").read_text().splitlines()]
-    assert (entry["round"], entry["queries"], entry["n_min"], entry["sum_scale"]) == (1, m, 3, 0.0)
-    assert "environment" not in entry                                # scores: M queries, not one vector query
+    # the upload is on the owner's privacy ledger, in the Python SDK's file: a round without noise, ε = ∞
+    from pategail.sdk.secagg.ledger import PrivacyLedger
+
+    ledger = PrivacyLedger(java.root / "privacy-ledger.json")
+    assert ledger.releases == () and ledger.epsilon() == float("inf")
     # the Java device refuses a replayed round like a Python device does
     from pategail.sdk.secagg.errors import MessageRejected
 
@@ -111,6 +112,33 @@ def test_java_device_in_a_python_round_gives_the_exact_sum(fleet, java_classpath
         again.set_directory(signed_directory(coordinator, coordinator_key))
         with pytest.raises(MessageRejected, match="bad signature"):
             again.set_directory(signed_directory(coordinator, Ed25519PrivateKey.generate()))
+
+
+@pytest.mark.parametrize("block, clip_norm", [(3, 1.0), (0, 11.0)], ids=["blocks-of-3", "as-is"])
+def test_java_device_in_a_gaussian_round_uploads_what_a_python_device_uploads(fleet, block, clip_norm):
+    """A Gaussian-mechanism round without noise (the Python coordinator's signed trailer): the released sum is
+    the fixed-point sum of every device's ``gaussian_input`` — centred block means of its scores, L2-clipped to
+    the signed clip norm (clipping bites at 1.0) — so the Java device's blocks, clip and encoding are the
+    Python SDK's, exactly."""
+    from pategail.sdk.contribution import Granularity
+    from pategail.sdk.secagg.client import gaussian_input
+    from pategail.sdk.secagg.fixedpoint import SCALE, encode_signed
+    from pategail.server.secagg.round import SecureRoundConfig, run_secure_round
+
+    coordinator, endpoints, java, pending, m, _ = fleet
+    m_blocks = Granularity(block).count(m // 47) if block else m
+    cfg = SecureRoundConfig(round_id=1, n_min=3, mechanism="gaussian", block=block, clip_norm=clip_norm)
+    result = run_secure_round(endpoints, None, cfg, np.random.default_rng(0), coordinator=coordinator,
+                              num_queries=m_blocks)
+    assert result.n_survivors == 4 and not result.stats.rejected
+    signed = coordinator.new_round(SecureRoundConfig(2, n_min=3, mechanism="gaussian", block=block,
+                                                     clip_norm=clip_norm), sorted(pending), m_blocks)
+    from pategail.sdk.secagg.config import RoundConfig
+
+    round_cfg = RoundConfig.from_signed_bytes(signed.config, coordinator.directory.coordinator)
+    want = sum(encode_signed(gaussian_input(pending[d], round_cfg)) for d in sorted(pending))
+    np.testing.assert_array_equal(result.sum * SCALE, want)
+    assert np.all(result.sq_sum == 0)                      # no Σ D² in this mechanism
 
 
 def test_java_device_refuses_a_threshold_below_the_secure_one(fleet):
@@ -199,9 +227,11 @@ def test_environment_contributions_in_a_round(fleet):
     assert result.n_survivors == 4
     want = sum(encode(p) for p in pending.values()) + encode(python_view)
     np.testing.assert_allclose(result.sum * SCALE, want, rtol=0, atol=1)
-    # on the owner's ledger the upload is the environment: one vector query, as the SDK's ledger records it
-    (entry,) = [json.loads(line) for line in (java.root / "privacy-ledger.jsonl").read_text().splitlines()]
-    assert entry["environment"] is True and entry["queries"] == ack.n
+    # on the owner's ledger (the Python SDK's file) the noiseless upload counts as ε = ∞
+    from pategail.sdk.secagg.ledger import PrivacyLedger
+
+    assert json.loads((java.root / "privacy-ledger.json").read_text())["unbounded"] == 1
+    assert PrivacyLedger(java.root / "privacy-ledger.json").epsilon() == float("inf")
 
 
 def test_java_device_counts_other_participants_acks_toward_the_certificate(java_classpath, tmp_path, coordinator_key):

@@ -1,15 +1,20 @@
 """A mixed fleet in a served run: `pategail serve` on loopback with 6 Python SDK devices (the network client of
 `pategail device`, as threads) and 4 Java devices (the Android core's network client, `NetDevice`, as JVM
-processes) — 3 rounds, without privacy and with the Laplace mechanism.
+processes) — 3 rounds, without privacy, with the Laplace mechanism, and with the Gaussian mechanism (the
+default of `--epsilon`).
 
 - Without privacy every release is exact: the released Σ x and Σ x² equal the fixed-point sums of what the
   surviving devices uploaded (each device keeps a copy of its plaintext uploads: the Java devices in
   ``uploads.jsonl`` of their store, the Python ones recorded by the test at the same point).
 - A Java device killed while round 2's secure aggregation runs is a dropout (or answered before it died);
   restarted on its store it enrols again under its id and takes part in round 3.
-- With noise, the environment release's residual (released − exact) has the variance of the noise every
+- With the Laplace mechanism, the environment release's residual (released − exact) has the variance of the noise every
   device adds a share of, each share sized for n_min devices: 2·b² · n / n_min (a Java device that added
   none would leave 6/10 of it).
+- With the Gaussian mechanism, the environment release (with its region sums) carries the distributed
+  discrete-Gaussian noise of the plan, σ² · n / shares (each device's share sized for n_min − t honest
+  devices), and every device's ledger — Java ones written by the Java core, in the Python SDK's format —
+  holds the same releases; the ε each Java device reports for its own ledger is the Python ledger's to 1e-9.
 - The run's report is written; the leak detector of the device tests finds no run of 3 real slots in any body
   the service received.
 """
@@ -17,6 +22,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
+import re
 import subprocess
 import threading
 from pathlib import Path
@@ -28,6 +35,7 @@ from .conftest import ROOT
 
 N_PYTHON, N_JAVA, ROUNDS = 6, 4, 3
 """Ten devices: one per user of the embedded data set."""
+MIN_SURVIVORS = 0.75
 MAIN = "org.pategail.core.tools.NetDevice"
 
 
@@ -144,9 +152,73 @@ def data_dir(tmp_path_factory) -> Path:
     return out
 
 
+def _check_laplace(run: Path, journal, uploads: Uploads, stores: dict[int, Path]) -> None:
+    """Each Java device's ledger holds its four releases; the environment residual has the noise every device
+    adds a share of, 2·b² · n / n_min (~13,000 entries: the estimate is within ~2%)."""
+    from pategail.sdk.accounting import laplace_vector_release, laplace_vector_sensitivity
+    from pategail.sdk.secagg.ledger import PrivacyLedger
+    from pategail.sdk.secagg.policy import DeclaredPlan
+
+    env = journal[0]
+    assert env.n_survivors == N_PYTHON + N_JAVA and env.sum_scale > 0
+    l1 = json.loads((run / "checkpoint" / "releases" / "intent-00000-00.json").read_text())["env_l1_bound"]
+    manifest = json.loads((run / "bundle-initial" / "manifest.json").read_text())
+    plan = DeclaredPlan.from_manifest(manifest["privacy"])
+    for store in stores.values():                             # each Java device's own record, the SDK's format
+        releases = PrivacyLedger(store / "privacy-ledger.json").releases
+        # the environment: one vector query at the released scales, as the Python ledger records it
+        assert releases[0] == laplace_vector_release(env.sum_scale, env.sq_sum_scale,
+                                                     laplace_vector_sensitivity(l1, env.sum.size))
+        assert sum(r.count for r in releases[1:]) == sum(journal[r].sum.size for r in range(1, ROUNDS + 1))
+        # the plan it holds itself to, remembered as the Python device remembers it (and readable by it)
+        assert DeclaredPlan.from_manifest(json.loads((store / "privacy-plan.json").read_text())) == plan
+    n_min = math.ceil(MIN_SURVIVORS * (N_PYTHON + N_JAVA))    # no colluders: shares sized for n_min devices
+    s, _ = _fixed_sums([uploads.by_device[d][0] for d in range(N_PYTHON + N_JAVA)])
+    ratio = np.var(env.sum - s) / (2 * env.sum_scale ** 2 * env.n_survivors / n_min)
+    assert 0.9 < ratio < 1.1, (ratio, n_min)
+
+
+def _check_gaussian(run: Path, journal, uploads: Uploads, stores: dict[int, Path], py_stores: list[Path],
+                    logs: dict[int, Path]) -> None:
+    """The environment residual has the planned discrete-Gaussian noise; every ledger holds the same releases;
+    the ε a Java device reports is the Python ledger's."""
+    from pategail.sdk.secagg.client import gaussian_input
+    from pategail.sdk.secagg.config import RoundConfig
+    from pategail.sdk.secagg.fixedpoint import decode, encode_signed
+    from pategail.sdk.secagg.ledger import PrivacyLedger
+    from pategail.sdk.secagg.policy import DeclaredPlan
+
+    env = journal[0]
+    assert env.n_survivors == N_PYTHON + N_JAVA and env.sum_scale > 0
+    intent = json.loads((run / "checkpoint" / "releases" / "intent-00000-00.json").read_text())
+    assert intent["mechanism"] == "gaussian" and intent["block"] == 0
+    vectors = [uploads.by_device[d][0] for d in range(N_PYTHON + N_JAVA)]
+    cfg = RoundConfig(round_id=0, participants=(1,), num_queries=len(vectors[0]), n_min=1, threshold=1, degree=0,
+                      sum_noise_scale=0.0, sq_sum_noise_scale=0.0, round_seed=bytes(32), envelope_public=bytes(32),
+                      mechanism="gaussian", clip_norm=intent["clip_norm"])
+    exact = decode(sum(encode_signed(gaussian_input(v, cfg)) for v in vectors))
+    ratio = np.var(env.sum - exact) / (env.sum_scale ** 2 * env.n_survivors / intent["shares"])
+    assert 0.9 < ratio < 1.1, (ratio, intent)        # a Java device adding no share would leave 6/10 of it
+    manifest = json.loads((run / "bundle-initial" / "manifest.json").read_text())
+    plan = DeclaredPlan.from_manifest(manifest["privacy"])
+    assert plan.mechanism == "gaussian"
+    ledgers = {i: PrivacyLedger(store / "privacy-ledger.json", plan.target_epsilon, plan.target_delta)
+               for i, store in stores.items()}
+    (python_path,) = {p for p in py_stores[0].rglob("privacy-ledger.json")}
+    python = PrivacyLedger(python_path, plan.target_epsilon, plan.target_delta)
+    assert len(python.releases) >= 2 and all(r.count >= 1 for r in python.releases)
+    for i, ledger in ledgers.items():
+        assert ledger.releases == python.releases, i
+        reported = re.search(r"ε = (\S+) at δ", logs[i].read_text())
+        assert reported, logs[i].read_text()[-2000:]
+        assert abs(float(reported.group(1)) - python.epsilon()) <= 1e-9 * python.epsilon(), (reported, i)
+    assert python.epsilon() <= plan.target_epsilon
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("private", [False, True], ids=["no-privacy", "laplace"])
-def test_python_and_java_devices_in_one_served_run(private, java_device_classpath, data_dir, tmp_path, monkeypatch):
+@pytest.mark.parametrize("mechanism", [None, "laplace", "gaussian"], ids=["no-privacy", "laplace", "gaussian"])
+def test_python_and_java_devices_in_one_served_run(mechanism, java_device_classpath, data_dir, tmp_path,
+                                                   monkeypatch):
     from pategail.data.dataset import load_dataset
     from pategail.emulator import choose_users
     from pategail.sdk.synthetic import write_synthetic_csv
@@ -154,8 +226,10 @@ def test_python_and_java_devices_in_one_served_run(private, java_device_classpat
 
     dataset = load_dataset(data_dir)
     users = choose_users(dataset.users, N_PYTHON + N_JAVA, 0)
-    config = NET.tiny_config(tmp_path / "tiny.json", rounds=ROUNDS, secagg={"min_survivors": 0.75})
-    privacy = ["--epsilon", "200", "--mechanism", "laplace", "--data-derived-cells"] if private else ["--no-privacy"]
+    config = NET.tiny_config(tmp_path / "tiny.json", rounds=ROUNDS, secagg={"min_survivors": MIN_SURVIVORS})
+    private = mechanism is not None
+    privacy = {None: ["--no-privacy"], "laplace": ["--epsilon", "200", "--mechanism", "laplace", "--data-derived-cells"],
+               "gaussian": ["--epsilon", "50", "--data-derived-cells"]}[mechanism]
     run, bodies = tmp_path / "run", []
     uploads = Uploads(monkeypatch)
     serve, codes = _serve(run, data_dir, config, privacy, bodies, monkeypatch)
@@ -209,28 +283,11 @@ def test_python_and_java_devices_in_one_served_run(private, java_device_classpat
             np.testing.assert_array_equal(release.sum, s)
             np.testing.assert_array_equal(release.sq_sum, sq)
         assert journal[3].n_survivors == N_PYTHON + N_JAVA        # the restarted Java device is back
+    elif mechanism == "laplace":
+        _check_laplace(run, journal, uploads, stores)
     else:
-        env = journal[0]
-        assert env.n_survivors == N_PYTHON + N_JAVA and env.sum_scale > 0
-        n_min = set()
-        from pategail.sdk.secagg.policy import DeclaredPlan
-
-        manifest = json.loads((run / "bundle-initial" / "manifest.json").read_text())
-        rates, plan = manifest["environment"].get("action_rates"), DeclaredPlan.from_manifest(manifest["privacy"])
-        for i, store in stores.items():                           # each Java device's own record of it
-            ledger = [json.loads(line) for line in (store / "privacy-ledger.jsonl").read_text().splitlines()]
-            assert len(ledger) == ROUNDS + 1 and ledger[0]["environment"]
-            assert ledger[0]["l1_bound"] == (10.0 if rates else 9.0)
-            assert ledger[0]["sum_scale"] == env.sum_scale
-            n_min |= {entry["n_min"] for entry in ledger}
-            # the plan it holds itself to, remembered as the Python device remembers it (and readable by it)
-            assert DeclaredPlan.from_manifest(json.loads((store / "privacy-plan.json").read_text())) == plan
-        (n_min,) = n_min
-        # every device adds a share sized for n_min devices: n survivors' shares give n / n_min times the
-        # variance 2·b² of the discrete Laplace law (~13,000 entries: the estimate is within ~2%)
-        s, _ = _fixed_sums([uploads.by_device[d][0] for d in range(N_PYTHON + N_JAVA)])
-        ratio = np.var(env.sum - s) / (2 * env.sum_scale ** 2 * env.n_survivors / n_min)
-        assert 0.9 < ratio < 1.1, (ratio, n_min)
+        _check_gaussian(run, journal, uploads, stores, [tmp_path / f"py-{i}" for i in range(N_PYTHON)],
+                        {i: proc.log_path for i, proc in javas.items()})
     report = json.loads((run / "report.json").read_text())
     assert report["training"]["rounds"] == ROUNDS
 

@@ -234,17 +234,10 @@ public final class Bundle {
                 throw new BundleException(manifestFile + ": the cell table and the policy disagree on the number of cells");
             }
             if (m.has("privacy")) {
-                org.pategail.core.secagg.DevicePolicy plan;
                 try {
-                    plan = org.pategail.core.secagg.DevicePolicy.fromPlan(m.getJSONObject("privacy"));
+                    org.pategail.core.secagg.PrivacyPlan.fromManifest(m.getJSONObject("privacy"));
                 } catch (IllegalArgumentException err) {
                     throw new BundleException(manifestFile + ": malformed privacy plan (" + err.getMessage() + ")");
-                }
-                if (!"laplace".equals(plan.mechanism)) {
-                    // every round of such a run would be refused: say so once, at enrolment, not round after round
-                    throw new BundleException(manifestFile + ": the privacy plan declares the " + plan.mechanism
-                            + " mechanism; this core runs the Laplace mechanism only (serve with --mechanism laplace "
-                            + "for Java devices)");
                 }
             }
             JSONObject labels = disc.getJSONObject("labels");

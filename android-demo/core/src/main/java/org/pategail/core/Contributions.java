@@ -7,9 +7,9 @@ import java.util.Map;
 import java.util.Set;
 
 /**
- * A device's environment contribution for an InitialStatesRequest, as the Python SDK computes it: the
- * initial-state contribution ({@code store.initial_state_contribution}) followed by the explore-law
- * contribution ({@code epr.explore_law_contribution}). Every entry is in [0, 1].
+ * A device's environment contribution for an InitialStatesRequest, as the Python SDK computes it
+ * ({@link #environment}, the Python SDK's {@code environment_vector}): the initial-state, explore-law and place
+ * contributions, the region sums of a Gaussian run and the action-rate part. Every entry is in [0, 1].
  */
 public final class Contributions {
     /** Days after which a device's weight stops growing (the Python SDK's DAYS_CAP). */
@@ -150,24 +150,46 @@ public final class Contributions {
     }
 
     /**
-     * What the device uploads for an environment round (the Python SDK's {@code laplace_environment_input}):
-     * {@code values} clipped to [0, 1], scaled down to L1 norm {@code l1Bound} ({@link #envL1Bound}) when
-     * longer, so the
-     * release's sensitivity holds whatever the device holds. A no-op for honest vectors.
+     * float64 (3 x nRegions, row-major): the home, first-cell and visit parts of a device's
+     * {@link #initialStates} and {@link #places} summed over the regions of {@code regionOf}
+     * ({@link Regions#regionMap}; the Python SDK's {@code coarse_contribution}). Each row sums to its part's
+     * own sum (at most w), so its L2 norm is at most 1, as each fine part's.
      */
-    public static double[] environmentInput(double[] values, double l1Bound) {
-        double[] v = org.pategail.core.secagg.FixedPoint.clipUnit(values);
-        double norm = 0;
-        for (double x : v) {
-            norm += x;
+    public static double[] coarse(double[] initialStates, double[] places, int[] regionOf, int nRegions) {
+        int n = regionOf.length;
+        double[] out = new double[3 * nRegions];
+        for (int c = 0; c < n; c++) {
+            out[regionOf[c]] += initialStates[c];
+            out[nRegions + regionOf[c]] += initialStates[n + c];
+            out[2 * nRegions + regionOf[c]] += places[c];
         }
-        if (norm > l1Bound) {
-            double s = l1Bound / norm;
-            for (int i = 0; i < v.length; i++) {
-                v[i] *= s;
-            }
+        return out;
+    }
+
+    /**
+     * One device's environment vector (the Python SDK's {@code environment_vector}): the initial states, the
+     * explore law, the place contribution, then — with {@code regionCells} > 0 (Gaussian runs) — the coarse parts
+     * over the table's regions of at most that many cells, then — with {@code actionRates} — the action-rate part.
+     */
+    public static double[] environment(int[][] days, int home, double[][] cells, double alpha, int candidates,
+                                       int regionCells, boolean actionRates) {
+        int n = cells.length;
+        double[] a = initialStates(days, home, n);
+        double[] b = exploreLaw(days, home, cells, alpha, candidates);
+        double[] c = places(days, home, n);
+        double[] coarse = new double[0];
+        if (regionCells > 0) {
+            int[] regionOf = Regions.regionMap(cells, regionCells);
+            coarse = coarse(a, c, regionOf, Regions.count(regionOf));
         }
-        return v;
+        double[] d = actionRates ? actionRates(days, home) : new double[0];
+        double[] out = new double[a.length + b.length + c.length + coarse.length + d.length];
+        int at = 0;
+        for (double[] part : new double[][]{a, b, c, coarse, d}) {
+            System.arraycopy(part, 0, out, at, part.length);
+            at += part.length;
+        }
+        return out;
     }
 
     /** What the action-rate part adds to the L1 bound of an honest environment vector (the Python SDK's

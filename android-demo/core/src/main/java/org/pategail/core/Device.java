@@ -13,6 +13,8 @@ import org.json.JSONObject;
 import org.pategail.core.secagg.DeviceIdentity;
 import org.pategail.core.secagg.DevicePolicy;
 import org.pategail.core.secagg.KeyDirectory;
+import org.pategail.core.secagg.PrivacyLedger;
+import org.pategail.core.secagg.PrivacyPlan;
 import org.pategail.core.secagg.RoundLog;
 import org.pategail.core.secagg.SecAggClient;
 import org.pategail.core.secagg.SecAggException;
@@ -36,7 +38,8 @@ public final class Device {
     static final String POLICY_META = "policy.json";
     public static final String IDENTITY_FILE = "identity.key";
     public static final String DAYS_FILE = "days.bin";
-    static final String LEDGER_FILE = "privacy-ledger.jsonl";
+    /** The releases this device took part in (the Python SDK's file and format, {@link PrivacyLedger}). */
+    public static final String LEDGER_FILE = "privacy-ledger.json";
     static final String ROUND_LOG_FILE = "secagg-rounds.json";
     /** The last privacy plan a bundle declared (the Python SDK's file): in force while later bundles declare none. */
     public static final String PLAN_FILE = "privacy-plan.json";
@@ -50,7 +53,6 @@ public final class Device {
     private final PolicyRunner policy;
     private final SecureRandom secure;
     private final DeviceIdentity identity;
-    private final PrivacyLedger ledger;
     private int[][] days;
     private Bundle bundle;
     private boolean trainerOpen;
@@ -83,7 +85,6 @@ public final class Device {
         this.secure = secure;
         this.identity = loadOrCreateIdentity(new File(root, IDENTITY_FILE), secure);
         this.days = loadDays(new File(root, DAYS_FILE));
-        this.ledger = new PrivacyLedger(new File(root, LEDGER_FILE));
         if (new File(new File(root, BUNDLE_DIR), Bundle.MANIFEST).isFile()) {
             try {
                 openInstalled();
@@ -199,9 +200,10 @@ public final class Device {
         return identity;
     }
 
-    /** What this device has released so far, under which noise (for the app's privacy screen). */
-    public PrivacyLedger ledger() {
-        return ledger;
+    /** What this device has released so far, under which noise, and the ε it composes to (for the app's privacy
+     * screen); a protocol error when the file cannot be read. */
+    public PrivacyLedger ledger() throws SecAggException {
+        return PrivacyLedger.read(new File(root, LEDGER_FILE));
     }
 
     public String policySha256() {
@@ -437,7 +439,7 @@ public final class Device {
 
     private DeviceMessages.Message onRoundRequest(DeviceMessages.RoundRequest msg) throws MessageError {
         requireBundle();
-        planInForce();              // remembered, and readable (the budget itself: see the README)
+        checkRequestBudget(msg.round, msg.nQueries(), false);
         File before = new File(root, BEFORE_ROUND), tag = new File(root, ROUND_TAG);
         String mark = bundle.sha256 + " " + msg.round;
         try {
@@ -512,16 +514,10 @@ public final class Device {
         planInForce();
         requireDays();
         int home = Features.inferHome(days, 12);
-        double[] a = Contributions.initialStates(days, home, bundle.cells.length);
-        double[] b = Contributions.exploreLaw(days, home, bundle.cells, bundle.alpha, bundle.candidates);
-        double[] c = Contributions.places(days, home, bundle.cells.length);
-        double[] d = bundle.actionRates ? Contributions.actionRates(days, home) : new double[0];
-        double[] out = new double[a.length + b.length + c.length + d.length];
-        System.arraycopy(a, 0, out, 0, a.length);
-        System.arraycopy(b, 0, out, a.length, b.length);
-        System.arraycopy(c, 0, out, a.length + b.length, c.length);
-        System.arraycopy(d, 0, out, a.length + b.length + c.length, d.length);
-        pending = Contributions.environmentInput(out, Contributions.envL1Bound(bundle.actionRates));
+        double[] out = Contributions.environment(days, home, bundle.cells, bundle.alpha, bundle.candidates,
+                msg.regionCells, bundle.actionRates);
+        checkRequestBudget(msg.round, out.length, true);
+        pending = out;
         pendingEnvironment = true;
         return new DeviceMessages.Ack(msg.round, "initial_states_request", out.length);
     }
@@ -541,9 +537,10 @@ public final class Device {
         }
         String key = plan == null ? "" : plan.toString();
         if (secagg == null || !directory.equals(secaggDirectory) || !key.equals(secaggPlan)) {
+            PrivacyPlan declared = plan == null ? null : PrivacyPlan.fromManifest(plan);
             secagg = new SecAggClient(deviceId, identity, directory, secure,
                     new RoundLog(new File(root, ROUND_LOG_FILE)),
-                    plan == null ? DevicePolicy.NONE : DevicePolicy.fromPlan(plan));
+                    declared == null ? DevicePolicy.NONE : declared.policy(), ledger(declared));
             secaggDirectory = directory;
             secaggPlan = key;
         }
@@ -577,6 +574,35 @@ public final class Device {
         } catch (IOException | JSONException | IllegalArgumentException err) {
             throw new MessageError(DeviceMessages.BUDGET, path + ": the remembered privacy plan cannot be read ("
                     + err.getMessage() + "); refusing until the owner resets it");
+        }
+    }
+
+    /** The ledger of this device, budgeted by {@code plan} (null: kept, refusing nothing). */
+    private PrivacyLedger ledger(PrivacyPlan plan) throws SecAggException {
+        File file = new File(root, LEDGER_FILE);
+        return plan == null ? PrivacyLedger.read(file) : new PrivacyLedger(file, plan.targetEpsilon, plan.targetDelta);
+    }
+
+    /**
+     * MessageError "budget" when answering a request of {@code values} values (the environment request when
+     * {@code environment}), at the declared plan's noise, would take this device past its own budget (the Python
+     * SDK's {@code check_request_budget}, with the ledger's rule for Laplace-only ledgers), or its ledger or
+     * remembered plan cannot be read. Nothing is prepared before it passes.
+     */
+    private void checkRequestBudget(long round, int values, boolean environment) throws MessageError {
+        JSONObject declared = planInForce();
+        if (declared == null) {
+            return;
+        }
+        PrivacyPlan plan = PrivacyPlan.fromManifest(declared);
+        String refusal;
+        try {
+            refusal = ledger(plan).requestRefusal(plan, round, values, environment);
+        } catch (SecAggException err) {          // an unreadable ledger: refusing is the safe answer
+            throw new MessageError(DeviceMessages.BUDGET, err.getMessage());
+        }
+        if (refusal != null) {
+            throw new MessageError(DeviceMessages.BUDGET, refusal);
         }
     }
 
@@ -672,14 +698,7 @@ public final class Device {
         } catch (IllegalArgumentException err) {     // wrong length: the client's state is unchanged
             throw SecAggException.protocol(err.getMessage());
         }
-        pending = null;
-        try {
-            ledger.record(secagg.config(), pendingEnvironment, Contributions.envL1Bound(bundle.actionRates),
-                    System.currentTimeMillis() / 1000);
-        } catch (IOException err) {
-            // the upload is not sent unless it is on the owner's record
-            throw SecAggException.abort("cannot write the privacy ledger: " + err.getMessage());
-        }
+        pending = null;             // on the ledger already: the client records it before the reply exists
         return reply;
     }
 }

@@ -197,12 +197,23 @@ public final class DeviceMessages {
         }
     }
 
-    /** Coordinator -> device: make the environment contribution the pending vector of the next secure round. */
+    /**
+     * Coordinator -> device: make the environment contribution the pending vector of the next secure round;
+     * with {@code regionCells} > 0 (Gaussian runs) it carries the coarse parts over the cell table's regions of
+     * at most that many cells ({@link Regions}).
+     */
     public static final class InitialStatesRequest implements Message {
         public final long round;
+        /** 0: no coarse parts (the body is the round alone); else a 4-byte trailer carries it. */
+        public final int regionCells;
 
         public InitialStatesRequest(long round) {
+            this(round, 0);
+        }
+
+        public InitialStatesRequest(long round, int regionCells) {
             this.round = round;
+            this.regionCells = regionCells;
         }
 
         public int kind() {
@@ -214,7 +225,8 @@ public final class DeviceMessages {
         }
 
         public byte[] body() {
-            return new Wire.Writer().i64(round).bytes();
+            Wire.Writer w = new Wire.Writer().i64(round);
+            return (regionCells > 0 ? w.u32(regionCells) : w).bytes();
         }
     }
 
@@ -385,9 +397,18 @@ public final class DeviceMessages {
                 m.validate(limits, nCells);
                 return m;
             }
-            case KIND_INITIAL_STATES_REQUEST:
+            case KIND_INITIAL_STATES_REQUEST: {
+                boolean trailer = r.remaining() > 0;
+                long regionCells = trailer ? r.u32() : 0;
+                if (trailer && regionCells == 0) {      // one encoding per message: 0 is sent as no trailer
+                    throw new MessageError(MALFORMED, "region_cells trailer of 0");
+                }
                 checkRound(round, false);
-                return new InitialStatesRequest(round);
+                if (regionCells >= 1L << 31) {
+                    throw new MessageError(MALFORMED, "region_cells " + regionCells + " is not a count of cells");
+                }
+                return new InitialStatesRequest(round, (int) regionCells);
+            }
             case KIND_ACK: {
                 int code = r.u8();
                 long n = r.u32();

@@ -20,8 +20,9 @@ import org.pategail.core.tools.MlpTrainer;
  * The privacy plan in force, as the Python device keeps it: a bundle's declared plan is remembered in
  * privacy-plan.json (keys sorted, as Python writes it) and stays in force under a later bundle that declares
  * none, until the owner forgets it; a remembered plan that cannot be read refuses every request ("budget")
- * and leaves the device as it was; a malformed plan in a bundle, or one of the Gaussian mechanism (which this
- * core does not run), is refused at installation, in one line.
+ * and leaves the device as it was; a malformed plan in a bundle is refused at installation, in one line. Under a
+ * Gaussian plan the device answers the environment request with its region sums, and refuses a request its
+ * ledger (the Python SDK's file) cannot afford with the Python device's line.
  */
 class DevicePlanTest {
     @TempDir
@@ -86,15 +87,46 @@ class DevicePlanTest {
     }
 
     @Test
-    void aMalformedOrGaussianPlanInABundleIsRefusedInOneLine() throws Exception {
+    void aMalformedPlanInABundleIsRefusedInOneLineAGaussianOneInstalled() throws Exception {
         JSONObject plan = Vectors.load("policy.json").getJSONObject("plans").getJSONObject("laplace");
         plan.put("sum_noise_scale", 0.0);
         BundleException err = assertThrows(BundleException.class, () -> Bundle.load(bundleWithPlan(plan), null));
         assertTrue(err.getMessage().contains("manifest.json: malformed privacy plan (need target_epsilon > 0"),
                 err.getMessage());
         JSONObject gaussian = Vectors.load("policy.json").getJSONObject("plans").getJSONObject("gaussian");
+        Bundle b = Bundle.load(bundleWithPlan(gaussian), null);
+        assertEquals("gaussian", org.pategail.core.secagg.PrivacyPlan.fromManifest(
+                b.manifest.getJSONObject("privacy")).mechanism);
+        gaussian.remove("noise_multiplier");            // a Gaussian plan without its reward multiplier
         err = assertThrows(BundleException.class, () -> Bundle.load(bundleWithPlan(gaussian), null));
-        assertTrue(err.getMessage().endsWith("the privacy plan declares the gaussian mechanism; this core runs the "
-                + "Laplace mechanism only (serve with --mechanism laplace for Java devices)"), err.getMessage());
+        assertTrue(err.getMessage().contains("malformed privacy plan"), err.getMessage());
+    }
+
+    @Test
+    void underAGaussianPlanTheLedgerRefusesWhatThePythonDeviceRefuses() throws Exception {
+        JSONObject ledger = Vectors.load("gaussian.json").getJSONObject("ledger");
+        File root = new File(tmp, "device");
+        Device d = new Device(root, 4, new Random(1), DeviceMessages.Limits.DEFAULT, new MlpTrainer(), null,
+                new SecureRandom());
+        d.installBundle(bundleWithPlan(ledger.getJSONObject("plan")), null);
+        d.addDays(Vectors.intRows(Vectors.load("features.json").getJSONArray("days")));
+        // the environment request with region sums: the vector of gaussian.json's regions, pending unclipped
+        byte[] initial = DeviceMessages.toBytes(new DeviceMessages.InitialStatesRequest(9, 16));
+        DeviceMessages.Message ack = DeviceMessages.fromBytes(d.handle(initial), DeviceMessages.Limits.DEFAULT, 0);
+        int length = Vectors.load("gaussian.json").getJSONObject("regions").getJSONArray("environment_vector").length();
+        assertEquals(length, ((DeviceMessages.Ack) ack).n);
+        assertEquals(length, d.pending().length);
+        // the Python device's ledger after an environment round and one reward round: round 3 is past the budget
+        BundleTest.write(new File(root, Device.LEDGER_FILE), ledger.getString("ledger_file")
+                .getBytes(StandardCharsets.UTF_8));
+        byte[] request = Vectors.hex(Vectors.load("messages.json").getJSONObject("device"), "round_request");
+        DeviceMessages.Message reply = DeviceMessages.fromBytes(d.handle(request), DeviceMessages.Limits.DEFAULT, 0);
+        assertTrue(reply instanceof DeviceMessages.ErrorReply, reply.toString());
+        assertEquals(DeviceMessages.BUDGET, ((DeviceMessages.ErrorReply) reply).code);
+        String python = ledger.getJSONArray("decisions").getJSONObject(2).getString("request_refused");
+        assertTrue(python.startsWith("round 3: "), python);
+        assertEquals(python, ((DeviceMessages.ErrorReply) reply).message);
+        assertEquals(length, d.pending().length, "the refusal left the pending vector as it was");
+        assertEquals(2, d.ledger().releases().size());
     }
 }

@@ -198,6 +198,23 @@ class MessageVectorsTest {
     }
 
     @Test
+    void anInitialStatesRequestCarriesItsRegionSizeInATrailer() throws Exception {
+        JSONObject g = Vectors.load("gaussian.json").getJSONObject("messages");
+        byte[] frame = Vectors.hex(g, "initial_states_regions");
+        DeviceMessages.InitialStatesRequest m = (DeviceMessages.InitialStatesRequest) DeviceMessages.fromBytes(
+                frame, DeviceMessages.Limits.DEFAULT, 4210);
+        assertEquals(5, m.round);
+        assertEquals(16, m.regionCells);
+        assertArrayEquals(frame, DeviceMessages.toBytes(m));
+        assertArrayEquals(Vectors.hex(g, "initial_states_plain"),
+                DeviceMessages.toBytes(new DeviceMessages.InitialStatesRequest(5)));
+        MessageError e = assertThrows(MessageError.class, () -> DeviceMessages.fromBytes(
+                Vectors.hex(g, "initial_states_trailer_zero"), DeviceMessages.Limits.DEFAULT, 4210));
+        assertEquals("malformed", e.code);
+        assertEquals("region_cells trailer of 0", e.getMessage());
+    }
+
+    @Test
     @SuppressWarnings("unchecked")
     void malformedDeviceMessagesGetThePythonSdksErrorCodesAndReplies() throws Exception {
         JSONObject r = v.getJSONObject("device_refused");

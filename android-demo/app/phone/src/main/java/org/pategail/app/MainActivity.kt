@@ -105,20 +105,21 @@ class MainActivity : AppCompatActivity() {
                 Bytes.hex(device.identity().signingPublic),
                 Bytes.hex(device.identity().envelopePublic),
             )
-            val entries = device.ledger().entries()
+            val record = device.ledger()
+            val entries = record.releases()
             val lines = entries.takeLast(20).reversed().joinToString("\n") {
-                if (it.environment) {
-                    String.format(Locale.ROOT, "round %d: environment, %d values as one vector query, ε %.3g, ≥ %d devices",
-                        it.round, it.queries, it.epsilon(), it.nMin)
+                if (it.gaussian) {
+                    String.format(Locale.ROOT, "%d × Gaussian vector release: σ %.3g, L2 sensitivity %.3g, %d shares",
+                        it.count, it.noiseStd, it.sensitivity, it.shares)
                 } else {
-                    String.format(Locale.ROOT, "round %d: %d scores, ε %.3g (Σ D) + %.3g (Σ D²) each, %.3g in all, ≥ %d devices",
-                        it.round, it.queries, it.epsilonSum(), it.epsilonSqSum(), it.epsilon(), it.nMin)
+                    String.format(Locale.ROOT, "%d × Laplace query: scale %.3g (Σ D)%s", it.count, it.sumScale,
+                        if (it.sqSumScale > 0) String.format(Locale.ROOT, ", %.3g (Σ D²)", it.sqSumScale) else "")
                 }
             }
-            val summary = getString(R.string.ledger, entries.size, device.ledger().totalEpsilon())
+            val summary = getString(R.string.ledger, entries.size + record.unbounded(), record.epsilon())
             runOnUiThread {
                 status.text = text
-                ledger.text = if (entries.isEmpty()) getString(R.string.ledger_empty) else "$summary\n$lines"
+                ledger.text = if (entries.isEmpty() && record.unbounded() == 0) getString(R.string.ledger_empty) else "$summary\n$lines"
             }
         }
     }

@@ -4,7 +4,6 @@ import java.math.BigDecimal;
 import java.math.MathContext;
 import java.math.RoundingMode;
 
-import org.json.JSONException;
 import org.json.JSONObject;
 
 /**
@@ -25,7 +24,7 @@ import org.json.JSONObject;
  */
 public final class DevicePolicy {
     /** No plan: only the secure threshold. */
-    public static final DevicePolicy NONE = new DevicePolicy(0, 0, 0, 0, null, 0);
+    public static final DevicePolicy NONE = new DevicePolicy(0, 0, 0, 0, null, 0, 0);
 
     public final double minSurvivorShare;
     public final double minSumNoiseScale;
@@ -33,15 +32,19 @@ public final class DevicePolicy {
     public final int minColluders;
     /** "laplace" or "gaussian" (the plan's); null: any. */
     public final String mechanism;
+    /** Gaussian reward rounds: the smallest σ / Δ₂ (noise std over the L2 sensitivity of the signed clip norm). */
+    public final double minNoiseMultiplier;
+    /** Environment rounds: σ / Δ₂ (Gaussian) or b / Δ₁ (Laplace; 0: the per-value floors apply). */
     public final double minEnvNoiseMultiplier;
 
     public DevicePolicy(double minSurvivorShare, double minSumNoiseScale, double minSqSumNoiseScale, int minColluders,
-                        String mechanism, double minEnvNoiseMultiplier) {
+                        String mechanism, double minNoiseMultiplier, double minEnvNoiseMultiplier) {
         this.minSurvivorShare = minSurvivorShare;
         this.minSumNoiseScale = minSumNoiseScale;
         this.minSqSumNoiseScale = minSqSumNoiseScale;
         this.minColluders = minColluders;
         this.mechanism = mechanism;
+        this.minNoiseMultiplier = minNoiseMultiplier;
         this.minEnvNoiseMultiplier = minEnvNoiseMultiplier;
     }
 
@@ -50,23 +53,7 @@ public final class DevicePolicy {
      * naming what is wrong when the section is not a valid plan (the Python SDK's checks).
      */
     public static DevicePolicy fromPlan(JSONObject plan) {
-        try {
-            double eps = plan.getDouble("target_epsilon"), delta = plan.getDouble("target_delta");
-            double sum = plan.getDouble("sum_noise_scale"), sq = plan.getDouble("sq_sum_noise_scale");
-            double share = plan.getDouble("min_survivors");
-            int colluders = plan.optInt("colluders", 0);
-            String mechanism = plan.optString("mechanism", "laplace");
-            double z = plan.optDouble("noise_multiplier", 0.0), zEnv = plan.optDouble("env_noise_multiplier", 0.0);
-            boolean noise = "gaussian".equals(mechanism) ? z > 0 && zEnv > 0
-                    : "laplace".equals(mechanism) && sum > 0 && sq > 0;
-            if (!(eps > 0 && delta > 0 && delta < 1 && noise && share > 0 && share <= 1 && colluders >= 0)) {
-                throw new IllegalArgumentException("need target_epsilon > 0, 0 < target_delta < 1, noise scales "
-                        + "(Laplace) or noise multipliers (Gaussian) > 0, min_survivors in (0, 1], colluders >= 0");
-            }
-            return new DevicePolicy(share, sum, sq, colluders, mechanism, zEnv);
-        } catch (JSONException err) {
-            throw new IllegalArgumentException(err.getMessage());
-        }
+        return PrivacyPlan.fromManifest(plan).policy();
     }
 
     /**
@@ -86,12 +73,22 @@ public final class DevicePolicy {
         if (cfg.colluders < minColluders) {
             refuse(cfg, "noise sized for " + cfg.colluders + " colluders, the plan declares " + minColluders);
         }
-        if (mechanism != null && !"laplace".equals(mechanism)) {     // this core parses Laplace rounds only
-            refuse(cfg, "a laplace round, the declared privacy plan's mechanism is " + mechanism);
+        if (mechanism != null && !cfg.mechanism.equals(mechanism)) {
+            refuse(cfg, "a " + cfg.mechanism + " round, the declared privacy plan's mechanism is " + mechanism);
+        }
+        if (cfg.isGaussian()) {
+            String kind = environment ? "environment" : "reward";
+            double zFloor = environment ? minEnvNoiseMultiplier : minNoiseMultiplier;
+            double z = cfg.sumNoiseScale / Accounting.gaussianSensitivity(cfg.clipNorm, cfg.numQueries);
+            if (z < zFloor * (1 - 1e-12) || (mechanism != null && cfg.sumNoiseScale <= 0)) {
+                refuse(cfg, kind + " noise multiplier " + g6(z) + " (σ " + g6(cfg.sumNoiseScale) + ", clip norm "
+                        + g6(cfg.clipNorm) + ") is below the declared privacy plan's " + g6(zFloor));
+            }
+            return;
         }
         if (environment && minEnvNoiseMultiplier > 0) {
             double b = Math.min(cfg.sumNoiseScale, cfg.sqSumNoiseScale);
-            double z = b / (2.0 * envL1Bound + (double) cfg.numQueries / FixedPoint.SCALE);
+            double z = b / Accounting.laplaceVectorSensitivity(envL1Bound, cfg.numQueries);
             if (z < minEnvNoiseMultiplier * (1 - 1e-12) || (mechanism != null && b <= 0)) {
                 refuse(cfg, "environment noise multiplier " + g6(z) + " (scales " + g6(cfg.sumNoiseScale) + " / "
                         + g6(cfg.sqSumNoiseScale) + ") is below the declared privacy plan's "
@@ -113,9 +110,14 @@ public final class DevicePolicy {
         throw SecAggException.protocol("round " + cfg.roundId + ": " + reason + "; refusing to take part");
     }
 
-    /** Python's {@code format(v, ".6g")}: 6 significant digits, trailing zeros dropped, an exponent outside
-     * [-4, 6) written e±XX. */
-    static String g6(double v) {
+    /** Python's {@code format(v, ".6g")} (and {@code "g"}). */
+    public static String g6(double v) {
+        return g(v, 6);
+    }
+
+    /** Python's {@code format(v, ".Ng")}: N significant digits, trailing zeros dropped, an exponent outside
+     * [-4, N) written e±XX. */
+    public static String g(double v, int digits) {
         if (Double.isNaN(v)) {
             return "nan";
         }
@@ -125,13 +127,13 @@ public final class DevicePolicy {
         if (v == 0) {
             return (1 / v < 0) ? "-0" : "0";
         }
-        BigDecimal d = new BigDecimal(v).round(new MathContext(6, RoundingMode.HALF_EVEN));
+        BigDecimal d = new BigDecimal(v).round(new MathContext(digits, RoundingMode.HALF_EVEN));
         int exp = d.precision() - d.scale() - 1;
-        if (exp >= -4 && exp < 6) {
+        if (exp >= -4 && exp < digits) {
             return d.stripTrailingZeros().toPlainString();
         }
-        String digits = d.unscaledValue().abs().toString().replaceAll("0+$", "");
-        String mantissa = digits.length() > 1 ? digits.charAt(0) + "." + digits.substring(1) : digits;
+        String figures = d.unscaledValue().abs().toString().replaceAll("0+$", "");
+        String mantissa = figures.length() > 1 ? figures.charAt(0) + "." + figures.substring(1) : figures;
         return (d.signum() < 0 ? "-" : "") + mantissa + "e" + (exp < 0 ? "-" : "+")
                 + (Math.abs(exp) < 10 ? "0" : "") + Math.abs(exp);
     }

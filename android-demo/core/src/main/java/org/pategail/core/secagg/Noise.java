@@ -10,6 +10,11 @@ import java.security.SecureRandom;
  * inversion of its CDF table, the logarithmic law by Kemp's LS algorithm. Uniforms (53 bits) come from the
  * platform CSPRNG ({@link SecureRandom}), never from a seeded generator: noise must be unpredictable even to
  * someone who knows every seed of the experiment.
+ *
+ * <p>The Gaussian mechanism's share (Kairouz, Liu, Steinke 2021): each of the d = n_min - t honest shares is
+ * N_Z(0, σ²/d), drawn by Canonne, Kamath and Steinke's rejection sampler (2020, Algorithm 3) as the Python SDK
+ * draws it: a discrete-Laplace proposal of scale ⌊s⌋ + 1 (a difference of two geometric draws by inversion),
+ * accepted with probability exp(-(|Y| - s²/scale)² / (2s²)).
  */
 public final class Noise {
     private final SecureRandom random;
@@ -108,5 +113,54 @@ public final class Noise {
             out[i] = both[i] - both[size + i];
         }
         return out;
+    }
+
+    /** Failures before a success of probability 1 - e^(-1/scale): ⌊-scale · ln U⌋ (inversion). */
+    long geometric(double scale) {
+        return (long) Math.floor(-scale * Math.log(uniform()));
+    }
+
+    /** One draw of N_Z(0, s²), P(k) ∝ exp(-k²/(2s²)), s = {@code stdQuanta} (Canonne-Kamath-Steinke). */
+    long discreteGaussian(double s) {
+        double scale = Math.floor(s) + 1.0;
+        while (true) {
+            long y = geometric(scale) - geometric(scale);
+            double d = Math.abs((double) y) - s * s / scale;
+            double excess = d * d / (2 * s * s);
+            if (uniform() < Math.exp(-excess)) {
+                return y;
+            }
+        }
+    }
+
+    /**
+     * One device's share (size coordinates) of distributed discrete-Gaussian noise of total standard deviation
+     * {@code stdQuanta} split among {@code divisor} honest devices: N_Z(0, std²/divisor) each; zeros for 0.
+     */
+    public long[] discreteGaussianShare(double stdQuanta, int divisor, int size) {
+        if (stdQuanta == 0) {
+            return new long[size];
+        }
+        if (divisor < 1) {
+            throw new IllegalArgumentException("n_min must be at least 1");
+        }
+        if (!(stdQuanta >= 1.0 && stdQuanta <= FixedPoint.MAX_NOISE_SCALE_QUANTA)) {
+            throw new IllegalArgumentException("noise std " + stdQuanta + " quanta outside [1, 2^50]");
+        }
+        double s = stdQuanta / Math.sqrt(divisor);
+        long[] out = new long[size];
+        for (int i = 0; i < size; i++) {
+            out[i] = discreteGaussian(s);
+        }
+        return out;
+    }
+
+    /** The device's noise share of a round of {@code mechanism} ("laplace": total scale; "gaussian": total
+     * standard deviation), split among {@code divisor} = n_min - colluders honest devices. */
+    public long[] share(String mechanism, double scaleQuanta, int divisor, int size) {
+        if ("gaussian".equals(mechanism)) {
+            return discreteGaussianShare(scaleQuanta, divisor, size);
+        }
+        return discreteLaplaceShare(scaleQuanta, divisor, size);
     }
 }

@@ -8,6 +8,10 @@ public final class RoundConfig {
     public static final int KIND_CONFIG = 1;
     /** Aggregator id meaning "the coordinator aggregates this round". */
     public static final long COORDINATOR = 0xFFFFFFFFL;
+    /** Tag of the configuration trailer of a Gaussian-mechanism round. */
+    public static final int MECHANISM_GAUSSIAN = 1;
+    /** {@link #block} of a Gaussian round over a signed vector (a model delta, entries in [-1, 1]). */
+    public static final int DELTA_BLOCK = 255;
 
     public final long roundId;
     public final long[] participants;
@@ -29,10 +33,35 @@ public final class RoundConfig {
      * would then carry a weighted sum of that device's vector under weights only that device has).
      */
     public final byte[] checksumCommitment;
+    /**
+     * "laplace": the device uploads D and D² with discrete-Laplace shares of {@link #sumNoiseScale} /
+     * {@link #sqSumNoiseScale}; "gaussian": ONE vector of M values (slots M..2M-1 stay zero), L2-clipped to
+     * {@link #clipNorm}, with distributed discrete-Gaussian shares of total standard deviation
+     * {@link #sumNoiseScale}. Signed like every other field.
+     */
+    public final String mechanism;
+    /**
+     * Gaussian mechanism: 0 = the pending vector as it is (entries in [0, 1]); K = the per-decision scores
+     * centred (D - 1/2) and averaged over blocks of K decisions of a day ({@link GaussianInput});
+     * {@link #DELTA_BLOCK} = a signed vector as it is.
+     */
+    public final int block;
+    /** Gaussian mechanism: the L2 norm (value units) a device clips its vector to — the sensitivity. */
+    public final double clipNorm;
 
+    /** A Laplace-mechanism round. */
     public RoundConfig(long roundId, long[] participants, int numQueries, int nMin, int threshold, int degree,
                        double sumNoiseScale, double sqSumNoiseScale, byte[] roundSeed, byte[] envelopePublic,
                        int colluders, long aggregator, int fracBits, byte[] checksumCommitment) {
+        this(roundId, participants, numQueries, nMin, threshold, degree, sumNoiseScale, sqSumNoiseScale, roundSeed,
+                envelopePublic, colluders, aggregator, fracBits, checksumCommitment, "laplace", 0, 0.0);
+    }
+
+    /** A round of either mechanism ({@code block} and {@code clipNorm} belong to the Gaussian one). */
+    public RoundConfig(long roundId, long[] participants, int numQueries, int nMin, int threshold, int degree,
+                       double sumNoiseScale, double sqSumNoiseScale, byte[] roundSeed, byte[] envelopePublic,
+                       int colluders, long aggregator, int fracBits, byte[] checksumCommitment, String mechanism,
+                       int block, double clipNorm) {
         this.roundId = roundId;
         this.participants = participants.clone();
         this.numQueries = numQueries;
@@ -47,6 +76,9 @@ public final class RoundConfig {
         this.aggregator = aggregator;
         this.fracBits = fracBits;
         this.checksumCommitment = checksumCommitment.clone();
+        this.mechanism = mechanism;
+        this.block = block;
+        this.clipNorm = clipNorm;
         validate();
     }
 
@@ -84,15 +116,34 @@ public final class RoundConfig {
         if (roundSeed.length != 32 || envelopePublic.length != 32 || checksumCommitment.length != 32) {
             throw new IllegalArgumentException("round_seed, envelope_public and checksum_commitment are 32 bytes");
         }
+        if (!"laplace".equals(mechanism) && !"gaussian".equals(mechanism)) {
+            throw new IllegalArgumentException("unknown mechanism '" + mechanism + "'");
+        }
+        if (isGaussian()) {
+            if (sqSumNoiseScale != 0 || !((block >= 0 && block <= 47) || block == DELTA_BLOCK)) {
+                throw new IllegalArgumentException("the Gaussian mechanism releases no Σ D² and blocks of 0..47 "
+                        + "decisions (or " + DELTA_BLOCK + ": a signed vector)");
+            }
+            if (!(clipNorm > 0 && clipNorm <= Math.sqrt(numQueries))) {
+                throw new IllegalArgumentException("clip_norm " + clipNorm + " must be in (0, √M]");
+            }
+        } else if (block != 0 || clipNorm != 0) {
+            throw new IllegalArgumentException("block and clip_norm belong to the Gaussian mechanism");
+        }
         for (double scale : new double[]{sumNoiseScale, sqSumNoiseScale}) {
             double q = scale * FixedPoint.SCALE;
             if (!(q == 0 || (q >= 1 && q <= FixedPoint.MAX_NOISE_SCALE_QUANTA))) {
                 throw new IllegalArgumentException("noise scale " + scale + " out of range");
             }
-            if (FixedPoint.sumBound(n, q, noiseDivisor(), 64.0) >= FixedPoint.SAFE_ABS_SUM) {
+            if ((double) n * FixedPoint.SCALE + FixedPoint.mechanismNoiseBound(mechanism, n, q, noiseDivisor(), 64.0)
+                    >= FixedPoint.SAFE_ABS_SUM) {
                 throw new IllegalArgumentException("sums could wrap around Z_2^64 with these parameters");
             }
         }
+    }
+
+    public boolean isGaussian() {
+        return "gaussian".equals(mechanism);
     }
 
     /** How many devices' noise shares add up to the target noise: n_min - colluders. */
@@ -149,8 +200,11 @@ public final class RoundConfig {
             w.u32(p);
         }
         w.u32(numQueries).u32(nMin).u32(threshold).u32(degree).f64(sumNoiseScale).f64(sqSumNoiseScale);
-        return w.raw(roundSeed).raw(envelopePublic).u32(colluders).u32(aggregator).u8(fracBits)
-                .raw(checksumCommitment).bytes();
+        w.raw(roundSeed).raw(envelopePublic).u32(colluders).u32(aggregator).u8(fracBits).raw(checksumCommitment);
+        if (isGaussian()) {             // a trailer: Laplace configurations end before it
+            w.u8(MECHANISM_GAUSSIAN).u8(block).f64(clipNorm);
+        }
+        return w.bytes();
     }
 
     public byte[] toSignedBytes(Wire.Signer signer) {
@@ -177,17 +231,25 @@ public final class RoundConfig {
         long aggregator = r.u32();
         int frac = r.u8();
         byte[] commitment = r.raw(32);
-        if (r.remaining() > 0) {        // the Python SDK's Gaussian trailer: a mechanism this core does not run
-            throw SecAggException.rejected("round configuration of a mechanism this device does not run "
-                    + "(only the Laplace mechanism)");
+        String mechanism = "laplace";
+        int block = 0;
+        double clipNorm = 0.0;
+        if (r.remaining() > 0) {
+            if (r.u8() != MECHANISM_GAUSSIAN) {
+                throw SecAggException.rejected("round configuration with an unknown mechanism");
+            }
+            mechanism = "gaussian";
+            block = r.u8();
+            clipNorm = r.f64();
         }
+        r.done();
         if (numQueries > Integer.MAX_VALUE || nMin > Integer.MAX_VALUE || threshold > Integer.MAX_VALUE
                 || degree > Integer.MAX_VALUE || colluders > Integer.MAX_VALUE) {
             throw SecAggException.rejected("invalid round configuration: field out of range");
         }
         try {
             return new RoundConfig(roundId, participants, (int) numQueries, (int) nMin, (int) threshold, (int) degree,
-                    s1, s2, seed, env, (int) colluders, aggregator, frac, commitment);
+                    s1, s2, seed, env, (int) colluders, aggregator, frac, commitment, mechanism, block, clipNorm);
         } catch (IllegalArgumentException err) {
             throw SecAggException.rejected("invalid round configuration: " + err.getMessage());
         }

@@ -62,7 +62,7 @@ public final class RoundLog {
         return out;
     }
 
-    private static byte[] readAll(File f) throws IOException {
+    static byte[] readAll(File f) throws IOException {
         try (InputStream in = new FileInputStream(f)) {
             ByteArrayOutputStream out = new ByteArrayOutputStream();
             byte[] buf = new byte[4096];
@@ -121,7 +121,8 @@ public final class RoundLog {
         return sb.append('}').toString();
     }
 
-    private static void write(File path, byte[] data) throws IOException {
+    /** {@code data} written whole to a temporary file, synced, then renamed over {@code path}. */
+    static void write(File path, byte[] data) throws IOException {
         File tmp = new File(path.getAbsoluteFile().getParentFile(), path.getName() + ".tmp");
         try (FileOutputStream out = new FileOutputStream(tmp)) {
             out.write(data);

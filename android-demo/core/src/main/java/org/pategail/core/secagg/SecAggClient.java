@@ -1,5 +1,6 @@
 package org.pategail.core.secagg;
 
+import java.io.IOException;
 import java.math.BigInteger;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
@@ -66,10 +67,13 @@ public final class SecAggClient {
         byte[] ack;
         byte[] response;
         Map<Long, Character> revealed = new HashMap<>();
+        boolean environment;    // the upload is the environment vector (one vector query on the ledger)
+        double envL1Bound;      // ... L1-clipped to this in a Laplace round
     }
 
     /** A client whose replay guard lives in memory only (tests, simulations). */
     private final DevicePolicy policy;
+    private final PrivacyLedger ledger;
 
     public SecAggClient(long deviceId, DeviceIdentity identity, KeyDirectory directory, SecureRandom random) {
         this(deviceId, identity, directory, random, new RoundLog());
@@ -84,7 +88,15 @@ public final class SecAggClient {
     /** @param policy the floors of the privacy plan in force ({@link DevicePolicy#NONE}: the secure threshold only) */
     public SecAggClient(long deviceId, DeviceIdentity identity, KeyDirectory directory, SecureRandom random,
                         RoundLog roundLog, DevicePolicy policy) {
+        this(deviceId, identity, directory, random, roundLog, policy, PrivacyLedger.inMemory());
+    }
+
+    /** @param ledger the device's privacy ledger with its budget: checked at the start of a round, and written
+     *                before the masked input leaves */
+    public SecAggClient(long deviceId, DeviceIdentity identity, KeyDirectory directory, SecureRandom random,
+                        RoundLog roundLog, DevicePolicy policy, PrivacyLedger ledger) {
         this.policy = policy;
+        this.ledger = ledger;
         this.roundLog = roundLog;
         this.deviceId = deviceId;
         this.identity = identity;
@@ -158,6 +170,7 @@ public final class SecAggClient {
         // a signature says who chose the configuration, not that it is safe: the secure threshold for this graph
         // and these colluders, and the declared privacy plan's floors
         policy.check(cfg, environment, envL1Bound);
+        ledger.check(cfg, environment, envL1Bound);
         Messages.ChecksumEnvelope env = Messages.ChecksumEnvelope.decode(envelope);
         if (env.roundId != cfg.roundId || env.device != deviceId) {
             throw SecAggException.rejected("checksum envelope for another round or device");
@@ -175,6 +188,8 @@ public final class SecAggClient {
         Round r = new Round();
         r.config = cfg;
         r.digest = digest;
+        r.environment = environment;
+        r.envL1Bound = envL1Bound;
         r.checksumOffset = (Long) secrets[1];
         r.neighbours = new NeighbourGraph(cfg.participants, cfg.roundSeed, cfg.degree).neighbours(deviceId);
         r.checksumKey = (byte[]) secrets[0];
@@ -274,21 +289,32 @@ public final class SecAggClient {
                     + (cfg.threshold - 1) + " are needed before this device masks its input");
         }
         int m = cfg.numQueries;
-        if (scores.length != m) {
-            throw new IllegalArgumentException("scores must have shape (" + m + ",), got (" + scores.length + ",)");
+        int length = UploadInput.inputLength(cfg, scores.length);
+        if (scores.length != length) {
+            throw new IllegalArgumentException("scores must have shape (" + length + ",), got (" + scores.length
+                    + ",)");
         }
-        double[] clipped = FixedPoint.clipUnit(scores);
-        double[] squares = new double[m];
-        for (int i = 0; i < m; i++) {
-            squares[i] = clipped[i] * clipped[i];
-        }
-        long[] d = FixedPoint.encode(clipped), d2 = FixedPoint.encode(squares);
-        long[] n1 = noise.discreteLaplaceShare(cfg.sumNoiseScale * FixedPoint.SCALE, cfg.noiseDivisor(), m);
-        long[] n2 = noise.discreteLaplaceShare(cfg.sqSumNoiseScale * FixedPoint.SCALE, cfg.noiseDivisor(), m);
         long[] x = new long[2 * m];
-        for (int i = 0; i < m; i++) {
-            x[i] = d[i] + n1[i];
-            x[m + i] = d2[i] + n2[i];
+        if (cfg.isGaussian()) {             // slots m..2m-1 stay zero: no Σ D² in this mechanism
+            long[] d = FixedPoint.encodeSigned(UploadInput.gaussianInput(scores, cfg));
+            long[] n1 = noise.share(cfg.mechanism, cfg.sumNoiseScale * FixedPoint.SCALE, cfg.noiseDivisor(), m);
+            for (int i = 0; i < m; i++) {
+                x[i] = d[i] + n1[i];
+            }
+        } else {
+            double[] clipped = r.environment ? UploadInput.laplaceEnvironmentInput(scores, r.envL1Bound)
+                    : FixedPoint.clipUnit(scores);
+            double[] squares = new double[m];
+            for (int i = 0; i < m; i++) {
+                squares[i] = clipped[i] * clipped[i];
+            }
+            long[] d = FixedPoint.encode(clipped), d2 = FixedPoint.encode(squares);
+            long[] n1 = noise.share(cfg.mechanism, cfg.sumNoiseScale * FixedPoint.SCALE, cfg.noiseDivisor(), m);
+            long[] n2 = noise.share(cfg.mechanism, cfg.sqSumNoiseScale * FixedPoint.SCALE, cfg.noiseDivisor(), m);
+            for (int i = 0; i < m; i++) {
+                x[i] = d[i] + n1[i];
+                x[m + i] = d2[i] + n2[i];
+            }
         }
         long[] y = new long[2 * m + 1];
         System.arraycopy(x, 0, y, 0, 2 * m);        // two's complement: the int64 bits are the Z_2^64 element
@@ -301,9 +327,15 @@ public final class SecAggClient {
             byte[] seed = Crypto.maskSeed(r.sKey, r.peers.get(v).sPublic, r.digest, deviceId, v);
             Prg.addMask(y, Prg.expandMask(seed, 2 * m), deviceId < v ? +1 : -1);
         }
+        byte[] reply = new Messages.MaskedInput(cfg.roundId, r.digest, deviceId, y).encode(identity::sign);
+        try {       // from the moment the input leaves, a release containing it may exist
+            ledger.record(cfg, r.environment, r.envL1Bound);
+        } catch (IOException err) {
+            throw SecAggException.abort("cannot write the privacy ledger: " + err.getMessage());
+        }
         r.held = held;
         phase = Phase.MASKED;
-        return new Messages.MaskedInput(cfg.roundId, r.digest, deviceId, y).encode(identity::sign);
+        return reply;
     }
 
     /** Sign the survivor set U3, once per round; refuse below n_min or when U3 is inconsistent. */

@@ -21,6 +21,9 @@ import org.pategail.core.net.CoordinatorClient;
 import org.pategail.core.net.NetFrames;
 import org.pategail.core.net.ServiceException;
 import org.pategail.core.secagg.Bytes;
+import org.pategail.core.secagg.PrivacyLedger;
+import org.pategail.core.secagg.PrivacyPlan;
+import org.pategail.core.secagg.SecAggException;
 
 /**
  * One Java device as a process, taking part in a served run ({@code pategail serve}) over HTTP(S) — the Java
@@ -147,7 +150,22 @@ public final class NetDevice {
         client.run();
         System.out.println("device " + client.deviceId() + ": the run is over; " + client.ordersHandled()
                 + " orders answered");
+        System.out.println("device " + client.deviceId() + ": " + ledgerSummary(store));
         return 0;
+    }
+
+    /** The owner's privacy ledger in one line: its releases and the ε they compose to at the plan's δ. */
+    static String ledgerSummary(File store) {
+        try {
+            File planFile = new File(store, Device.PLAN_FILE);
+            double delta = planFile.isFile() ? PrivacyPlan.fromManifest(new JSONObject(new String(
+                    Bundle.readAll(planFile), StandardCharsets.UTF_8))).targetDelta : 1e-5;
+            PrivacyLedger ledger = new PrivacyLedger(new File(store, Device.LEDGER_FILE), null, delta);
+            return "privacy ledger: " + ledger.releases().size() + " releases, " + ledger.unbounded()
+                    + " without noise, ε = " + ledger.epsilon() + " at δ = " + delta;
+        } catch (IOException | JSONException | IllegalArgumentException | SecAggException err) {
+            return "privacy ledger unreadable (" + err.getMessage() + ")";
+        }
     }
 
     static void appendUpload(File log, long round, boolean environment, double[] values) throws IOException {

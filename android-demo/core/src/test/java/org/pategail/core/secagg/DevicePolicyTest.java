@@ -16,7 +16,7 @@ class DevicePolicyTest {
         JSONObject v = Vectors.load("policy.json");
         byte[] coordinator = Vectors.hex(v, "coordinator_public");
         JSONArray cases = v.getJSONArray("cases");
-        assertEquals(11, cases.length());
+        assertEquals(20, cases.length());
         for (int i = 0; i < cases.length(); i++) {
             JSONObject c = cases.getJSONObject(i);
             DevicePolicy policy = c.isNull("plan") ? DevicePolicy.NONE
