@@ -36,7 +36,8 @@ def _config(**kw):
 def config_vectors(coordinator) -> dict:
     """Signed configurations of each kind of Gaussian round, the Laplace one for contrast, and bodies the SDK
     rejects (an unknown mechanism tag, a clip norm above √M, a block of 50, a Σ D² scale, a short trailer)."""
-    from pategail.sdk.secagg.config import DELTA_BLOCK, KIND_CONFIG, RoundConfig
+    from pategail.sdk.secagg.config import KIND_CONFIG, RoundConfig
+    from pategail.sdk.secagg.mechanisms import DELTA_BLOCK
     from pategail.sdk.secagg.errors import MessageRejected
     from pategail.sdk.secagg.wire import frame
 
@@ -72,9 +73,8 @@ def config_vectors(coordinator) -> dict:
 
 def input_vectors() -> list:
     """What a device uploads in a Gaussian round from its pending vector (gaussian_input, then the fixed point)."""
-    from pategail.sdk.secagg.client import gaussian_input, input_length
-    from pategail.sdk.secagg.config import DELTA_BLOCK
     from pategail.sdk.secagg.fixedpoint import encode_signed
+    from pategail.sdk.secagg.mechanisms import DELTA_BLOCK, GAUSSIAN, gaussian_input
 
     rng = np.random.default_rng(5)
     cases = []
@@ -88,7 +88,7 @@ def input_vectors() -> list:
         cfg = _config(block=block, num_queries=m, clip_norm=clip)
         out = gaussian_input(values, cfg)
         cases.append({"block": block, "num_queries": m, "clip_norm": clip, "values": values.tolist(),
-                      "input_length": input_length(cfg, pending), "released": out.tolist(),
+                      "input_length": GAUSSIAN.input_length(cfg, pending), "released": out.tolist(),
                       "quanta": encode_signed(out).tolist()})
     return cases
 

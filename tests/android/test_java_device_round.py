@@ -121,7 +121,7 @@ def test_java_device_in_a_gaussian_round_uploads_what_a_python_device_uploads(fl
     the signed clip norm (clipping bites at 1.0) — so the Java device's blocks, clip and encoding are the
     Python SDK's, exactly."""
     from pategail.sdk.contribution import Granularity
-    from pategail.sdk.secagg.client import gaussian_input
+    from pategail.sdk.secagg.mechanisms import gaussian_input
     from pategail.sdk.secagg.fixedpoint import SCALE, encode_signed
     from pategail.server.secagg.round import SecureRoundConfig, run_secure_round
 

@@ -182,7 +182,7 @@ def _check_gaussian(run: Path, journal, uploads: Uploads, stores: dict[int, Path
                     logs: dict[int, Path]) -> None:
     """The environment residual has the planned discrete-Gaussian noise; every ledger holds the same releases;
     the ε a Java device reports is the Python ledger's."""
-    from pategail.sdk.secagg.client import gaussian_input
+    from pategail.sdk.secagg.mechanisms import gaussian_input
     from pategail.sdk.secagg.config import RoundConfig
     from pategail.sdk.secagg.fixedpoint import decode, encode_signed
     from pategail.sdk.secagg.ledger import PrivacyLedger
