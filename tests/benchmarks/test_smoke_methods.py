@@ -80,3 +80,13 @@ def test_java_device_measures_both_kinds_of_device(tmp_path):
     assert result["releases"] == 2 and len(result["rows"]) == 2                 # the environment and one round
     for row in result["rows"]:
         assert row["cpu_s_to_env_release"] > 0 and row["peak_rss_mib"] > 0 and row["kib_up_per_release"] > 0
+
+
+def test_environment_estimator_scores_each_spread(public_data):
+    out = run_benchmark("environment_estimator.py", "--data", public_data, "--devices", "40", "--sigmas", "0.5",
+                        "--shrinks", "0.5", "--populations", "1")
+    rows = {r[2].strip(): r for r in (line.split("|") for line in out.splitlines() if line.startswith("| 0.5 |"))}
+    assert set(rows) == {"even", "shrink 0.5 (default)"}
+    for r in rows.values():
+        tv, empty, km = float(r[3]), float(r[4].strip().rstrip("%")), float(r[5])
+        assert 0 <= tv <= 1 and 0 <= empty <= 100 and km >= 0
