@@ -1,4 +1,4 @@
-"""Smoke tests of the benchmarks behind BENCHMARKS.md's "DP-FedAvg against PateGail", "Private cell universe" and
+"""Smoke tests of the benchmarks behind BENCHMARKS.md's "DP-FedAvg against PateGail", "Cell tables" and
 "A Java device in a served run": each script on a tiny case, its output checked."""
 from __future__ import annotations
 
