@@ -4,7 +4,7 @@ For resampled populations of a prepared data set (whole users drawn with replace
 (each device's inferred home with its contribution weight) gets Gaussian noise of standard deviation σ on every
 cell sum and every region sum, as the private environment release does, and ``pategail.server.spatial``'s
 two-level estimator turns the noisy sums back into a histogram — once for each spread of the mass below the
-threshold: SHRINK = 0.5 (the default, soft thresholding), other shrinks, and the even spread ("even").
+threshold: the even spread (the default), and soft thresholding by each given shrink.
 
 Printed per σ and spread (means over the populations): the total-variation distance to the exact histogram, the
 share of the estimate on squares nobody lives in, and the mean distance (km) from the estimate's mass to the
@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     from pategail.sdk.features import infer_home
     from pategail.sdk.geo import haversine_km
     from pategail.sdk.regions import REGION_CELLS, region_map
-    from pategail.server.spatial import SPREAD_SHRINK, two_level_histogram
+    from pategail.server.spatial import SOFT_SHRINK, two_level_histogram
 
     args = _parse(argv)
     ds = load_dataset(args.data)
@@ -50,7 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     region_of = region_map(cells, REGION_CELLS)
     n_regions = int(region_of.max()) + 1
     shrinks = [float(s) for s in args.shrinks.split(",")]
-    spreads = {"even": 1e12, **{f"shrink {s:g}" + (" (default)" if s == SPREAD_SHRINK else ""): s for s in shrinks}}
+    spreads: dict[str, float | None] = {"even (default)": None, **{
+        f"shrink {s:g}" + (" (measured in training)" if s == SOFT_SHRINK else ""): s for s in shrinks}}
     print(f"{args.data}: {len(users)} users, {n:,} squares, {n_regions} regions; {args.devices:,} devices, "
           f"{args.populations} populations")
     print("| σ | spread | TV to the exact histogram | mass on empty squares | km from misplaced mass |")

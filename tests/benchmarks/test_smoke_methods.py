@@ -86,7 +86,7 @@ def test_environment_estimator_scores_each_spread(public_data):
     out = run_benchmark("environment_estimator.py", "--data", public_data, "--devices", "40", "--sigmas", "0.5",
                         "--shrinks", "0.5", "--populations", "1")
     rows = {r[2].strip(): r for r in (line.split("|") for line in out.splitlines() if line.startswith("| 0.5 |"))}
-    assert set(rows) == {"even", "shrink 0.5 (default)"}
+    assert set(rows) == {"even (default)", "shrink 0.5 (measured in training)"}
     for r in rows.values():
         tv, empty, km = float(r[3]), float(r[4].strip().rstrip("%")), float(r[5])
         assert 0 <= tv <= 1 and 0 <= empty <= 100 and km >= 0

@@ -18,13 +18,14 @@ def test_a_region_that_clears_keeps_its_sum_and_the_rest_is_spread_over_the_othe
     np.testing.assert_allclose(out, [9.0, 0.0, 1.5, 1.5])
 
 
-def test_cleared_regions_are_scaled_down_to_the_total_and_spread_by_the_noisy_sums_inside():
+def test_cleared_regions_are_scaled_down_to_the_total_and_spread_evenly_or_by_the_noisy_sums_inside():
     fine, coarse, region_of = np.array([1.0, 2.0, 0.0, 1.0]), np.array([30.0, 10.0]), np.array([0, 0, 1, 1])
     out = two_level_histogram(fine, coarse, region_of, 1.0, 1.0, total=20.0)
-    # regions get 15 and 5; no cell clears 3σ, so each region's mass follows its cells' sums less ½σ:
-    # (0.5, 1.5) in region 0, (0, 0.5) in region 1
-    np.testing.assert_allclose(out, [3.75, 11.25, 0.0, 5.0])
-    # with no shrink left to weigh by (every weight 0) the spread is even: the classic estimate
+    np.testing.assert_allclose(out, [7.5, 7.5, 2.5, 2.5])            # no cell clears 3σ: even inside
+    # soft thresholding: each region's mass follows its cells' sums less ½σ, (0.5, 1.5) and (0, 0.5)
+    np.testing.assert_allclose(two_level_histogram(fine, coarse, region_of, 1.0, 1.0, total=20.0, shrink=0.5),
+                               [3.75, 11.25, 0.0, 5.0])
+    # with no weight left (shrink far above every sum) the spread falls back to even
     np.testing.assert_allclose(two_level_histogram(fine, coarse, region_of, 1.0, 1.0, total=20.0, shrink=1e9),
                                [7.5, 7.5, 2.5, 2.5])
 
@@ -32,9 +33,9 @@ def test_cleared_regions_are_scaled_down_to_the_total_and_spread_by_the_noisy_su
 def test_hidden_regions_share_the_unexplained_mass_by_their_noisy_sums():
     # region 0 clears (9); regions 1 and 2 are hidden with noisy sums 2.5 and 0.2 (σ = 1): the 6 left of the
     # total go to region 1 alone (2.5 − 0.5 against a negative 0.2 − 0.5), then evenly over its cells
-    out = two_level_histogram(np.array([9.0, 0.0, 0.0, 0.0, 0.0]), np.array([9.0, 2.5, 0.2]),
-                              np.array([0, 1, 1, 2, 2]), 1.0, 1.0, total=15.0)
-    np.testing.assert_allclose(out, [9.0, 3.0, 3.0, 0.0, 0.0])
+    args = np.array([9.0, 0.0, 0.0, 0.0, 0.0]), np.array([9.0, 2.5, 0.2]), np.array([0, 1, 1, 2, 2]), 1.0, 1.0
+    np.testing.assert_allclose(two_level_histogram(*args, total=15.0, shrink=0.5), [9.0, 3.0, 3.0, 0.0, 0.0])
+    np.testing.assert_allclose(two_level_histogram(*args, total=15.0), [9.0, 1.5, 1.5, 1.5, 1.5])     # even
 
 
 def test_soft_thresholding_puts_less_mass_on_empty_cells_than_the_even_spread():
@@ -44,7 +45,7 @@ def test_soft_thresholding_puts_less_mass_on_empty_cells_than_the_even_spread():
     true = np.zeros(n)
     true[rng.choice(n, 60, replace=False)] = rng.exponential(2.0, 60)     # sparse homes, mostly below 3σ
     on_empty = {}
-    for shrink in (0.5, 1e9):
+    for shrink in (0.5, None):
         empty = []
         for _ in range(20):
             fine = true + rng.normal(0, 1.0, n)
@@ -52,7 +53,7 @@ def test_soft_thresholding_puts_less_mass_on_empty_cells_than_the_even_spread():
             out = two_level_histogram(fine, coarse, region_of, 1.0, 1.0, true.sum(), shrink=shrink)
             empty.append(out[true == 0].sum() / out.sum())
         on_empty[shrink] = float(np.mean(empty))
-    assert on_empty[0.5] < 0.85 * on_empty[1e9]
+    assert on_empty[0.5] < 0.85 * on_empty[None]
 
 
 def test_a_region_whose_every_cell_cleared_gets_exactly_its_mass():
