@@ -259,8 +259,29 @@ public final class Accounting {
         if (anyGaussian(releases)) {
             return rdpEpsilon(rdp(releases), delta);
         }
-        return composedPld(releases, interval).epsilonForDelta(delta);
+        // a long ledger composes in seconds; a device's request check, round check and record ask for the same one
+        // (from separate ledger objects), so the last few are kept, as the Python SDK keeps them
+        List<Object> key = java.util.Arrays.asList(new ArrayList<>(releases), delta, interval);
+        synchronized (CACHE) {
+            Double hit = CACHE.get(key);
+            if (hit != null) {
+                return hit;
+            }
+        }
+        double eps = composedPld(releases, interval).epsilonForDelta(delta);
+        synchronized (CACHE) {
+            CACHE.put(key, eps);
+        }
+        return eps;
     }
+
+    private static final java.util.Map<List<Object>, Double> CACHE =
+            new java.util.LinkedHashMap<List<Object>, Double>(16, 0.75f, true) {
+                @Override
+                protected boolean removeEldestEntry(java.util.Map.Entry<List<Object>, Double> eldest) {
+                    return size() > 16;
+                }
+            };
 
     /** dp-accounting's RDP accountant's ε for any list (for a Laplace-only one an upper bound on the PLD's). */
     public static double rdpEpsilon(List<Release> releases, double delta) {
@@ -274,13 +295,21 @@ public final class Accounting {
      */
     public static Pld composedPld(List<Release> releases, double interval) {
         Pld pld = Pld.identity(interval);
+        Pld last = null;
+        double lastScale = 0;
+        long lastCount = 0;
         for (Release r : releases) {
             if (r.gaussian) {
                 throw new IllegalArgumentException("a Gaussian release is composed with the RDP accountant");
             }
             for (double scale : new double[]{r.sumScale, r.sqSumScale}) {
                 if (scale > 0) {
-                    pld = pld.compose(Pld.laplace(scale, interval).selfCompose(r.count));
+                    if (last == null || scale != lastScale || r.count != lastCount) {   // Σ D² at Σ D's scale: reused
+                        last = Pld.laplace(scale, interval).selfCompose(r.count);
+                        lastScale = scale;
+                        lastCount = r.count;
+                    }
+                    pld = pld.compose(last);
                 }
             }
         }

@@ -95,18 +95,28 @@ public final class Fft {
             }
             return out;
         }
+        // both real sequences in one complex transform (a + ib): A_k = (Z_k + conj Z_{-k}) / 2 and
+        // B_k = (Z_k - conj Z_{-k}) / 2i, so A_k B_k = (Z_k² - conj(Z_{-k})²) / 4i — two arrays of n, not four
         int n = powerOfTwoAtLeast(outLen);
-        double[] ar = new double[n], ai = new double[n], br = new double[n], bi = new double[n];
-        System.arraycopy(a, 0, ar, 0, a.length);
-        System.arraycopy(b, 0, br, 0, b.length);
-        transform(ar, ai, false);
-        transform(br, bi, false);
-        for (int k = 0; k < n; k++) {
-            double r = ar[k] * br[k] - ai[k] * bi[k];
-            ai[k] = ar[k] * bi[k] + ai[k] * br[k];
-            ar[k] = r;
+        double[] re = new double[n], im = new double[n];
+        System.arraycopy(a, 0, re, 0, a.length);
+        System.arraycopy(b, 0, im, 0, b.length);
+        transform(re, im, false);
+        for (int k = 0; k <= n / 2; k++) {
+            int m = (n - k) & (n - 1);
+            double zr = re[k], zi = im[k], wr = re[m], wi = -im[m];        // Z_k and conj Z_{-k}
+            // (Z_k² - W²) / 4i with W = conj Z_{-k}; and at -k: (Z_{-k}² - conj(Z_k)²) / 4i
+            double pr = (zr * zr - zi * zi) - (wr * wr - wi * wi), pi = 2 * (zr * zi - wr * wi);
+            double qr = (wr * wr - wi * wi) - (zr * zr - zi * zi), qi = 2 * (zr * zi - wr * wi);
+            re[k] = pi / 4;
+            im[k] = -pr / 4;
+            if (m != k) {
+                re[m] = qi / 4;         // Z_{-k} = conj W, conj Z_k: the same with the roles swapped
+                im[m] = -qr / 4;
+            }
         }
-        transform(ar, ai, true);
+        transform(re, im, true);
+        double[] ar = re;
         System.arraycopy(ar, 0, out, 0, outLen);
         return out;
     }

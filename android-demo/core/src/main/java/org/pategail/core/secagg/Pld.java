@@ -227,8 +227,12 @@ public final class Pld {
         double[] re = new double[n], im = new double[n];
         System.arraycopy(probs, 0, re, 0, probs.length);
         Fft.transform(re, im, false);
-        for (int k = 0; k < n; k++) {
+        for (int k = 0; k <= n / 2; k++) {              // a real sequence's transform: X_{n-k} = conj X_k
             power(re, im, k, times);
+        }
+        for (int k = 1; k < n / 2; k++) {
+            re[n - k] = re[k];
+            im[n - k] = -im[k];
         }
         Fft.transform(re, im, true);
         double[] out = new double[(int) outLen];

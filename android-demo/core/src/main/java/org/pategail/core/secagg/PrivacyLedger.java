@@ -30,9 +30,6 @@ public final class PrivacyLedger {
      * {@code PLAN_INTERVAL}), so an honest run's planned releases never take a device past its budget.
      */
     public static final double LEDGER_INTERVAL = 3e-4;
-    /** The last composition asked for and its ε (a round's request check, round check and record ask alike). */
-    private List<Accounting.Release> cachedReleases;
-    private double cachedEpsilon;
 
     private final File file;
     private final Double targetEpsilon;
@@ -122,12 +119,8 @@ public final class PrivacyLedger {
         if (unbounded > 0) {
             return Double.POSITIVE_INFINITY;
         }
-        List<Accounting.Release> all = extra == null ? releases : Accounting.merge(releases, extra);
-        if (!all.equals(cachedReleases)) {
-            cachedEpsilon = Accounting.composedEpsilon(all, targetDelta, LEDGER_INTERVAL);
-            cachedReleases = all;
-        }
-        return cachedEpsilon;
+        return Accounting.composedEpsilon(extra == null ? releases : Accounting.merge(releases, extra), targetDelta,
+                LEDGER_INTERVAL);
     }
 
     /** Whether {@code extra} would take the ledger past its budget: the ε after it, or NaN when within it. */
