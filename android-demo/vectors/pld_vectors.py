@@ -119,8 +119,8 @@ def _libm_accountant(releases, interval: float):
 
 def composition_vectors() -> list:
     """Each release list: ε at two δ (the SDK's composed_epsilon on the ledger's grid) and δ at two ε (each
-    also with dp-accounting's FFTs at power-of-two lengths, and with the C library's exp and log), and the composed distribution's support (first loss, number of
-    points) and mass at +∞."""
+    also with dp-accounting's FFTs at power-of-two lengths, and with the C library's exp and log), and the
+    composed distribution's support (first loss, number of points) and mass at +∞."""
     from pategail.sdk.accounting import composed_delta, composed_epsilon, release_to_dict
     from pategail.sdk.secagg.ledger import LEDGER_INTERVAL
 

@@ -304,7 +304,7 @@ public final class Accounting {
             }
             for (double scale : new double[]{r.sumScale, r.sqSumScale}) {
                 if (scale > 0) {
-                    if (last == null || scale != lastScale || r.count != lastCount) {   // Σ D² at Σ D's scale: reused
+                    if (last == null || scale != lastScale || r.count != lastCount) {   // Σ D² at Σ D's: reused
                         last = Pld.laplace(scale, interval).selfCompose(r.count);
                         lastScale = scale;
                         lastCount = r.count;

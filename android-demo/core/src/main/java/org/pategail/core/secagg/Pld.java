@@ -223,18 +223,12 @@ public final class Pld {
     private Pld denseSelfCompose(long times, double tailMass) {
         long[] bounds = selfConvolveBounds(probs, times, tailMass);
         long outLen = bounds[1] - bounds[0] + 1;
-        int n = Fft.powerOfTwoAtLeast(Math.max(outLen, probs.length));
-        double[] re = new double[n], im = new double[n];
-        System.arraycopy(probs, 0, re, 0, probs.length);
-        Fft.transform(re, im, false);
-        for (int k = 0; k <= n / 2; k++) {              // a real sequence's transform: X_{n-k} = conj X_k
-            power(re, im, k, times);
+        int n = Math.max(2, Fft.powerOfTwoAtLeast(Math.max(outLen, probs.length)));
+        double[][] spectrum = Fft.realForward(probs, n);          // a real sequence: X_{n-k} = conj X_k
+        for (int k = 0; k <= n / 2; k++) {
+            power(spectrum[0], spectrum[1], k, times);
         }
-        for (int k = 1; k < n / 2; k++) {
-            re[n - k] = re[k];
-            im[n - k] = -im[k];
-        }
-        Fft.transform(re, im, true);
+        double[] re = Fft.realInverse(spectrum[0], spectrum[1], n);
         double[] out = new double[(int) outLen];
         for (int j = 0; j < out.length; j++) {
             out[j] = re[(int) ((j + bounds[0]) % n)];

@@ -48,6 +48,30 @@ class FftTest {
     }
 
     @Test
+    void aRealSequencesTransformIsTheComplexOnesFirstHalfAndInvertsBack() {
+        Random rng = new Random(7);
+        for (int n : new int[]{2, 4, 16, 1024}) {
+            double[] x = new double[n - n / 4];                // zero-padded to n
+            for (int i = 0; i < x.length; i++) {
+                x[i] = rng.nextDouble();
+            }
+            double[] re = new double[n], im = new double[n];
+            System.arraycopy(x, 0, re, 0, x.length);
+            Fft.transform(re, im, false);
+            double[][] half = Fft.realForward(x, n);
+            assertEquals(n / 2 + 1, half[0].length);
+            for (int k = 0; k <= n / 2; k++) {
+                assertEquals(re[k], half[0][k], 1e-12 * n, n + ": re " + k);
+                assertEquals(im[k], half[1][k], 1e-12 * n, n + ": im " + k);
+            }
+            double[] back = Fft.realInverse(half[0], half[1], n);
+            for (int i = 0; i < n; i++) {
+                assertEquals(i < x.length ? x[i] : 0.0, back[i], 1e-14, n + ": " + i);
+            }
+        }
+    }
+
+    @Test
     void aShiftedImpulseTransformsToAPurePhase() {
         int n = 16;
         double[] re = new double[n], im = new double[n];

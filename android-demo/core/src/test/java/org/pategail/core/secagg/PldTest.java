@@ -139,8 +139,8 @@ class PldTest {
      * Each composition's ε (two δ) and δ (two ε) are the SDK's to 1e-9 relative, except where dp-accounting's own
      * figure moves by more than that with nothing but the rounding of its FFT (the vectors hold its figure with
      * every FFT at a power-of-two length, as here, and with the C library's exp and log in the Laplace mechanism's
-     * δ(ε), as numpy computes them on a CPU without AVX-512F): there within 4× that spread. Its mass at +∞ is the SDK's; its
-     * support may differ where the tails of mass ≤ 0.5e-15 are cut (that depends on the FFT's rounding noise).
+     * δ(ε), as numpy computes them on a CPU without AVX-512F): there within 4× that spread. Its mass at +∞ is the
+     * SDK's; its support may differ where the tails of mass ≤ 0.5e-15 are cut (that depends on the FFT's rounding noise).
      */
     @Test
     void compositionsGiveThePythonSdksEpsilon() throws Exception {

@@ -18,7 +18,7 @@ import org.junit.jupiter.api.io.TempDir;
 import org.pategail.core.Vectors;
 
 /**
- * The ledger composes as the Python device's does (dp-accounting's RDP and PLD accountants: the same ε to 1e-9), writes
+ * The ledger composes as the Python device's does (dp-accounting's RDP and PLD accountants, the same ε), writes
  * and reads the Python SDK's file, and refuses requests and rounds exactly when the Python device refuses them,
  * with its lines (gaussian.json, "ledger").
  */
@@ -174,8 +174,8 @@ class PrivacyLedgerTest {
             assertEquals(s.getDouble("epsilon_after"), eps, 1e-9 * eps, name);
         }
         assertEquals(steps.getJSONObject(steps.length() - 1).getLong("round"), refusedAt);
-        assertEquals(v.getDouble("expected_epsilon"), steps.getJSONObject(steps.length() - 2).getDouble("epsilon_after"),
-                1e-12);       // the last accepted round spends what the plan promised, no more
+        double lastAccepted = steps.getJSONObject(steps.length() - 2).getDouble("epsilon_after");
+        assertEquals(v.getDouble("expected_epsilon"), lastAccepted, 1e-12);    // what the plan promised, no more
         JSONArray python = v.getJSONObject("ledger_file").getJSONArray("releases");
         List<Accounting.Release> mine = PrivacyLedger.read(file).releases();
         assertEquals(python.length(), mine.size());
