@@ -299,19 +299,8 @@ public final class Pld {
             return;
         }
         if (n < 100) {
+            // numpy unrolls n = 2 and 3 as a·a and a·(a·a): the same products the loop makes (1·x is exact)
             double pr = ar, pi = ai, rr = 1, ri = 0;
-            if (n == 2 || n == 3) {
-                rr = ar * ar - ai * ai;
-                ri = ar * ai + ai * ar;
-                if (n == 3) {
-                    double t = ar * rr - ai * ri;
-                    ri = ar * ri + ai * rr;
-                    rr = t;
-                }
-                re[k] = rr;
-                im[k] = ri;
-                return;
-            }
             long mask = 1;
             while (true) {
                 if ((n & mask) != 0) {
