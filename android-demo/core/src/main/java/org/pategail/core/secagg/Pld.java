@@ -20,7 +20,10 @@ package org.pategail.core.secagg;
  *
  * <p>Where dp-accounting uses numpy's FFT of a 5-smooth length, this uses a power-of-two length (its
  * {@link Fft}): both keep the same window, and only rounding (and where the ≤ 1e-15 of mass outside the window
- * aliases to) differs.
+ * aliases to) differs. δ(ε) of the Laplace mechanism is evaluated with {@link StrictMath} (the same bits on every
+ * JVM); numpy's vectorised {@code exp} differs from the C library's in the last bit for a few per cent of
+ * arguments depending on the CPU, and an n-fold composition amplifies such a bit n-fold, so for ledgers of many
+ * thousand queries dp-accounting's own ε is reproducible only to ~1e-7 (docs/java-device.md).
  */
 public final class Pld {
     /** dp-accounting's {@code _MAX_PMF_SPARSE_SIZE}: up to this many points a PMF is kept in its sparse form. */
