@@ -12,7 +12,8 @@ checksum-key commitments, signed configurations with envelopes the client must o
 features of real days, the environment contributions (the action-rate part too), one RoundRequest as the Python
 device answers it (the losses and scores its ONNX Runtime training session produced), what the device's floors
 decide on signed configurations under declared privacy plans (policy.json), and the network frames and request
-signature between a device and the coordinator's service (net.json). Where the SDK draws from the operating
+signature between a device and the coordinator's service (net.json), the Gaussian mechanism (gaussian.json)
+and the PLD accountant of Laplace ledgers (pld.json). Where the SDK draws from the operating
 system's CSPRNG (AES-GCM nonces, Shamir coefficients) the draws are replaced by a seeded stream while
 generating, so the files are reproducible; the bundle (its manifest has a creation time) is made only with
 ``--bundle``.
@@ -622,6 +623,9 @@ def main(argv=None) -> int:
     from gaussian_vectors import gaussian_vectors
 
     write_json(args.out / "gaussian.json", gaussian_vectors(days, env.cells, env))
+    from pld_vectors import pld_vectors
+
+    write_json(args.out / "pld.json", pld_vectors())
     return 0
 
 

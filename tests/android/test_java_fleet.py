@@ -152,9 +152,10 @@ def data_dir(tmp_path_factory) -> Path:
     return out
 
 
-def _check_laplace(run: Path, journal, uploads: Uploads, stores: dict[int, Path]) -> None:
-    """Each Java device's ledger holds its four releases; the environment residual has the noise every device
-    adds a share of, 2·b² · n / n_min (~13,000 entries: the estimate is within ~2%)."""
+def _check_laplace(run: Path, journal, uploads: Uploads, stores: dict[int, Path], logs: dict[int, Path]) -> None:
+    """Each Java device's ledger holds its four releases, and the ε it reports for it is the Python SDK's (PLD
+    accountant); the environment residual has the noise every device adds a share of, 2·b² · n / n_min (~13,000
+    entries: the estimate is within ~2%)."""
     from pategail.sdk.accounting import laplace_vector_release, laplace_vector_sensitivity
     from pategail.sdk.secagg.ledger import PrivacyLedger
     from pategail.sdk.secagg.policy import DeclaredPlan
@@ -172,6 +173,12 @@ def _check_laplace(run: Path, journal, uploads: Uploads, stores: dict[int, Path]
         assert sum(r.count for r in releases[1:]) == sum(journal[r].sum.size for r in range(1, ROUNDS + 1))
         # the plan it holds itself to, remembered as the Python device remembers it (and readable by it)
         assert DeclaredPlan.from_manifest(json.loads((store / "privacy-plan.json").read_text())) == plan
+    for i, store in stores.items():
+        python = PrivacyLedger(store / "privacy-ledger.json", plan.target_epsilon, plan.target_delta).epsilon()
+        reported = re.search(r"ε = (\S+) at δ", logs[i].read_text())
+        assert reported, logs[i].read_text()[-2000:]
+        # ~900 queries: dp-accounting's own figure moves by ~5e-10 with its FFT's rounding (docs/java-device.md)
+        assert abs(float(reported.group(1)) - python) <= 1e-8 * python, (reported.group(1), python, i)
     n_min = math.ceil(MIN_SURVIVORS * (N_PYTHON + N_JAVA))    # no colluders: shares sized for n_min devices
     s, _ = _fixed_sums([uploads.by_device[d][0] for d in range(N_PYTHON + N_JAVA)])
     ratio = np.var(env.sum - s) / (2 * env.sum_scale ** 2 * env.n_survivors / n_min)
@@ -284,7 +291,7 @@ def test_python_and_java_devices_in_one_served_run(mechanism, java_device_classp
             np.testing.assert_array_equal(release.sq_sum, sq)
         assert journal[3].n_survivors == N_PYTHON + N_JAVA        # the restarted Java device is back
     elif mechanism == "laplace":
-        _check_laplace(run, journal, uploads, stores)
+        _check_laplace(run, journal, uploads, stores, {i: proc.log_path for i, proc in javas.items()})
     else:
         _check_gaussian(run, journal, uploads, stores, [tmp_path / f"py-{i}" for i in range(N_PYTHON)],
                         {i: proc.log_path for i, proc in javas.items()})

@@ -8,15 +8,15 @@ import org.json.JSONObject;
 
 /**
  * The releases a device took part in and the ε they compose to — pure functions (the Python SDK's
- * {@code pategail.sdk.accounting}, with dp-accounting's {@code RdpAccountant}).
+ * {@code pategail.sdk.accounting}, with dp-accounting's accountants).
  *
- * <p>A ledger holding a Gaussian release is composed as the Python SDK composes it, with dp-accounting's RDP
- * accountant: its default orders, the Gaussian curve α / (2z²) (Mironov 2017, Proposition 7) at the noise
+ * <p>As the Python SDK: a list of Laplace releases alone is composed with dp-accounting's PLD accountant
+ * ({@link Pld}: each sum of each entry a Laplace event of noise multiplier scale / sensitivity, composed
+ * {@code count} times, pessimistic estimate on the caller's grid); a list holding a Gaussian release with its
+ * RDP accountant: its default orders, the Gaussian curve α / (2z²) (Mironov 2017, Proposition 7) at the noise
  * multiplier of the release's zCDP ρ, the Laplace curve of Mironov 2017, Proposition 6, and the RDP to (ε, δ)
- * conversion of Canonne, Kamath, Steinke 2020 (Proposition 12 in v4 of arXiv:2004.00010). The same figures to
- * 1e-9 on the shared vectors. A ledger of Laplace releases alone is composed by the Python SDK with
- * dp-accounting's PLD accountant, which this core does not port: {@link #composedEpsilon} gives the RDP
- * bound for it, an upper bound on the true ε that lies a few per cent above the PLD figure.
+ * conversion of Canonne, Kamath, Steinke 2020 (Proposition 12 in v4 of arXiv:2004.00010). Both give the
+ * Python SDK's figures to 1e-9 on the shared vectors.
  */
 public final class Accounting {
     /** Quanta of one value unit in the secure aggregation's fixed point. */
@@ -90,6 +90,17 @@ public final class Accounting {
         boolean sameNoise(Release o) {
             return gaussian == o.gaussian && sumScale == o.sumScale && sqSumScale == o.sqSumScale
                     && noiseStd == o.noiseStd && sensitivity == o.sensitivity && shares == o.shares;
+        }
+
+        @Override
+        public boolean equals(Object o) {
+            return o instanceof Release && sameNoise((Release) o) && count == ((Release) o).count;
+        }
+
+        @Override
+        public int hashCode() {
+            return java.util.Arrays.hashCode(new double[]{sumScale, sqSumScale, noiseStd, sensitivity, shares, count,
+                gaussian ? 1 : 0});
         }
 
         /** zCDP ρ of one Gaussian release: ½ (Δ²/σ² + τ/2) (Kairouz, Liu, Steinke 2021, Theorem 2). */
@@ -237,14 +248,71 @@ public final class Accounting {
     }
 
     /**
-     * The ε at {@code delta} of the composition of {@code releases}: dp-accounting's RDP accountant, as the
-     * Python SDK composes any ledger holding a Gaussian release (and an upper bound for a Laplace-only one, which
-     * the Python SDK composes with the tighter PLD accountant; see the class comment). 0 for none.
+     * The ε at {@code delta} of the composition of {@code releases} on the PLD grid {@code interval}, as the
+     * Python SDK's {@code composed_epsilon} gives it: the PLD accountant for Laplace releases alone, the RDP
+     * accountant as soon as a Gaussian release is among them. 0 for none.
      */
-    public static double composedEpsilon(List<Release> releases, double delta) {
+    public static double composedEpsilon(List<Release> releases, double delta, double interval) {
         if (releases.isEmpty()) {
             return 0.0;
         }
-        return rdpEpsilon(rdp(releases), delta);
+        if (anyGaussian(releases)) {
+            return rdpEpsilon(rdp(releases), delta);
+        }
+        // a long ledger composes in seconds; a device's request check, round check and record ask for the same one
+        // (from separate ledger objects), so the last few are kept, as the Python SDK keeps them
+        List<Object> key = java.util.Arrays.asList(new ArrayList<>(releases), delta, interval);
+        synchronized (CACHE) {
+            Double hit = CACHE.get(key);
+            if (hit != null) {
+                return hit;
+            }
+        }
+        double eps = composedPld(releases, interval).epsilonForDelta(delta);
+        synchronized (CACHE) {
+            CACHE.put(key, eps);
+        }
+        return eps;
+    }
+
+    private static final java.util.Map<List<Object>, Double> CACHE =
+            new java.util.LinkedHashMap<List<Object>, Double>(16, 0.75f, true) {
+                @Override
+                protected boolean removeEldestEntry(java.util.Map.Entry<List<Object>, Double> eldest) {
+                    return size() > 16;
+                }
+            };
+
+    /** dp-accounting's RDP accountant's ε for any list (for a Laplace-only one an upper bound on the PLD's). */
+    public static double rdpEpsilon(List<Release> releases, double delta) {
+        return releases.isEmpty() ? 0.0 : rdpEpsilon(rdp(releases), delta);
+    }
+
+    /**
+     * The PLD accountant's distribution of a Laplace-only list, composed as dp-accounting's
+     * {@code PLDAccountant} composes the SDK's events: from the identity, each sum of each entry (Σ D, then Σ D²)
+     * as the Laplace PLD of its scale composed {@code count} times, composed in order.
+     */
+    public static Pld composedPld(List<Release> releases, double interval) {
+        Pld pld = Pld.identity(interval);
+        Pld last = null;
+        double lastScale = 0;
+        long lastCount = 0;
+        for (Release r : releases) {
+            if (r.gaussian) {
+                throw new IllegalArgumentException("a Gaussian release is composed with the RDP accountant");
+            }
+            for (double scale : new double[]{r.sumScale, r.sqSumScale}) {
+                if (scale > 0) {
+                    if (last == null || scale != lastScale || r.count != lastCount) {   // Σ D² at Σ D's: reused
+                        last = Pld.laplace(scale, interval).selfCompose(r.count);
+                        lastScale = scale;
+                        lastCount = r.count;
+                    }
+                    pld = pld.compose(last);
+                }
+            }
+        }
+        return pld;
     }
 }

@@ -18,15 +18,18 @@ import org.json.JSONObject;
  * budget (the declared plan's target ε at its δ) it refuses, before sending anything, a round whose release
  * would take it past the budget, with the Python device's line; a round without noise has ε = ∞.
  *
- * <p>A ledger holding a Gaussian release gives the Python device's ε (the RDP accountant) and refuses exactly
- * when it refuses. A ledger of Laplace releases alone is composed by the Python device with the PLD accountant,
- * which this core does not port: its ε here is the RDP bound (an upper bound, a few per cent above the PLD
- * figure), reported but not enforced — enforcing it would refuse the last rounds of a plan the PLD accountant
- * calibrated to the budget. Only a noiseless round is refused there.
+ * <p>Composed as the Python device composes it ({@link Accounting#composedEpsilon}: the PLD accountant on
+ * {@link #LEDGER_INTERVAL} for Laplace releases alone, the RDP accountant once a Gaussian release is among them),
+ * so it reports the Python device's ε and refuses exactly the rounds and requests the Python device refuses.
  */
 public final class PrivacyLedger {
     /** The Python SDK's format tag. */
     public static final String FORMAT = "pategail-device-ledger/1";
+    /**
+     * The PLD grid of the ledger: the grid the coordinator's privacy plan is calibrated on (the Python SDK's
+     * {@code PLAN_INTERVAL}), so an honest run's planned releases never take a device past its budget.
+     */
+    public static final double LEDGER_INTERVAL = 3e-4;
 
     private final File file;
     private final Double targetEpsilon;
@@ -116,19 +119,13 @@ public final class PrivacyLedger {
         if (unbounded > 0) {
             return Double.POSITIVE_INFINITY;
         }
-        return Accounting.composedEpsilon(extra == null ? releases : Accounting.merge(releases, extra), targetDelta);
+        return Accounting.composedEpsilon(extra == null ? releases : Accounting.merge(releases, extra), targetDelta,
+                LEDGER_INTERVAL);
     }
 
-    /**
-     * Whether {@code extra} would take the ledger past its budget, as the Python device decides it (see the
-     * class comment for a ledger of Laplace releases alone); the ε after it, or NaN when within the budget.
-     */
+    /** Whether {@code extra} would take the ledger past its budget: the ε after it, or NaN when within it. */
     public double pastBudget(Accounting.Release extra) {
         if (targetEpsilon == null) {
-            return Double.NaN;
-        }
-        List<Accounting.Release> after = Accounting.merge(releases, extra);
-        if (!Accounting.anyGaussian(after)) {
             return Double.NaN;
         }
         double eps = epsilon(extra);

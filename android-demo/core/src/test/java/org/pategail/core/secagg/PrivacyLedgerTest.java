@@ -18,7 +18,7 @@ import org.junit.jupiter.api.io.TempDir;
 import org.pategail.core.Vectors;
 
 /**
- * The ledger composes as the Python device's does (dp-accounting's RDP accountant: the same ε to 1e-9), writes
+ * The ledger composes as the Python device's does (dp-accounting's RDP and PLD accountants, the same ε), writes
  * and reads the Python SDK's file, and refuses requests and rounds exactly when the Python device refuses them,
  * with its lines (gaussian.json, "ledger").
  */
@@ -57,13 +57,13 @@ class PrivacyLedgerTest {
         for (int i = 0; i < cases.length(); i++) {
             JSONObject c = cases.getJSONObject(i);
             List<Accounting.Release> releases = releases(c.getJSONArray("releases"));
-            double got = Accounting.composedEpsilon(releases, c.getDouble("delta"));
+            double got = Accounting.composedEpsilon(releases, c.getDouble("delta"), PrivacyLedger.LEDGER_INTERVAL);
             String name = c.getString("name") + " at δ " + c.getDouble("delta");
-            assertEquals(c.getDouble("rdp_epsilon"), got, 1e-9 * got, name);
-            if (Accounting.anyGaussian(releases)) {
-                assertEquals(c.getDouble("epsilon"), got, 1e-9 * got, name);     // the Python device's figure
-            } else {                                                            // PLD there: ours bounds it
-                assertTrue(got >= c.getDouble("epsilon") && got < 1.05 * c.getDouble("epsilon"), name);
+            assertEquals(c.getDouble("epsilon"), got, 1e-9 * got, name);             // the Python device's figure
+            double rdp = Accounting.rdpEpsilon(releases, c.getDouble("delta"));
+            assertEquals(c.getDouble("rdp_epsilon"), rdp, 1e-9 * rdp, name);
+            if (!Accounting.anyGaussian(releases)) {                                 // PLD there: RDP bounds it
+                assertTrue(rdp > got && rdp < 1.05 * got, name);
             }
         }
     }
@@ -135,6 +135,52 @@ class PrivacyLedgerTest {
                     assertEquals(x, y, k);
                 }
             }
+        }
+    }
+
+    /**
+     * A Laplace plan calibrated to its target (pld.json, "budget_run"): every planned round and the reserve are
+     * accepted with the Python device's ε after each (PLD accountant), and the first round past them is refused, its
+     * request too, at the same round and with the same lines; the file holds the Python device's releases.
+     */
+    @Test
+    void aLaplacePlanRunsOutOfBudgetAtThePythonDevicesRound() throws Exception {
+        JSONObject v = Vectors.load("pld.json").getJSONObject("budget_run");
+        byte[] coordinator = Vectors.hex(Vectors.load("pld.json"), "coordinator_public");
+        PrivacyPlan plan = PrivacyPlan.fromManifest(v.getJSONObject("plan"));
+        double l1 = v.getDouble("env_l1_bound");
+        File file = new File(tmp, "privacy-ledger.json");
+        JSONArray steps = v.getJSONArray("decisions");
+        String lastRefusal = null;
+        long refusedAt = -1;
+        for (int i = 0; i < steps.length(); i++) {
+            JSONObject s = steps.getJSONObject(i);
+            RoundConfig cfg = RoundConfig.fromSignedBytes(Vectors.hex(s, "config"), coordinator);
+            boolean environment = s.getBoolean("environment");
+            PrivacyLedger ledger = new PrivacyLedger(file, plan.targetEpsilon, plan.targetDelta);
+            String name = "round " + s.getLong("round");
+            assertEquals(s.isNull("request_refused") ? null : s.getString("request_refused"),
+                    ledger.requestRefusal(plan, cfg.roundId, s.getInt("values"), environment), name);
+            lastRefusal = null;
+            try {
+                ledger.check(cfg, environment, l1);
+                ledger.record(cfg, environment, l1);
+            } catch (SecAggException err) {
+                lastRefusal = err.getMessage();
+                refusedAt = cfg.roundId;
+            }
+            assertEquals(s.isNull("round_refused") ? null : s.getString("round_refused"), lastRefusal, name);
+            double eps = ledger.epsilon();
+            assertEquals(s.getDouble("epsilon_after"), eps, 1e-9 * eps, name);
+        }
+        assertEquals(steps.getJSONObject(steps.length() - 1).getLong("round"), refusedAt);
+        double lastAccepted = steps.getJSONObject(steps.length() - 2).getDouble("epsilon_after");
+        assertEquals(v.getDouble("expected_epsilon"), lastAccepted, 1e-12);    // what the plan promised, no more
+        JSONArray python = v.getJSONObject("ledger_file").getJSONArray("releases");
+        List<Accounting.Release> mine = PrivacyLedger.read(file).releases();
+        assertEquals(python.length(), mine.size());
+        for (int i = 0; i < python.length(); i++) {
+            assertEquals(Accounting.Release.fromJson(python.getJSONObject(i)), mine.get(i));
         }
     }
 
