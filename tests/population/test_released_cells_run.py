@@ -153,6 +153,7 @@ def test_what_cannot_work_is_refused_in_one_line(public, tmp_path, capsys, extra
     assert main(args + extra) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0]
+    assert not (tmp_path / "run").exists()
 
 
 def test_a_data_derived_table_is_refused(dataset, tmp_path, capsys):
