@@ -24,7 +24,7 @@ import json
 import math
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from dp_accounting.mechanism_calibration import LowerEndpointAndGuess, calibrate_dp_mechanism
 from dp_accounting.pld import pld_privacy_accountant
@@ -38,6 +38,9 @@ from pategail.server.privacy.accountant import to_dp_event
 from pategail.server.privacy.adjacency import CELLS, ENVIRONMENT, REWARDS, ZERO_OUT, SensitivityFactors
 from pategail.server.privacy.mechanisms import GAUSSIAN_PLAN, LAPLACE_PLAN, LaplacePlanning, PlannedMechanism, planned
 from pategail.server.privacy.calibration import sum_noise_scales
+
+if TYPE_CHECKING:
+    from pategail.server.privacy.cell_release import CellReleasePlan
 from pategail.server.privacy.gaussian import ENV_L2_BOUND, plan_gaussian
 
 # PLAN_INTERVAL (3e-4, defined in pategail.sdk.accounting because devices' ledgers compose on the same grid)
@@ -224,8 +227,8 @@ class PrivacyPlan:
         return replace(factors, cells=replace_one_factor(cells.max_cells, cells.universe))
 
     @property
-    def cell_release(self):
-        """The cell-table release (a ``CellReleasePlan``), or None when the run's table is public."""
+    def cell_release(self) -> "CellReleasePlan | None":
+        """The cell-table release, or None when the run's table is public."""
         if self.cells is None:
             return None
         from pategail.server.privacy.cell_release import CellReleasePlan

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pategail.server.privacy.accountant import PrivacyAccountant, composed_epsilon
+from pategail.sdk.accounting import composed_epsilon
+from pategail.server.privacy.accountant import PrivacyAccountant
 from pategail.server.privacy.adjacency import CELLS, DESCRIPTION, REPLACE_ONE, ZERO_OUT
 from pategail.server.privacy.plan import PrivacyPlan
 
