@@ -17,6 +17,9 @@ data set on it, and the run's total ε with the cell release composed in.
     #    `sweep --data ... --population 1000 --epsilon 8`)
     python benchmarks/released_cells.py compose --released runs/released-s0 --run runs/cells/released-e8-s0
 
+`pategail train --cells released` runs steps 1, 2 and 4 inside one run (its report's ε includes the release);
+`evaluate` without --released scores such a run on the public map's test days.
+
 Each device moves its own days onto the released table (``pategail.sdk.cell_universe``: a slot in a square
 that was not released goes to the nearest released square); here the same function runs once per user (every
 copy of a user holds the same days).
@@ -125,8 +128,10 @@ def evaluate(args) -> int:
     from pategail.sdk.synthetic import read_synthetic_csv
 
     public = load_dataset(args.data)
-    table, _ = _cell_plan(args.released)
-    ids = np.asarray(table["released"])
+    if args.released is None:        # a run of `pategail train --cells released`: its own table
+        ids = np.asarray(json.loads((args.run / "cell-table.json").read_text())["released"])
+    else:
+        ids = np.asarray(_cell_plan(args.released)[0]["released"])
     days = read_synthetic_csv(args.run / "synthetic.csv", n_cells=len(ids), slots=public.train_days.shape[1])
     res = score(ids[days], public, seed=args.seed)
     out = {"metrics": res["metrics"], "spatial": res["spatial"], "guard": res["guard"]}
@@ -170,7 +175,8 @@ def main() -> int:
     w.set_defaults(func=sweep)
     e = sub.add_parser("evaluate")
     e.add_argument("--data", type=Path, required=True, help="the public map data set (the universe)")
-    e.add_argument("--released", type=Path, required=True)
+    e.add_argument("--released", type=Path, default=None,
+                   help="the data set `release` wrote (default: the run released its own table, --cells released)")
     e.add_argument("--run", type=Path, required=True)
     e.add_argument("--seed", type=int, default=0)
     e.set_defaults(func=evaluate)

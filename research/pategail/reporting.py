@@ -13,6 +13,22 @@ INITIAL_STATES_IN_BUNDLE = 4096
 """Initial states drawn from the released distribution and shipped in the bundle for `pategail generate`."""
 
 
+def cell_table_line(privacy: dict, dataset, run: Path) -> str:
+    """report.md's and report.json's words for where a private run's cell table came from."""
+    release = privacy.get("cell_release")
+    if release is not None:
+        from pategail.server.cell_table import CELL_TABLE_FILE
+        table = json.loads((run / CELL_TABLE_FILE).read_text())
+        return (f"privately released ({len(table['released'])} squares of a public map of {table['universe']}, "
+                f"ε part {release['epsilon_part']:.3g} alone at δ/2; noise std {release['noise_std']:.3g} on each "
+                f"square's count of devices, threshold {table['threshold']:.3g}): the run's first release, "
+                "included in the totals above; each device moved its days onto the released squares")
+    if dataset.public_cell_table:
+        return "public: every square of a bounding box, visited or not (data prepare --public-cells)"
+    return ("built from the users' own fixes and released without noise: the guarantee does not cover which "
+            "squares are in it (--data-derived-cells)")
+
+
 def write_outputs(coordinator, dataset, run: Path, seed: int = 0, fleet: dict | None = None,
                   population: dict | None = None) -> dict:
     """Export the run's bundle, generate and evaluate synthetic days against the test days, and write the
@@ -36,11 +52,7 @@ def write_outputs(coordinator, dataset, run: Path, seed: int = 0, fleet: dict | 
     summary = coordinator.summary()
     cfg = summary.config
     if (summary.privacy or {}).get("guarantees"):
-        summary.privacy["cell_table"] = (
-            "public: every square of a bounding box, visited or not (data prepare --public-cells)"
-            if dataset.public_cell_table else
-            "built from the users' own fixes and released without noise: the guarantee does not cover which "
-            "squares are in it (--data-derived-cells)")
+        summary.privacy["cell_table"] = cell_table_line(summary.privacy, dataset, run)
     if population is not None and population.get("max_copies", 1) > 1 and (summary.privacy or {}).get("guarantees"):
         from pategail.server.privacy.summary import person_guarantee
         summary.privacy["per_person"] = person_guarantee(coordinator.plan, coordinator.accountant,

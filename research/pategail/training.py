@@ -18,8 +18,16 @@ population simulation beyond (the SDK fleet's round costs seconds per device on 
 
 
 def check_cell_table(config, dataset, data: Path, accept_data_derived: bool = False) -> None:
-    """A private run's cell table must be public: every bundle, model and region tree carries it, without
-    noise. One built from the users' fixes is refused unless ``--data-derived-cells`` accepts it."""
+    """A private run's cell table must be public or privately released: every bundle, model and region tree
+    carries it, without noise. One built from the users' fixes is refused unless ``--data-derived-cells``
+    accepts it; a released table (``privacy.cells`` released) is chosen from a public map's squares."""
+    if config.privacy.released_cells:
+        if accept_data_derived or not dataset.public_cell_table:
+            raise PategailError(f"{data}: --cells released chooses the run's squares from a public map; this table "
+                                "was built from the users' own fixes — make a public one with `pategail data "
+                                "prepare ... --public-cells --bbox MIN_LAT,MIN_LON,MAX_LAT,MAX_LON`"
+                                + (" (and leave out --data-derived-cells)" if accept_data_derived else ""))
+        return
     if not config.private or dataset.public_cell_table:
         return
     if accept_data_derived:
@@ -61,7 +69,16 @@ def make_fleet(kind: str, dataset, users, population, run: Path, config, seed: i
     """The devices: SDK devices (the emulator) or the population simulation, from the run's initial bundle."""
     from pategail.emulator import EmulatedFleet
 
-    initial_bundle = ensure_initial_bundle(config, dataset, seed, run)
+    if config.privacy.released_cells:
+        # the devices hold their days on the public map until the released table is published
+        if kind == "sdk":
+            raise PategailError("--cells released runs on the population fleet (its devices release their "
+                                "visited squares and move their days); add --fleet population")
+        initial_bundle = run / "bundle-public-map"
+        if not (initial_bundle / "manifest.json").is_file():
+            write_initial_bundle(config, dataset, seed, initial_bundle)
+    else:
+        initial_bundle = ensure_initial_bundle(config, dataset, seed, run)
     if kind == "sdk":
         return EmulatedFleet(dataset, users, run / "devices", initial_bundle, seed=seed, population=population)
     from pategail.population.fleet import PopulationFleet
@@ -70,6 +87,30 @@ def make_fleet(kind: str, dataset, users, population, run: Path, config, seed: i
                            initial_bundle, seed=seed, state_dir=run / "population",
                            ray_address=ray_address, ray_workers=ray_workers,
                            workers=threads, processes=processes)
+
+
+def release_cells(config, dataset, run: Path, fleet, seed: int, signing_key=None):
+    """A run with ``privacy.cells`` released: the cell table's release through ``fleet`` (the journalled one
+    when the run is resumed), the bundle on the released table, and every device moving its days onto it.
+    Returns the data set on the released table, the one this process evaluates the run with (its test days
+    moved as the devices move theirs)."""
+    from pategail.data.dataset import Dataset
+    from pategail.sdk.cell_universe import release_mapping, remap_days
+    from pategail.server.cell_table import release_cell_table
+
+    released = release_cell_table(config, fleet, dataset.cells, run, seed, signing_key)
+    mapping = release_mapping(dataset.cells, released)
+
+    def moved(days):
+        return None if days is None else remap_days(days, mapping)
+
+    meta = {**dataset.meta, "cell_table": {"kind": "released", "universe": dataset.meta.get("cell_table"),
+                                           "released": released.tolist()}}
+    on_table = Dataset(dataset.cells[released], moved(dataset.train_days), dataset.train_users,
+                       moved(dataset.test_days), dataset.test_users, meta, dataset.where,
+                       moved(dataset.holdout_days), dataset.holdout_users)
+    fleet.move_to_table(released, ensure_initial_bundle(config, on_table, seed, run))
+    return on_table
 
 
 def ensure_initial_bundle(config, dataset, seed: int, run: Path) -> Path:

@@ -3,6 +3,7 @@ move, and the run's total with the release composed in — every ε recomputed w
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from statistics import NormalDist
 
 import numpy as np
@@ -99,3 +100,46 @@ def test_the_run_with_its_cell_release_composes_to_the_target_under_both_relatio
     assert replace > 1.5 * zero                                 # rewards ×2, cells ×√2, environment ×1.26
     person = composed_epsilon_with_cells(cells, run, ZERO_OUT, copies=12, reserve=True)
     assert person > 10 * zero
+
+
+def test_a_run_that_releases_its_table_is_planned_with_the_release_in_every_figure():
+    """make_run_plan: the environment and rewards at the ε the release leaves, the release recorded in the plan,
+    and every ε the plan states (target check, both relations, per person) composing the release with them."""
+    from pategail.server.config import TrainConfig
+    from pategail.server.privacy.cell_release import composed_epsilon_with_cells, rest_epsilon
+    from pategail.server.privacy.run_plan import make_run_plan
+
+    config = TrainConfig(privacy={"epsilon": 8.0, "cells": "released"}).for_devices(1000)
+    assert config.privacy.rest_epsilon == pytest.approx(rest_epsilon(8.0, DELTA)) and config.privacy.rest_epsilon < 7.1
+    cells = plan_cell_release(8.0, DELTA, 3621)
+    plan = make_run_plan(config, 13197, cells=cells)
+    public = make_run_plan(TrainConfig(privacy={"epsilon": 8.0}).for_devices(1000), 13197)
+    assert plan.target_epsilon == 8.0 and plan.cell_release == cells and public.cell_release is None
+    assert plan.gaussian["noise_std"] > 1.05 * public.gaussian["noise_std"]     # the rest gets less of the budget
+    assert plan.expected_epsilon == pytest.approx(8.0, rel=5e-3) and plan.expected_epsilon <= 8.0 * 1.002
+    for relation in (ZERO_OUT, REPLACE_ONE):
+        for copies in (1, 12):
+            assert plan.epsilon_under(relation, copies, reserve=True) == pytest.approx(
+                composed_epsilon_with_cells(cells, plan, relation, copies, reserve=True), rel=1e-9)
+    # without the release the same environment and rewards compose to the rest's ε only
+    rest = replace(plan, cells=None).epsilon_under(ZERO_OUT, reserve=True)
+    assert rest == pytest.approx(config.privacy.rest_epsilon, rel=5e-3) and rest < 0.9 * plan.expected_epsilon
+
+
+def test_the_accountant_scales_each_kind_of_release_by_its_own_factor():
+    from pategail.sdk.accounting import GaussianRelease
+    from pategail.server.privacy.accountant import PrivacyAccountant
+    from pategail.server.privacy.adjacency import CELLS, ENVIRONMENT, SensitivityFactors
+
+    acc = PrivacyAccountant(DELTA)
+    cell, env, reward = GaussianRelease(8.0, 5.7, 1), GaussianRelease(3.0, 3.5, 1), GaussianRelease(20.0, 1.0, 1)
+    acc.record_release(cell, kind=CELLS)
+    acc.record_release(env, environment=True)
+    acc.record_release(reward)
+    acc.record_release(reward)
+    assert acc.releases_of(CELLS) == [cell] and acc.releases_of(ENVIRONMENT) == [env]
+    scaled = acc.releases_under(SensitivityFactors(2.0, 1.25, 1.4))
+    assert [r.sensitivity for r in scaled] == pytest.approx([5.7 * 1.4, 3.5 * 1.25, 2.0])
+    assert scaled[-1].count == 2
+    expected = _rdp([(8.0 / (5.7 * 1.4), 1), (3.0 / (3.5 * 1.25), 1), (20.0 / 2.0, 2)])
+    assert acc.epsilon_under(SensitivityFactors(2.0, 1.25, 1.4)) == pytest.approx(expected, rel=1e-6)

@@ -12,6 +12,9 @@ GRANULARITIES = ("pair", "block:8", "day")
 ENV_VALUES_GEOLIFE = 12_657
 """Environment values of pategail-geolife's 4,210 cells (initial states, explore law and place law); used
 without --data."""
+UNIVERSE_BEIJING = 3_621
+"""Squares of the public map of Beijing (39.7–40.2 N, 116.0–116.7 E at 0.01°): the candidates of a released
+cell table without --data."""
 ENV_REGIONS_GEOLIFE = 180
 """Regions of pategail-geolife's cell table (``pategail.sdk.regions.REGION_CELLS`` = 64): the Gaussian
 mechanism's environment vector adds 3 values per region; used without --data."""
@@ -29,6 +32,10 @@ def register(sub) -> None:
                    help="the relation the target ε applies to (default: the config's, zero-out)")
     p.add_argument("--mechanism", choices=("gaussian", "laplace"), default=None,
                    help="the run's mechanism (default: the config's, gaussian under --epsilon)")
+    p.add_argument("--cells", choices=("dataset", "released"), default=None,
+                   help="the run's cell table (default: the config's, dataset): released plans the cell table's "
+                        "private release first, over the public map of --data (default: Beijing's "
+                        f"{UNIVERSE_BEIJING:,} squares)")
     p.add_argument("--config", type=Path, default=None, help="JSON file of TrainConfig settings (rounds, days "
                                                              "per round, clip_share, env_epsilon_fraction, ...)")
     p.add_argument("--data", type=Path, default=None,
@@ -55,16 +62,22 @@ def _environment_values(data: Path | None, candidates: int, region_cells: int = 
                               region_cells, action_rates)
 
 
-def run_plan_of(config, env_values: int, gaussian_env_values: int):
+def run_plan_of(config, env_values: int, gaussian_env_values: int, universe: int = UNIVERSE_BEIJING):
     """The privacy plan a run of ``config`` (resolved for its devices) makes, without a cell table:
-    ``env_values`` / ``gaussian_env_values`` are its environment vector's length in the Laplace / Gaussian layout."""
+    ``env_values`` / ``gaussian_env_values`` are its environment vector's length in the Laplace / Gaussian layout;
+    ``universe``: the public map's squares a released cell table is chosen from (``privacy.cells`` released)."""
+    from pategail.server.privacy.cell_release import plan_cell_release
     from pategail.server.privacy.run_plan import make_run_plan
 
-    return make_run_plan(config, gaussian_env_values if config.privacy.scheme.region_sums else env_values)
+    env = gaussian_env_values if config.privacy.scheme.region_sums else env_values
+    p = config.privacy
+    if not (p.released_cells and p.private):
+        return make_run_plan(config, env)
+    return make_run_plan(config, env, cells=plan_cell_release(p.epsilon, p.delta, universe, adjacency=p.adjacency))
 
 
 def feasibility_table(devices: int, config, env_values: int, granularities, gaussian_env_values: int | None = None,
-                      laplace: bool = True) -> list:
+                      laplace: bool = True, universe: int = UNIVERSE_BEIJING) -> list:
     """One Feasibility per mechanism and granularity: the paper's Laplace (pair), then the Gaussian mechanism
     at each of ``granularities`` — each calibrated as a run of ``config`` over ``devices`` devices would be (its
     environment share, when the config leaves it unset, chosen for that mechanism and granularity).
@@ -77,11 +90,12 @@ def feasibility_table(devices: int, config, env_values: int, granularities, gaus
 
     gaussian_env_values = env_values if gaussian_env_values is None else gaussian_env_values
     rows = []
-    runs = ([("laplace", "pair")] if laplace else []) + [("gaussian", name) for name in granularities]
+    runs = ([("laplace", "pair")] if laplace and not config.privacy.released_cells else []) \
+        + [("gaussian", name) for name in granularities]
     for mechanism, name in runs:
         run = replace(config, privacy=replace(config.privacy, mechanism=mechanism, granularity=name))
         run = run.for_devices(devices)
-        plan = run_plan_of(run, env_values, gaussian_env_values)
+        plan = run_plan_of(run, env_values, gaussian_env_values, universe)
         row = plan_feasibility(plan, devices)
         rows.append(replace(row, env_share=run.privacy.env_epsilon_fraction))
     return rows
@@ -101,7 +115,7 @@ def run_privacy_plan(args) -> int:
         except ValueError as err:
             raise PategailError(f"--granularity: {err}") from None
     privacy = {"epsilon": args.epsilon} | ({} if args.delta is None else {"delta": args.delta})
-    privacy |= {k: getattr(args, k) for k in ("adjacency", "mechanism") if getattr(args, k) is not None}
+    privacy |= {k: getattr(args, k) for k in ("adjacency", "mechanism", "cells") if getattr(args, k) is not None}
     overrides = {"privacy": privacy}
     unresolved = (TrainConfig.from_file(args.config, overrides) if args.config
                   else TrainConfig.from_dict(overrides, where="options"))
@@ -113,24 +127,31 @@ def run_privacy_plan(args) -> int:
           f"δ = {config.privacy.delta:.3g}, {config.rounds} rounds of {config.days_per_round} generated days "
           f"(+{config.privacy.retry_rounds} in reserve), {env_values:,} environment values ({gaussian_env:,} with the "
           f"Gaussian mechanism's region sums); tolerance: {TOLERANCE_SOURCE}", flush=True)
-    for row in feasibility_table(args.devices, unresolved, env_values, args.granularity, gaussian_env):
+    universe = UNIVERSE_BEIJING
+    if args.data is not None:
+        from pategail.data.dataset import load_dataset
+        universe = load_dataset(args.data).n_cells
+    for row in feasibility_table(args.devices, unresolved, env_values, args.granularity, gaussian_env,
+                                 universe=universe):
         need = "" if not row.tolerance or row.can_learn else \
             f"; needs about {math.ceil(args.devices * row.noise_std / row.tolerance):,} devices"
         print(row.line() + need, flush=True)
-    for line in guarantee_report(unresolved, config, args.devices, env_values, gaussian_env):
+    for line in guarantee_report(unresolved, config, args.devices, env_values, gaussian_env, universe):
         print(line, flush=True)
     return 0
 
 
-def guarantee_report(unresolved, config, devices: int, env_values: int, gaussian_env: int) -> list[str]:
-    """The guarantees the run will report (both relations; per device) and what its δ costs."""
+def guarantee_report(unresolved, config, devices: int, env_values: int, gaussian_env: int,
+                     universe: int = UNIVERSE_BEIJING) -> list[str]:
+    """The guarantees the run will report (both relations; per device), its cell release when it has one, and
+    what its δ costs."""
     from dataclasses import replace
 
     from pategail.server.privacy.adjacency import REPLACE_ONE, ZERO_OUT
     from pategail.server.privacy.defaults import DELTA_CAP, DELTA_EXPONENT
     from pategail.server.privacy.feasibility import plan_feasibility
 
-    plan = run_plan_of(config, env_values, gaussian_env)
+    plan = run_plan_of(config, env_values, gaussian_env, universe)
     eps = {r: plan.epsilon_under(r) for r in (ZERO_OUT, REPLACE_ONE)}
     share = ("set in the config" if unresolved.privacy.env_epsilon_fraction is not None
              else "chosen for this device count: pategail.server.privacy.defaults.environment_share")
@@ -146,10 +167,20 @@ def guarantee_report(unresolved, config, devices: int, env_values: int, gaussian
              f"({plan.epsilon_under(config.privacy.adjacency, reserve=True):.4g})",
              "  against observers of the published model and synthetic data: the same figures (every device is "
              "asked every round: no amplification by sampling applies)"]
+    cells = plan.cell_release
+    if cells is not None:
+        from pategail.server.privacy.summary import cell_release_epsilon
+        lines.append(f"  cell table: privately released first, from the public map's {universe:,} squares (each device "
+                     f"marks its {cells.max_cells} most-visited): noise std {cells.noise_std:.3g} on each square's count "
+                     f"of devices, threshold {cells.threshold:.3g} (more when more than n_min devices contribute); "
+                     f"{cells.rho_share:g} of the target's ρ, ε part {cell_release_epsilon(plan):.3g} alone at δ/2; "
+                     f"the environment and rewards are planned for ε = {config.privacy.rest_epsilon:.4g} and the "
+                     "figures above include the release (the environment's length is the public map's here: the "
+                     "released table is smaller)")
     weakest = 1.0 / devices
     if weakest > config.privacy.delta and plan.private:
         at_weakest = plan_feasibility(run_plan_of(replace(config, privacy=replace(config.privacy, delta=weakest)), env_values,
-                                                  gaussian_env),
+                                                  gaussian_env, universe),
                                       devices)
         ours = plan_feasibility(plan, devices)
         lines.append(f"  δ = {config.privacy.delta:.3g} ({delta}; 1/N = {weakest:.3g}): its cost, noise std "

@@ -182,6 +182,9 @@ def run_serve(args) -> int:
     torch.set_num_threads(args.threads)
     dataset = load_dataset(args.data)
     check_cell_table(config, dataset, args.data, args.data_derived_cells)
+    if config.privacy.released_cells:
+        raise PategailError("--cells released runs on the population fleet of `pategail train` (devices over the "
+                            "network do not release their visited squares yet); serve a public map")
     run = args.out
     check_run_marker(run, {"config": config.to_dict(), "seed": args.seed, "data": str(args.data.resolve()),
                            "fleet": "network"}, args.resume)

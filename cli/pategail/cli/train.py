@@ -73,6 +73,11 @@ def add_run_arguments(p) -> None:
                    help="with --epsilon: accept a cell table built from the users' own fixes (it is released "
                         "without noise and reveals which squares someone visited; every report says the guarantee "
                         "excludes it) instead of refusing it; for research on data sets whose map is public anyway")
+    p.add_argument("--cells", choices=("dataset", "released"), default=None,
+                   help="the run's cell table (config privacy.cells): dataset (default: the data folder's own, a "
+                        "public map under --epsilon) or released (with --epsilon on a public map: the run's first "
+                        "release chooses the squares enough devices visit, with noise and a threshold, counted in "
+                        "the total ε; docs/cell-universe.md)")
     p.add_argument("--seed", type=int, default=0, help="seed of every random stream of the run")
     p.add_argument("--config", type=Path, default=None,
                    help="JSON file of settings (fields of pategail.server.config.TrainConfig)")
@@ -98,7 +103,7 @@ def build_config(args):
         if args.no_privacy:
             raise PategailError("--delta goes with --epsilon, not with --no-privacy")
         privacy["delta"] = args.delta
-    for name in ("mechanism", "adjacency"):
+    for name in ("mechanism", "adjacency", "cells"):
         value = getattr(args, name, None)
         if value is not None:
             if args.no_privacy:
@@ -118,7 +123,8 @@ def run_train(args) -> int:
 
     from pategail.data.dataset import load_dataset
     from pategail.emulator import choose_users
-    from pategail.training import check_cell_table, check_run_marker, make_fleet, run_coordinator, run_log
+    from pategail.training import (check_cell_table, check_run_marker, make_fleet, release_cells, run_coordinator,
+                                   run_log)
 
     config = build_config(args)
     downstream_config = None
@@ -158,6 +164,9 @@ def run_train(args) -> int:
                                 or args.population_threads is not None or args.population_processes is not None):
         raise PategailError("--ray-address/--ray-workers/--population-threads/--population-processes run the "
                             "population fleet; add --fleet population")
+    if config.privacy.released_cells and fleet_kind == "sdk":
+        raise PategailError("--cells released runs on the population fleet (its devices release their visited "
+                            "squares and move their days); add --fleet population")
     # What the run's journal and devices belong to: a resumed run must be the same run (a release in the
     # journal is re-used, so it must come from the same configuration, seed, data and devices).
     identity = {"config": config.to_dict(), "seed": args.seed, "data": str(args.data.resolve()),
@@ -171,6 +180,8 @@ def run_train(args) -> int:
                            ray_address=args.ray_address, ray_workers=args.ray_workers,
                            threads=args.population_threads, processes=args.population_processes)
         try:
+            if config.privacy.released_cells:       # the run's first release; then everything is on its table
+                dataset = release_cells(config, dataset, run, fleet, args.seed)
             return run_coordinator(config, dataset, run, fleet, seed=args.seed, resume=args.resume,
                                    progress=not args.no_progress, downstream_config=downstream_config,
                                    console_level=console_level, population=population)

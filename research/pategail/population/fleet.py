@@ -41,10 +41,10 @@ import torch
 
 from pategail.server.errors import PategailError
 from pategail.sdk.bundle import load_bundle, open_training_session
-from pategail.sdk.messages import (DEFAULT_LIMITS, KIND_FEDAVG_REQUEST, KIND_INITIAL_STATES_REQUEST, KIND_NAMES,
-                                   KIND_POLICY_UPDATE, KIND_ROUND_REQUEST, Ack, ErrorReply, FedAvgRequest,
-                                   InitialStatesRequest, MessageError, PolicyUpdate, RoundRequest, from_bytes,
-                                   peek_round)
+from pategail.sdk.messages import (DEFAULT_LIMITS, KIND_CELL_RELEASE_REQUEST, KIND_FEDAVG_REQUEST,
+                                   KIND_INITIAL_STATES_REQUEST, KIND_NAMES, KIND_POLICY_UPDATE, KIND_ROUND_REQUEST,
+                                   Ack, CellReleaseRequest, ErrorReply, FedAvgRequest, InitialStatesRequest,
+                                   MessageError, PolicyUpdate, RoundRequest, from_bytes, peek_round)
 from pategail.sdk.secagg.config import COORDINATOR
 from pategail.sdk.secagg.mechanisms import DELTA_BLOCK
 from pategail.sdk.secagg.mechanisms import mechanism as mechanism_named
@@ -366,7 +366,8 @@ class PopulationFleet:
         """Carry ``message`` out on every device; the reply each of them gives."""
         try:
             msg = from_bytes(message, limits=DEFAULT_LIMITS, n_cells=self._n_cells,
-                             expect=(PolicyUpdate, RoundRequest, InitialStatesRequest, FedAvgRequest))
+                             expect=(PolicyUpdate, RoundRequest, InitialStatesRequest, FedAvgRequest,
+                                     CellReleaseRequest))
         except MessageError as err:
             return ErrorReply.from_error(peek_round(message), err, DEFAULT_LIMITS).to_bytes()
         if isinstance(msg, PolicyUpdate):
@@ -381,6 +382,12 @@ class PopulationFleet:
                      len(self.device_ids), time.perf_counter() - t0)
             return Ack(msg.round, KIND_NAMES[KIND_FEDAVG_REQUEST], self._length).to_bytes()
         self._delta = False
+        if isinstance(msg, CellReleaseRequest):
+            self._on_every_shard("cell_release_request", msg.max_cells)
+            self._pending = np.zeros(2 * self._n_cells, dtype=np.int64)   # the uploads are taken at the sum
+            self._length = self._n_cells
+            self._pending_ids = frozenset(self.device_ids)
+            return Ack(msg.round, KIND_NAMES[KIND_CELL_RELEASE_REQUEST], self._length).to_bytes()
         if isinstance(msg, RoundRequest):
             parts = self._on_every_shard("round_request", msg)
             kind = KIND_ROUND_REQUEST
@@ -445,6 +452,17 @@ class PopulationFleet:
         stats = RoundStats(bytes_up={}, bytes_down={}, device_cpu_s={}, aggregator_cpu_s=0.0, coordinator_cpu_s=0.0)
         return AggregateResult(decode(total[:m]), decode(total[m:]), len(contributors), tuple(contributors),
                                agg_id, stats)
+
+    def move_to_table(self, released: np.ndarray, bundle_dir: Path) -> None:
+        """The run's privately released cell table is published (``released``: the public map's ids it keeps,
+        sorted) with the bundle on it: every device moves its days onto it and takes the bundle
+        (:meth:`PopulationShard.move_to_table`)."""
+        model = device_model(bundle_dir, self.seed)
+        self._on_every_shard("move_to_table", np.asarray(released, dtype=np.int64), model)
+        self._n_cells = len(model.cells)
+        self._last, self._pending, self._length = None, None, 0
+        log.info("population fleet: %d devices moved their days onto the released table of %d squares",
+                 len(self.device_ids), self._n_cells)
 
     def parameters(self) -> np.ndarray:
         """float32 (N, P): every device's discriminator, in device order."""

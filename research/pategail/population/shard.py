@@ -27,6 +27,7 @@ import numpy as np
 import torch
 from threadpoolctl import threadpool_limits
 
+from pategail.sdk.cell_universe import release_mapping, remap_days, visited_vector
 from pategail.sdk.discriminator_round import positive_pairs
 from pategail.sdk.contribution import env_l1_bound
 from pategail.sdk.environment_vector import environment_vector
@@ -125,17 +126,34 @@ class PopulationShard:
                 self._tables.append(positive_pairs(d, home, model.cells))
                 self._days.append(d)
             self._table_of[k] = same[id(original)] = seen[key]
-        # all tables in one array: a chunk's minibatches are gathered with one indexing a step
-        self._lengths = np.array([len(t) for t in self._tables], dtype=np.int64)
-        self._offsets = np.concatenate([[0], np.cumsum(self._lengths)[:-1]]).astype(np.int64)
-        self._positives = (np.concatenate(self._tables) if self._tables
-                           else np.empty((0, N_PAIR_FEATURES), dtype=np.float32))
-        self._environment_cache: dict[tuple[int, int], np.ndarray] = {}
+        self._index_tables()
         self._reset()
         self._pending: tuple[str, Any] | None = None
         if self.state_dir is not None:
             self.state_dir.mkdir(parents=True, exist_ok=True)
             self._load_latest()
+
+    def _index_tables(self) -> None:
+        """All tables in one array: a chunk's minibatches are gathered with one indexing a step."""
+        self._lengths = np.array([len(t) for t in self._tables], dtype=np.int64)
+        self._offsets = np.concatenate([[0], np.cumsum(self._lengths)[:-1]]).astype(np.int64)
+        self._positives = (np.concatenate(self._tables) if self._tables
+                           else np.empty((0, N_PAIR_FEATURES), dtype=np.float32))
+        self._environment_cache: dict[tuple[int, int], np.ndarray] = {}
+
+    def move_to_table(self, released: np.ndarray, model: DeviceModel) -> None:
+        """A privately released cell table is published: every device moves its days onto it (a slot in a
+        square that was not released to the nearest released one, :mod:`pategail.sdk.cell_universe`, from
+        the public map the devices hold and the released ids alone) and takes ``model`` (the bundle on the
+        released table); its discriminator is kept."""
+        if len(model.cells) != len(released):
+            raise ValueError(f"the bundle has {len(model.cells)} cells, {len(released)} squares were released")
+        mapping = release_mapping(self.model.cells, released)
+        self._days = [remap_days(d, mapping) for d in self._days]
+        self._tables = [positive_pairs(d, infer_home(d), model.cells) for d in self._days]
+        self.model = model
+        self._index_tables()
+        self._pending = None
 
     # -- state --------------------------------------------------------------------------------------------
     def _reset(self) -> None:
@@ -330,6 +348,11 @@ class PopulationShard:
         self._pending = ("environment", region_cells)
         return total
 
+    def cell_release_request(self, max_cells: int) -> None:
+        """Make every device's visited vector over its cell table (the public map) pending: 1 on its
+        ``max_cells`` most-visited squares (the SDK's :func:`~pategail.sdk.cell_universe.visited_vector`)."""
+        self._pending = ("cells", max_cells)
+
     def contributions(self, device_ids, gaussian=None) -> np.ndarray | None:
         """Σ of the encoded pending contributions of ``device_ids`` (those of this shard among them), int64;
         None when none of them is here. Recomputed from the current state (the scores are a function of it).
@@ -341,6 +364,13 @@ class PopulationShard:
         if not len(rows) or self._pending is None:
             return None
         kind, negatives = self._pending
+        if kind == "cells":               # a device's vector depends only on its user's days: once per user
+            if gaussian is None:
+                raise ValueError("the cell table is released with the Gaussian mechanism")
+            counts = np.bincount(self._table_of[rows], minlength=len(self._tables))
+            return sum(  # type: ignore[return-value]  # rows is not empty: never the empty sum's 0
+                int(c) * encoded(visited_vector(self._days[t], len(self.model.cells), negatives))
+                for t, c in enumerate(counts) if c)
         if kind == "environment":         # a device's vector depends only on its user's days: once per user
             if gaussian is None:          # the Laplace round: the device's own L1 clip (a no-op when honest)
                 bound = env_l1_bound(self.model.action_rates)

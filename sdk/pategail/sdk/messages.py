@@ -1,7 +1,8 @@
 """The device protocol: typed, versioned messages between the coordinator and a device, and their bytes.
 
 Coordinator → device: :class:`PolicyUpdate`, :class:`RoundRequest`, :class:`InitialStatesRequest`,
-:class:`FedAvgRequest` (a DP-FedAvg run's round).
+:class:`FedAvgRequest` (a DP-FedAvg run's round), :class:`CellReleaseRequest` (a run's privately released cell
+table).
 Device → coordinator: :class:`Ack`, :class:`ErrorReply`. (Scores and initial-state contributions never
 travel in these messages: they go only into the masked secure-aggregation upload, ``pategail.sdk.secagg``.)
 
@@ -39,9 +40,10 @@ _HEAD = struct.Struct(">4sBBI")
 
 KIND_POLICY_UPDATE, KIND_ROUND_REQUEST, KIND_INITIAL_STATES_REQUEST, KIND_ACK, KIND_ERROR = 1, 2, 3, 4, 5
 KIND_FEDAVG_REQUEST = 6
+KIND_CELL_RELEASE_REQUEST = 7
 KIND_NAMES = {KIND_POLICY_UPDATE: "policy_update", KIND_ROUND_REQUEST: "round_request",
               KIND_INITIAL_STATES_REQUEST: "initial_states_request", KIND_ACK: "ack", KIND_ERROR: "error",
-              KIND_FEDAVG_REQUEST: "fedavg_request"}
+              KIND_FEDAVG_REQUEST: "fedavg_request", KIND_CELL_RELEASE_REQUEST: "cell_release_request"}
 """Wire code → name; an :class:`Ack`'s ``kind`` is the name of the request it acknowledges."""
 _KIND_CODES = {v: k for k, v in KIND_NAMES.items()}
 NO_ROUND = -1
@@ -299,6 +301,35 @@ class InitialStatesRequest(_Wire):
         return _build(cls, limits, round=round_, region_cells=region_cells)
 
 
+@dataclass(frozen=True)
+class CellReleaseRequest(_Wire):
+    """Coordinator → device: make the device's visited vector over the public cell table its pending vector for
+    the next secure round — 1 on its ``max_cells`` most-visited squares, 0 elsewhere
+    (:func:`pategail.sdk.cell_universe.visited_vector`; L2 norm ≤ √max_cells), released with Gaussian noise
+    and thresholded into the run's cell table (docs/cell-universe.md)."""
+
+    round: int
+    max_cells: int
+    KIND: ClassVar[int] = KIND_CELL_RELEASE_REQUEST
+
+    def __post_init__(self) -> None:
+        self.validate(DEFAULT_LIMITS)
+
+    def validate(self, limits: MessageLimits) -> None:
+        _check_round(self.round, limits)
+        if isinstance(self.max_cells, bool) or not isinstance(self.max_cells, (int, np.integer)) \
+                or not 1 <= self.max_cells < 1 << 31:
+            _fail(MALFORMED, f"max_cells {self.max_cells!r} is not a positive count of cells")
+
+    def body(self) -> bytes:
+        return _i64(self.round) + struct.pack(">I", self.max_cells)
+
+    @classmethod
+    def read(cls, r: Reader, limits: MessageLimits) -> "CellReleaseRequest":
+        round_ = _read_i64(r)
+        return _build(cls, limits, round=round_, max_cells=r.u32())
+
+
 @dataclass(frozen=True, eq=False)
 class FedAvgRequest(_Wire):
     """Coordinator → device: one round of DP-FedAvg (:mod:`pategail.sdk.fedavg_round`). The device loads the
@@ -371,7 +402,8 @@ class Ack(_Wire):
     def validate(self, limits: MessageLimits) -> None:
         _check_round(self.round, limits)
         if self.kind not in (KIND_NAMES[KIND_POLICY_UPDATE], KIND_NAMES[KIND_ROUND_REQUEST],
-                             KIND_NAMES[KIND_INITIAL_STATES_REQUEST], KIND_NAMES[KIND_FEDAVG_REQUEST]):
+                             KIND_NAMES[KIND_INITIAL_STATES_REQUEST], KIND_NAMES[KIND_FEDAVG_REQUEST],
+                             KIND_NAMES[KIND_CELL_RELEASE_REQUEST]):
             _fail(MALFORMED, f"unknown acknowledged kind {self.kind!r}")
         if isinstance(self.n, bool) or not isinstance(self.n, (int, np.integer)) or not 0 <= self.n < 1 << 32:
             _fail(MALFORMED, "n must be an integer in [0, 2^32)")
@@ -426,8 +458,9 @@ class ErrorReply(_Wire):
         return cls(round_, err.code, text)
 
 
-Message = Union[PolicyUpdate, RoundRequest, InitialStatesRequest, FedAvgRequest, Ack, ErrorReply]
-_TYPES = {t.KIND: t for t in (PolicyUpdate, RoundRequest, InitialStatesRequest, FedAvgRequest, Ack, ErrorReply)}
+Message = Union[PolicyUpdate, RoundRequest, InitialStatesRequest, FedAvgRequest, CellReleaseRequest, Ack, ErrorReply]
+_TYPES = {t.KIND: t for t in (PolicyUpdate, RoundRequest, InitialStatesRequest, FedAvgRequest, CellReleaseRequest,
+                              Ack, ErrorReply)}
 
 
 # ---------------------------------------------------------------------------------------------- framing

@@ -56,6 +56,8 @@ MECHANISMS = tuple(PLANNED)
 """Reward-release mechanisms (``PrivacySettings.mechanism``)."""
 ADJACENCIES = ("zero-out", "replace-one")
 """Neighbouring relations a target ε can apply to (``PrivacySettings.adjacency``; pategail.server.privacy.adjacency)."""
+CELL_TABLES = ("dataset", "released")
+"""Where a run's cell table comes from (``PrivacySettings.cells``)."""
 
 PLACE_LAW_MIN_DEVICES = 50
 """Devices a run needs for the place law by default: relevance is the visit histogram of the devices' owners,
@@ -159,6 +161,13 @@ class PrivacySettings:
     kappa: float = 2.0
     """κ > 1 of Theorem 3 (Laplace mechanism): the share of the per-query budget spent on the mean is 1/κ, the
     rest on ξ."""
+    cells: str = "dataset"
+    """The cell table the run uses. ``dataset``: the data folder's own table (a private run needs a public one,
+    ``data prepare --public-cells``). ``released`` (`--cells released`, private runs on a public map): the
+    run's first release is a privately released table — the squares of the public map that enough devices
+    visit, through the secure aggregation with Gaussian noise for a share of the target's ρ and a threshold
+    (pategail.server.privacy.cell_release; docs/cell-universe.md); the devices move their days onto it and
+    everything after uses it."""
     retry_rounds: int = 1
     """Rounds' worth of releases the plan keeps in reserve: a release that started but was not used (a crash
     after its secure aggregation began, a detected tampering) is counted and asked for again. A release that
@@ -189,6 +198,29 @@ class PrivacySettings:
         _need(self.kappa > 1 and self.beta >= 0,
               f"privacy.kappa must be > 1 and privacy.beta >= 0 (got {self.kappa}, {self.beta})")
         _need(self.retry_rounds >= 0, f"privacy.retry_rounds must be >= 0, got {self.retry_rounds}")
+        _need(self.cells in CELL_TABLES, f"privacy.cells must be one of {', '.join(CELL_TABLES)}, got {self.cells!r}")
+        _need(self.cells != "released" or self.private,
+              "privacy.cells released is a private release of the cell table: it needs --epsilon (without privacy "
+              "the data folder's table is used as it is)")
+        _need(self.cells != "released" or self.scheme.releases_vectors,
+              "privacy.cells released composes with the Gaussian mechanism's releases: leave privacy.mechanism out "
+              "or set it to 'gaussian'")
+
+    @property
+    def released_cells(self) -> bool:
+        """The run releases its cell table privately (``cells`` = "released")."""
+        return self.cells == "released"
+
+    @property
+    def rest_epsilon(self) -> float | None:
+        """The ε (at δ) the environment and reward releases are planned for: the target, or with a released
+        cell table what the target's ρ leaves after the cell release's share
+        (pategail.server.privacy.cell_release.remaining_epsilon)."""
+        if not self.released_cells or self.epsilon is None:
+            return self.epsilon
+        assert self.delta is not None, "resolve with TrainConfig.for_devices"
+        from pategail.server.privacy.cell_release import rest_epsilon
+        return rest_epsilon(self.epsilon, self.delta)
 
     @property
     def private(self) -> bool:
@@ -325,6 +357,9 @@ class TrainConfig:
         _need(self.method == "pategail" or not self.private or self.privacy.scheme.releases_vectors,
               f"method {self.method} releases model deltas with the Gaussian mechanism: leave privacy.mechanism "
               "out or set it to 'gaussian'")
+        _need(self.method == "pategail" or not self.privacy.released_cells,
+              f"privacy.cells released is planned with PateGail's releases; method {self.method} needs a public map "
+              "(privacy.cells dataset)")
         _need(self.method != "hybrid" or self.fedavg.hybrid_rounds < self.rounds,
               f"method hybrid: fedavg.hybrid_rounds ({self.fedavg.hybrid_rounds}) must be below rounds "
               f"({self.rounds}), which include the PateGail rounds after them")
@@ -350,7 +385,11 @@ class TrainConfig:
             privacy = dataclasses.replace(privacy, delta=default_delta(devices) if self.private else DELTA_CAP)
         config = dataclasses.replace(self, privacy=privacy)
         if privacy.env_epsilon_fraction is None:
-            privacy = dataclasses.replace(privacy, env_epsilon_fraction=environment_share(config, devices))
+            # chosen for the ε the environment and rewards are planned for (less than the target when the run
+            # releases its cell table first)
+            rest = dataclasses.replace(config, privacy=dataclasses.replace(privacy, epsilon=privacy.rest_epsilon,
+                                                                            cells="dataset"))
+            privacy = dataclasses.replace(privacy, env_epsilon_fraction=environment_share(rest, devices))
         return dataclasses.replace(config, privacy=privacy)
 
     @property

@@ -88,6 +88,9 @@ def run_plan(config: TrainConfig, cells: np.ndarray, ckpt_dir: Path,
         from pategail.server.fedavg.coordinator import fedavg_plan
         return fedavg_plan(config, cells, ckpt_dir, geometry)
     env = environment_length(cells, geometry, config.privacy.region_cells, config.uses_action_prior)
+    if config.privacy.released_cells and config.private:      # planned after the cell release it composes with
+        from pategail.server.cell_table import load_cell_plan
+        return make_run_plan(config, env, ckpt_dir, load_cell_plan(ckpt_dir))
     return make_run_plan(config, env, ckpt_dir)
 
 

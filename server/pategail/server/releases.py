@@ -67,11 +67,11 @@ class SecureReleases:
             noise = ReleaseNoise(intent.get("mechanism", "laplace"), intent["sum_scale"], intent["sq_sum_scale"],
                                  intent.get("block", 0), intent.get("clip_norm", 0.0),
                                  intent.get("environment", False),
-                                 intent.get("env_l1_bound", ENV_L1_BOUND))
+                                 intent.get("env_l1_bound", ENV_L1_BOUND), intent.get("cells", False))
             if noise.noisy:                                 # so it has a release
                 self.accountant.record_release(
                     noise.accounting(intent["count"], intent.get("shares", 1)),  # type: ignore[arg-type]
-                    noise.is_environment)
+                    kind=noise.kind)
 
     def check_budget(self, round_: int, length: int, noise: ReleaseNoise, reserve_rounds: int) -> None:
         """The promise of --epsilon: a release of ``length`` queries that would take the composed ε past the
@@ -81,7 +81,7 @@ class SecureReleases:
             return
         # the target applies to the plan's relation (zero-out unless the run asked for replace-one)
         after = self.accountant.epsilon_under(self.factors, extra=noise.accounting(length, self._shares()),
-                                              extra_is_environment=noise.is_environment)
+                                              extra_kind=noise.kind)
         assert self.config.privacy.epsilon is not None      # a noisy release: a private run
         if after > self.config.privacy.epsilon:
             from pategail.server.errors import BudgetExhausted
@@ -125,6 +125,11 @@ class SecureReleases:
         """Honest noise shares of a round: n_min − t (for the discrete Gaussian's τ)."""
         return max(1, self._n_min() - self.config.secagg.colluders)
 
+    def honest_shares(self) -> int:
+        """The noise shares a release's total noise is sized for (n_min − t): a sum over more contributors
+        carries more noise than the plan's σ."""
+        return self._shares()
+
     def release(self, round_: int, kind: str, participants: list[int], length: int,
                 noise: ReleaseNoise) -> tuple[Release, int, int]:
         """The release of round ``round_``: the journalled one if there is one (nothing spent again), else a
@@ -159,7 +164,7 @@ class SecureReleases:
         config = replace(config, round_id=(round_ << 16) | attempt)
         if noise.noisy:                                     # so it has a release
             self.accountant.record_release(noise.accounting(length, self._shares()),  # type: ignore[arg-type]
-                                           noise.is_environment)
+                                           kind=noise.kind)
         # the aggregator draw (aggregator="device") comes from (seed, round, attempt), not a running stream,
         # so a resumed run draws what an uninterrupted one would
         rng = np.random.default_rng([self.seed, round_, attempt])

@@ -25,7 +25,7 @@ import math
 from pategail.sdk.accounting import (QueryRelease as QueryRelease, Release, composed_delta,  # noqa: F401
                                      composed_epsilon, merge_release,
                                      to_dp_event as to_dp_event)  # to_dp_event: re-exported for callers
-from pategail.server.privacy.adjacency import SensitivityFactors
+from pategail.server.privacy.adjacency import ENVIRONMENT, REWARDS, SensitivityFactors
 
 
 # -- state ------------------------------------------------------------------------------------------------
@@ -42,9 +42,9 @@ class PrivacyAccountant:
         self.target_delta = target_delta
         self.value_discretization_interval = value_discretization_interval
         self._releases: list[Release] = []
-        self._is_environment: list[bool] = []
-        """Whether each entry of ``_releases`` is an environment release (its sensitivity scales differently
-        under another relation)."""
+        self._kinds: list[str] = []
+        """What each entry of ``_releases`` is (adjacency.RELEASE_KINDS: rewards, the environment, the cell
+        table; its sensitivity scales differently under another relation)."""
 
     @property
     def releases(self) -> tuple[Release, ...]:
@@ -53,16 +53,15 @@ class PrivacyAccountant:
     def releases_under(self, factors: SensitivityFactors) -> list[Release]:
         """Every release with its recorded (zero-out) sensitivity multiplied by ``factors`` (another
         neighbouring relation, or a group of devices; pategail.server.privacy.adjacency)."""
-        return [r.scaled(factors.environment if env else factors.rewards)
-                for r, env in zip(self._releases, self._is_environment)]
+        return [r.scaled(factors.of(kind)) for r, kind in zip(self._releases, self._kinds)]
 
     def epsilon_under(self, factors: SensitivityFactors, delta: float | None = None,
-                      extra: Release | None = None, extra_is_environment: bool = False) -> float:
+                      extra: Release | None = None, extra_kind: str = REWARDS) -> float:
         """Composed ε at ``delta`` (default target_delta) with every sensitivity multiplied by ``factors``;
-        ``extra``: as if that release were added."""
+        ``extra``: as if that release (of ``extra_kind``) were added."""
         releases = self.releases_under(factors)
         if extra is not None:
-            extra = extra.scaled(factors.environment if extra_is_environment else factors.rewards)
+            extra = extra.scaled(factors.of(extra_kind))
             releases = merge_release(releases, extra)
         return composed_epsilon(releases, self.target_delta if delta is None else delta,
                                 self.value_discretization_interval)
@@ -77,15 +76,21 @@ class PrivacyAccountant:
         self.record_release(QueryRelease(float(sum_scale), None if sq_sum_scale is None else float(sq_sum_scale),
                                          int(count)))
 
-    def record_release(self, release: Release, environment: bool = False) -> None:
+    def record_release(self, release: Release, environment: bool = False, kind: str | None = None) -> None:
         """Record a ``QueryRelease`` or ``GaussianRelease`` (merged with an identical last reward entry);
-        ``environment``: it is an environment release."""
-        if environment or (self._is_environment and self._is_environment[-1]):
+        ``environment``: it is an environment release; ``kind``: what it is (adjacency.RELEASE_KINDS), when
+        given."""
+        kind = kind or (ENVIRONMENT if environment else REWARDS)
+        if kind != REWARDS or (self._kinds and self._kinds[-1] != REWARDS):
             self._releases = [*self._releases, release]
-            self._is_environment.append(environment)
+            self._kinds.append(kind)
             return
         self._releases = merge_release(self._releases, release)
-        self._is_environment += [False] * (len(self._releases) - len(self._is_environment))
+        self._kinds += [REWARDS] * (len(self._releases) - len(self._kinds))
+
+    def releases_of(self, kind: str) -> list[Release]:
+        """The recorded releases of ``kind`` (zero-out sensitivities)."""
+        return [r for r, k in zip(self._releases, self._kinds) if k == kind]
 
     def epsilon_after_release(self, release: Release) -> float:
         """Composed ε (at target_delta) if ``release`` were added."""

@@ -54,17 +54,28 @@ DESCRIPTION = {
 }
 
 
+REWARDS, ENVIRONMENT, CELLS = "rewards", "environment", "cells"
+RELEASE_KINDS = (REWARDS, ENVIRONMENT, CELLS)
+"""What a recorded release is, for the factor its sensitivity takes under another relation."""
+
+
 @dataclass(frozen=True)
 class SensitivityFactors:
     """What multiplies each release's zero-out sensitivity under another relation or for a group."""
 
     rewards: float = 1.0
     environment: float = 1.0
+    cells: float = 1.0
+    """The privately released cell table's (pategail.server.privacy.cell_release.replace_one_factor)."""
 
     def times(self, copies: int) -> "SensitivityFactors":
         """The factors for a person behind ``copies`` devices: one person's data moves each of them, so each
         sum by at most ``copies`` times as much (group privacy, computed exactly on the composition)."""
-        return SensitivityFactors(self.rewards * copies, self.environment * copies)
+        return SensitivityFactors(self.rewards * copies, self.environment * copies, self.cells * copies)
+
+    def of(self, kind: str) -> float:
+        """The factor of a release of ``kind`` (one of ``RELEASE_KINDS``)."""
+        return {REWARDS: self.rewards, ENVIRONMENT: self.environment, CELLS: self.cells}[kind]
 
 
 def check_adjacency(name: str) -> str:

@@ -117,12 +117,17 @@ def plan_cell_release(target_epsilon: float, target_delta: float, universe: int,
     return CellReleasePlan(universe, max_cells, float(sigma), float(tau), float(rho_share), adjacency)
 
 
-def remaining_epsilon(target_epsilon: float, target_delta: float, plan: CellReleasePlan) -> float:
-    """The ε at ``target_delta`` left to the rest of the run: that of one Gaussian of ρ = (1 − share)·ρ_target.
-    A Gaussian-mechanism run planned for it (its releases calibrated jointly in RDP to one Gaussian of that ρ)
-    composes with the cell release to the target."""
-    rho = (1.0 - plan.rho_share) * target_rho(target_epsilon, target_delta)
+def rest_epsilon(target_epsilon: float, target_delta: float, rho_share: float = RHO_SHARE) -> float:
+    """The ε at ``target_delta`` left to the rest of the run when the cell release takes ``rho_share`` of the
+    target's ρ: that of one Gaussian of ρ = (1 − share)·ρ_target. A Gaussian-mechanism run planned for it (its
+    releases calibrated jointly in RDP to one Gaussian of that ρ) composes with the cell release to the target."""
+    rho = (1.0 - rho_share) * target_rho(target_epsilon, target_delta)
     return composed_epsilon([GaussianRelease(1.0 / math.sqrt(2.0 * rho), 1.0, 1)], target_delta)
+
+
+def remaining_epsilon(target_epsilon: float, target_delta: float, plan: CellReleasePlan) -> float:
+    """:func:`rest_epsilon` for ``plan``'s share."""
+    return rest_epsilon(target_epsilon, target_delta, plan.rho_share)
 
 
 def composed_epsilon_with_cells(cells: CellReleasePlan, plan: PrivacyPlan, relation: str, copies: int = 1,

@@ -358,7 +358,8 @@ class GaussianPlanning(PlannedMechanism):
         return noise.block == 0         # the vector as it is
 
     def journal_fields(self, noise: ReleaseNoise, shares: int) -> dict[str, Any]:
-        return {"mechanism": self.name, "block": noise.block, "clip_norm": noise.clip_norm, "shares": shares}
+        return {"mechanism": self.name, "block": noise.block, "clip_norm": noise.clip_norm, "shares": shares,
+                **({"cells": True} if noise.cells else {})}
 
     def planned_releases(self, plan: PrivacyPlan, reserve: bool) -> tuple[list[Release], list[Release]]:
         g = plan.gaussian

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from dp_accounting.mechanism_calibration import LowerEndpointAndGuess, calibrate_dp_mechanism
 from dp_accounting.pld import pld_privacy_accountant
@@ -35,9 +35,12 @@ from pategail.sdk.contribution import ENV_L1_BOUND
 from pategail.sdk.files import write_atomic
 from pategail.sdk.secagg.policy import DeclaredPlan
 from pategail.server.privacy.accountant import to_dp_event
-from pategail.server.privacy.adjacency import ZERO_OUT, SensitivityFactors
+from pategail.server.privacy.adjacency import CELLS, ENVIRONMENT, REWARDS, ZERO_OUT, SensitivityFactors
 from pategail.server.privacy.mechanisms import GAUSSIAN_PLAN, LAPLACE_PLAN, LaplacePlanning, PlannedMechanism, planned
 from pategail.server.privacy.calibration import sum_noise_scales
+
+if TYPE_CHECKING:
+    from pategail.server.privacy.cell_release import CellReleasePlan
 from pategail.server.privacy.gaussian import ENV_L2_BOUND, plan_gaussian
 
 # PLAN_INTERVAL (3e-4, defined in pategail.sdk.accounting because devices' ledgers compose on the same grid)
@@ -69,6 +72,9 @@ class ReleaseNoise:
     vector to ``env_l1_bound``), not ``values`` sensitivity-1 queries."""
     env_l1_bound: float = ENV_L1_BOUND
     """Laplace environment release: the L1 bound of its layout (pategail.sdk.contribution.env_l1_bound)."""
+    cells: bool = False
+    """Gaussian: the cell-table release (a 0/1 vector over the public map, clip √m;
+    pategail.server.privacy.cell_release)."""
 
     @property
     def noisy(self) -> bool:
@@ -83,6 +89,11 @@ class ReleaseNoise:
     def is_environment(self) -> bool:
         """The environment release (a Laplace vector query, or a Gaussian release of the vector as it is)."""
         return self.scheme.is_environment(self)
+
+    @property
+    def kind(self) -> str:
+        """What the accountant records it as (adjacency.RELEASE_KINDS)."""
+        return CELLS if self.cells else ENVIRONMENT if self.is_environment else REWARDS
 
     def accounting(self, values: int, shares: int = 1) -> Release | None:
         """What a release of ``values`` values at this noise costs (None without noise); ``shares``: the honest
@@ -139,6 +150,11 @@ class PrivacyPlan:
     adjacency: str = ZERO_OUT
     """The neighbouring relation the target ε applies to (``TrainConfig.adjacency``): the noise is calibrated
     with its sensitivities; every scale and multiplier above is recorded against the zero-out sensitivity."""
+    cells: dict[str, Any] | None = None
+    """A run that releases its cell table privately (``privacy.cells`` released): the release's
+    ``pategail.server.privacy.cell_release.CellReleasePlan`` as a dict — the run's first release; the
+    environment and rewards above are planned for what it leaves of the target (``expected_epsilon`` and
+    :meth:`epsilon_under` include it). None otherwise."""
 
     @property
     def private(self) -> bool:
@@ -203,7 +219,20 @@ class PrivacyPlan:
 
     def factors(self, relation: str) -> SensitivityFactors:
         """What multiplies each recorded (zero-out) sensitivity under ``relation``."""
-        return self.scheme.factors(self, relation)
+        factors = self.scheme.factors(self, relation)
+        cells = self.cell_release
+        if cells is None or relation == ZERO_OUT:
+            return factors
+        from pategail.server.privacy.cell_release import replace_one_factor
+        return replace(factors, cells=replace_one_factor(cells.max_cells, cells.universe))
+
+    @property
+    def cell_release(self) -> "CellReleasePlan | None":
+        """The cell-table release, or None when the run's table is public."""
+        if self.cells is None:
+            return None
+        from pategail.server.privacy.cell_release import CellReleasePlan
+        return CellReleasePlan(**self.cells)
 
     def planned_releases(self, reserve: bool = False) -> tuple[list[Release], list[Release]]:
         """(environment, rewards): what an uninterrupted private run releases, recorded as the accountant
@@ -215,7 +244,9 @@ class PrivacyPlan:
         person behind that many devices)."""
         env, rewards = self.planned_releases(reserve)
         factors = self.factors(relation).times(copies)
-        return composed_epsilon([r.scaled(factors.environment) for r in env]
+        cells = self.cell_release
+        return composed_epsilon(([] if cells is None else [cells.release().scaled(factors.cells)])
+                                + [r.scaled(factors.environment) for r in env]
                                 + [r.scaled(factors.rewards) for r in rewards], self.target_delta)
 
     def to_dict(self) -> dict[str, Any]:

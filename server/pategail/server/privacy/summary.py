@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from pategail.sdk.accounting import composed_epsilon
 from pategail.server.privacy.accountant import PrivacyAccountant
-from pategail.server.privacy.adjacency import DESCRIPTION, REPLACE_ONE, ZERO_OUT
+from pategail.server.privacy.adjacency import CELLS, DESCRIPTION, REPLACE_ONE, ZERO_OUT
 from pategail.server.privacy.plan import PrivacyPlan
 
 if TYPE_CHECKING:
@@ -58,8 +59,22 @@ def _mechanism_fields(plan: PrivacyPlan, accountant: PrivacyAccountant, devices:
                          "aggregation's threshold")}
     out.update(plan.scheme.summary_fields(plan, devices))
     out["adjacency"] = plan.adjacency
+    cells = plan.cell_release
+    if cells is not None:
+        out["cell_release"] = {**vars(cells), "epsilon_part": cell_release_epsilon(plan),
+                               "counted": len(accountant.releases_of(CELLS)),
+                               "note": "the cell table's release alone, at δ/2 under the target's relation (parts "
+                                       "of a joint composition do not add up); the totals include it"}
     out["guarantees"] = guarantees(plan, accountant)
     return out
+
+
+def cell_release_epsilon(plan: PrivacyPlan) -> float:
+    """The ε of a run's cell-table release alone, at δ/2 under the target's relation (how the environment's and
+    the rewards' parts are stated)."""
+    cells = plan.cell_release
+    assert cells is not None, "a run that releases its cell table"
+    return composed_epsilon([cells.release().scaled(plan.factors(plan.adjacency).cells)], plan.target_delta / 2)
 
 
 RELATIONS = (ZERO_OUT, REPLACE_ONE)
