@@ -74,14 +74,11 @@ class MarkovPredictor:
         self.n_cells, self.prior = n_cells, float(prior)
         self.stay = float(np.mean(src == dst)) if src.size else 0.0
         self.popularity = np.bincount(dst, minlength=n_cells) / max(1, dst.size)
-        pairs = np.unique(src * n_cells + dst, return_counts=True)
-        self._counts = dict(zip(pairs[0].tolist(), pairs[1].tolist()))
+        keys, counts = np.unique(src * n_cells + dst, return_counts=True)       # sorted by source cell
         self._out = np.bincount(src, minlength=n_cells)
-        self._next: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        for key, count in self._counts.items():
-            self._next.setdefault(key // n_cells, ([], []))
-            self._next[key // n_cells][0].append(key % n_cells)
-            self._next[key // n_cells][1].append(count)
+        starts = np.searchsorted(keys // n_cells, np.arange(n_cells + 1))
+        self._next = {int(c): (keys[starts[c]:starts[c + 1]] % n_cells, counts[starts[c]:starts[c + 1]])
+                      for c in np.flatnonzero(self._out)}
 
     def scores(self, current: int) -> np.ndarray:
         """float (n_cells,): P(next | current)."""
@@ -92,7 +89,7 @@ class MarkovPredictor:
             return p
         p = self.prior * p
         cells, counts = self._next[current]
-        p[np.asarray(cells)] += np.asarray(counts)
+        p[cells] += counts
         return p / (n + self.prior)
 
     def evaluate(self, test_days: np.ndarray) -> dict[str, float]:
@@ -114,6 +111,13 @@ class NextLocationRNN(nn.Module):
     row t predicts the cell of slot t + 1 from slots 0..t. ``vocabulary``: the cells the arm's days visit
     (sorted), which the softmax covers; any other cell is read as one "unfamiliar cell" embedding, which training
     teaches by masking a share of the input cells (``config.unfamiliar_share``)."""
+
+    vocabulary: torch.Tensor
+    known: torch.Tensor
+    epochs: int
+    """Set by :func:`train_predictor`: epochs trained, minibatches in all, best validation cross-entropy."""
+    steps: int
+    validation_nll: float | None
 
     def __init__(self, n_cells: int, n_slots: int, vocabulary: np.ndarray, config: PredictionConfig):
         super().__init__()
