@@ -7,7 +7,7 @@
     .venv/bin/python benchmarks/utility.py measure --data runs/pategail-geolife-public --seed S \\
         --synthetic ours-plain=runs/util/syn/plain-sS.csv --synthetic epr=runs/util/syn/epr-sS.csv \\
         --json runs/util/utility.json
-    # the table: mean and range over the seeds measured
+    # the table: mean and range over the seeds measured (several JSON files are merged)
     .venv/bin/python benchmarks/utility.py table --json runs/util/utility.json
 
 The predictor's seed is the seed S of the synthetic days it is given, so every source and arm of one seed shares
@@ -67,7 +67,7 @@ def measure(args) -> None:
     store.setdefault("persistence", persistence_metrics(dataset.test_days))
     results = store.setdefault(str(args.seed), {})
     config = PredictionConfig(seed=args.seed)
-    arms = {"real": dataset.train_days}
+    arms = {} if args.skip_real else {"real": dataset.train_days}
     for spec in args.synthetic:
         name, _, path = spec.partition("=")
         synthetic = read_synthetic_csv(Path(path), n_cells=dataset.n_cells, slots=dataset.train_days.shape[1])
@@ -99,7 +99,10 @@ def _cell(values) -> str:
 def table(args) -> None:
     """Markdown: one row per (source, arm, predictor), mean and range over seeds; and the share of the real
     arm's Acc@1 above "stay" that each arm keeps."""
-    store = json.loads(args.json.read_text())
+    store: dict = {}
+    for path in args.json:                                      # several files: one store, merged by seed
+        for key, value in json.loads(path.read_text()).items():
+            store[key] = {**store.get(key, {}), **value} if key.isdigit() else value
     stay = store["persistence"]["acc1"]
     seeds = sorted(k for k in store if k.isdigit())
     keys = []
@@ -130,9 +133,10 @@ def main() -> None:
     m.add_argument("--seed", type=int, required=True)
     m.add_argument("--synthetic", action="append", default=[], metavar="NAME=CSV")
     m.add_argument("--json", type=Path, required=True)
+    m.add_argument("--skip-real", action="store_true", help="only the synthetic sources' arms")
     m.set_defaults(func=measure)
     s = sub.add_parser("table")
-    s.add_argument("--json", type=Path, required=True)
+    s.add_argument("--json", type=Path, required=True, nargs="+")
     s.set_defaults(func=table)
     args = p.parse_args()
     args.func(args)
