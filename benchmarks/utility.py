@@ -89,11 +89,11 @@ def measure(args) -> None:
         args.json.write_text(json.dumps(store, indent=1) + "\n")
 
 
-def _cell(values) -> str:
+def _cell(values, fmt: str = ".3f") -> str:
     values = np.asarray(values, dtype=float)
     if len(values) == 1:
-        return f"{values[0]:.3f}"
-    return f"{values.mean():.3f} ({values.min():.3f}–{values.max():.3f})"
+        return f"{values[0]:{fmt}}"
+    return f"{values.mean():{fmt}} ({values.min():{fmt}} to {values.max():{fmt}})"
 
 
 def table(args) -> None:
@@ -119,6 +119,27 @@ def table(args) -> None:
                      for s in have if "real" in store[s]]
             print(f"| {key} | {predictor} | {len(have)} | " + " | ".join(_cell(vals[m]) for m in METRICS)
                   + f" | {_cell(share) if share else '-'} |")
+    sources = [k.split("/")[0] for k in keys if k.endswith("/synthetic")]
+    print("\nHeadline (Acc@1 on the real test days; gain and share paired by seed, share = (b − stay) / (a − stay)):\n")
+    print("| synthetic days | seeds | GRU (b) synthetic | share of real's gain over stay | GRU (c) real + synthetic | "
+          "(c) − (a) | Markov predictor (b) | (c) − (a) |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for source in sources:
+        have = [s for s in seeds if f"{source}/synthetic" in store[s] and f"{source}/real+synthetic" in store[s]
+                and "real" in store[s]]
+        if not have:
+            continue
+
+        def acc(s, arm, predictor="recurrent"):
+            return store[s][arm][predictor]["acc1"]
+        row = [_cell([acc(s, f"{source}/synthetic") for s in have]),
+               _cell([(acc(s, f"{source}/synthetic") - stay) / (acc(s, "real") - stay) for s in have]),
+               _cell([acc(s, f"{source}/real+synthetic") for s in have]),
+               _cell([acc(s, f"{source}/real+synthetic") - acc(s, "real") for s in have], "+.3f"),
+               _cell([acc(s, f"{source}/synthetic", "markov") for s in have]),
+               _cell([acc(s, f"{source}/real+synthetic", "markov") - acc(s, "real", "markov") for s in have],
+                     "+.3f")]
+        print(f"| {source} | {len(have)} | " + " | ".join(row) + " |")
 
 
 def main() -> None:
