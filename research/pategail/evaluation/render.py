@@ -103,10 +103,11 @@ def write_figures(result: dict, out_dir: Path, prefix: str = "") -> list[Path]:
     for i, arm in enumerate(ARM_LABELS):
         ax.bar(np.arange(3) + (i - 1) * 0.27, [pred["arms"][arm][m] for m in PRED_METRICS], 0.27,
                label=ARM_LABELS[arm])
-    ax.hlines(pred["persistence"]["acc1"], -0.45, 0.45, color="grey", lw=1, ls="--", label="stay (Acc@1)")
+    ax.hlines(pred["persistence"]["acc1"], -0.45, 0.45, color="black", lw=1.2, ls="--", zorder=3,
+              label="stay (Acc@1)")
     ax.set_xticks(range(3), ["Acc@1", "Acc@5", "MRR"])
     ax.set_title("Next-location prediction (GRU) on real test days")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="lower right")
     save(fig, "prediction.png")
 
     rec = result["utility"]["recommendation"]
