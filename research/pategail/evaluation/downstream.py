@@ -40,7 +40,7 @@ class DownstreamConfig:
     """Budgets of the downstream experiments; the defaults are the experiment's (BENCHMARKS.md)."""
 
     prediction: PredictionConfig = field(default_factory=PredictionConfig)
-    """The next-location LSTM and its training budget (same for every arm)."""
+    """The next-location predictors and their training budget (same for every arm)."""
     recommendation: RecommendationConfig = field(default_factory=RecommendationConfig)
     """The implicit ALS recommender."""
     attack: AttackConfig = field(default_factory=AttackConfig)
@@ -62,7 +62,8 @@ def downstream(dataset, synthetic_days: np.ndarray, *, policy_session=None, refe
     reference_session: the same for a never-trained policy (the run's initial bundle), for the reference."""
     synthetic = np.asarray(synthetic_days)
     start = time.perf_counter()
-    log.info("downstream: next-location prediction (3 arms x %d steps)", config.prediction.steps)
+    log.info("downstream: next-location prediction (3 arms, GRU early-stopped within %d steps, Markov)",
+             config.prediction.steps)
     prediction = prediction_experiment(dataset.train_days, synthetic, dataset.test_days, dataset.n_cells,
                                        config.prediction)
     log.info("downstream: location recommendation (3 arms)")

@@ -20,10 +20,10 @@ def add_arguments(p) -> None:
                    help="skip the applications (next-location prediction, location recommendation) and the "
                         "privacy attacks (membership inference, uniqueness)")
     p.add_argument("--prediction-steps", type=int, default=PredictionConfig.steps, metavar="N",
-                   help=f"training budget of the next-location LSTM, minibatches per arm "
-                        f"(default {PredictionConfig.steps})")
+                   help=f"most minibatches of the next-location GRU per arm; early stopping on a validation share "
+                        f"of the arm's days usually ends training before (default {PredictionConfig.steps})")
     p.add_argument("--prediction-device", default=PredictionConfig.device, metavar="DEVICE",
-                   help=f"torch device of the next-location LSTM, e.g. cuda (default {PredictionConfig.device})")
+                   help=f"torch device of the next-location GRU, e.g. cuda (default {PredictionConfig.device})")
     p.add_argument("--attack-days-per-user", type=int, default=AttackConfig.days_per_user, metavar="N",
                    help=f"days of each attacked user in the membership attacks (default {AttackConfig.days_per_user})")
 
