@@ -14,8 +14,8 @@ rest of the mass — the classic private spatial decomposition's estimate (Cormo
 levels: by default evenly. With ``shrink`` the rest goes where the noisy sums below the threshold still point,
 in proportion to each sum less ``shrink`` noise standard deviations (soft thresholding). Against the exact
 home histograms of resampled populations, shrink ½ lowers the estimate's error at every noise level measured;
-in training at 1,000 devices and ε = 8 it improved G-rank, Radius and Density but made DailyLoc worse and more
-invented days, so it is not the default (BENCHMARKS.md, "The environment estimator").
+in training at 1,000 devices and ε = 8 it halved G-rank's error and improved Radius and Distance but made
+DailyLoc worse on both seeds, so it is not the default (BENCHMARKS.md, "The environment estimator").
 """
 from __future__ import annotations
 
