@@ -66,7 +66,7 @@ def measure(args) -> None:
     store = json.loads(args.json.read_text()) if args.json.is_file() else {}
     store.setdefault("persistence", persistence_metrics(dataset.test_days))
     results = store.setdefault(str(args.seed), {})
-    config = PredictionConfig(seed=args.seed)
+    config = PredictionConfig(seed=args.seed, steps=args.steps)
     arms = {} if args.skip_real else {"real": dataset.train_days}
     for spec in args.synthetic:
         name, _, path = spec.partition("=")
@@ -155,6 +155,8 @@ def main() -> None:
     m.add_argument("--synthetic", action="append", default=[], metavar="NAME=CSV")
     m.add_argument("--json", type=Path, required=True)
     m.add_argument("--skip-real", action="store_true", help="only the synthetic sources' arms")
+    m.add_argument("--steps", type=int, default=PredictionConfig.steps,
+                   help="at most this many minibatches per arm (default: the report's)")
     m.set_defaults(func=measure)
     s = sub.add_parser("table")
     s.add_argument("--json", type=Path, required=True, nargs="+")

@@ -17,7 +17,8 @@ def test_utility_measure_resume_and_table(tmp_path, embedded_data):
     syn = tmp_path / "markov.csv"
     write_synthetic_csv(syn, generate_baseline("markov", ds, 60, np.random.default_rng(0)), ds.cells)
     store = tmp_path / "u.json"
-    args = ["measure", "--data", embedded_data, "--seed", 0, "--synthetic", f"chain={syn}", "--json", store]
+    args = ["measure", "--data", embedded_data, "--seed", 0, "--synthetic", f"chain={syn}", "--json", store,
+            "--steps", 30]
     printed = run_benchmark("utility.py", *args)
     assert printed.count("seed 0 ") == 3
     res = json.loads(store.read_text())

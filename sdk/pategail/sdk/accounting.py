@@ -14,6 +14,7 @@ device that keeps no budget never loads it, and the SDK's import stays light.
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, ClassVar, Sequence
@@ -183,7 +184,14 @@ def composed_epsilon(releases: Sequence[Release], delta: float, interval: float 
     """Smallest ε such that the composition of ``releases`` is (ε, δ)-DP (PLD, pessimistic estimate)."""
     if not releases:
         return 0.0
-    return _cached_epsilon(tuple(releases), float(delta), float(interval))
+    with _COMPOSING:
+        return _cached_epsilon(tuple(releases), float(delta), float(interval))
+
+
+_COMPOSING = threading.Lock()
+"""One composition at a time in a process: devices emulated as threads of one process (``pategail emulate``,
+the SDK fleet) hold identical ledgers, and without it each would compose the same releases at once instead of
+the first doing it and the others finding it cached."""
 
 
 @lru_cache(maxsize=64)
