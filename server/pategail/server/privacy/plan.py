@@ -38,10 +38,10 @@ from pategail.server.privacy.accountant import to_dp_event
 from pategail.server.privacy.adjacency import CELLS, ENVIRONMENT, REWARDS, ZERO_OUT, SensitivityFactors
 from pategail.server.privacy.mechanisms import GAUSSIAN_PLAN, LAPLACE_PLAN, LaplacePlanning, PlannedMechanism, planned
 from pategail.server.privacy.calibration import sum_noise_scales
+from pategail.server.privacy.gaussian import ENV_L2_BOUND, plan_gaussian
 
 if TYPE_CHECKING:
     from pategail.server.privacy.cell_release import CellReleasePlan
-from pategail.server.privacy.gaussian import ENV_L2_BOUND, plan_gaussian
 
 # PLAN_INTERVAL (3e-4, defined in pategail.sdk.accounting because devices' ledgers compose on the same grid)
 # is three steps of the accountant's 1e-4. The hand-written bisection this replaces searched on a 1e-3 grid,
