@@ -1,5 +1,5 @@
 """Benchmark of the population fleet: set-up time, seconds per round and peak RSS of a resampled population
-of N devices under the default configuration (pategail.population; BENCHMARKS.md "Population fleet").
+of N devices under the default configuration (pategail.population; BENCHMARKS.md "The population fleet").
 
     .venv/bin/python benchmarks/population.py --data runs/pategail-geolife --devices 1000 --rounds 3
 

@@ -1,5 +1,5 @@
 """Seconds per round of the population fleet alone: N simulated devices each train their discriminator and
-score one round's generated pairs (pategail.population; BENCHMARKS.md "Population fleet").
+score one round's generated pairs (pategail.population; BENCHMARKS.md "The population fleet").
 
     .venv/bin/python benchmarks/population_round.py --data runs/pategail-geolife --devices 10000 --rounds 2
 

@@ -107,7 +107,7 @@ def stable_bce(logit: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
 
 # The hot paths below are numpy: on the development machine (AMD EPYC) numpy's BLAS ran the devices' small
 # matrix products (64 × 64 × 64, 564 × 64 × 64) 2–3× faster than torch's, and numpy's vectorised tanh was
-# 5–8× faster than torch's (BENCHMARKS.md "Population fleet"); the arrays are shared with torch, not copied.
+# 5–8× faster than torch's (BENCHMARKS.md "The population fleet"); the arrays are shared with torch, not copied.
 
 def _tanh_(a: np.ndarray) -> np.ndarray:
     return np.tanh(a, out=a)

@@ -21,7 +21,8 @@ from pategail.server.policy import Policy, masked_log_probs
 @dataclass(frozen=True)
 class PPOConfig:
     """PPO knobs, named as in Stable-Baselines3; the defaults are the training runs' (chosen on training days,
-    BENCHMARKS.md "How the defaults were chosen")."""
+    the measurements are in the benchmarks' history, ``git show 65b3a3e:BENCHMARKS.md``, "How the defaults were
+    chosen")."""
 
     learning_rate: float = 3e-4
     """Adam step size of the policy and value networks."""

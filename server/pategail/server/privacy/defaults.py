@@ -33,8 +33,8 @@ TOLERANCE_MARGIN = 1.0
 (pategail.server.privacy.feasibility.MEASURED_TOLERANCE). 1, the tolerance itself: at 1,000 devices and ε = 1 a
 margin of ½ left the environment share 0.1 (reward std 0.156, environment σ 109 per sum), share 0.5 (reward std
 0.219, under the tolerance 0.3; σ 19.8) was better on all five km metrics and made 8.2% invented days against
-27.5% (one seed each on a public Beijing map; BENCHMARKS.md, "Private defaults, both neighbouring relations, δ
-from N and a public map")."""
+27.5% (one seed each on a public Beijing map; the benchmarks' history, ``git show 65b3a3e:BENCHMARKS.md``,
+"Private defaults, both neighbouring relations, δ from N and a public map")."""
 
 
 def default_delta(devices: int) -> float:
