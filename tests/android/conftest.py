@@ -3,6 +3,7 @@ org.json from Debian's libbcprov-java and libandroid-json-org-java, JUnit 5 from
 test vectors and bundle, and the embedded data set. Without the tools the tests skip in one line."""
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,14 @@ ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "android-demo"
 CORE = DEMO / "core"
 VECTORS = DEMO / "vectors"
+
+
+def load_module(relative: str):
+    """The module at ``relative`` (to the repository) — another test directory's helpers, which are no package."""
+    spec = importlib.util.spec_from_file_location(relative.replace("/", "_")[:-3], ROOT / relative)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.fixture(scope="session")

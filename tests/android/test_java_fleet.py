@@ -20,7 +20,6 @@ default of `--epsilon`).
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import re
@@ -31,22 +30,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from .conftest import ROOT
+from .conftest import ROOT, load_module
 
 N_PYTHON, N_JAVA, ROUNDS = 6, 4, 3
 """Ten devices: one per user of the embedded data set."""
 MIN_SURVIVORS = 0.75
 MAIN = "org.pategail.core.tools.NetDevice"
-
-
-def _module(relative: str):
-    spec = importlib.util.spec_from_file_location(relative.replace("/", "_")[:-3], ROOT / relative)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-NET = _module("tests/net/conftest.py")
+NET = load_module("tests/net/conftest.py")
 
 
 class Uploads:
@@ -298,7 +288,7 @@ def test_python_and_java_devices_in_one_served_run(mechanism, java_device_classp
     report = json.loads((run / "report.json").read_text())
     assert report["training"]["rounds"] == ROUNDS
 
-    leaks = _module("tests/device/test_device_federation.py")
+    leaks = load_module("tests/device/test_device_federation.py")
     keys = leaks.run_keys(np.concatenate([dataset.user_days(int(u)) for u in users]))
     paths = {p for p, _ in bodies}
     assert {"/v1/enrol", "/v1/poll", "/v1/reply", "/v1/directory"} <= paths

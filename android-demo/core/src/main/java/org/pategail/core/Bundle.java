@@ -9,6 +9,7 @@ import java.nio.charset.StandardCharsets;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.Iterator;
 import java.util.List;
 
@@ -27,6 +28,7 @@ public final class Bundle {
     public static final String FORMAT = "pategail-model-bundle";
     public static final int FORMAT_VERSION = 1;
     static final String[] DISCRIMINATOR_ROLES = {"training", "eval", "optimizer", "inference"};
+    static final String[] POLICY_TRAINING_ROLES = {"training", "eval", "optimizer"};
 
     public final File root;
     public final JSONObject manifest;
@@ -50,11 +52,45 @@ public final class Bundle {
     public final int nParameters;
     /** SHA-256 of the bundle's policy model (the policy in use until a PolicyUpdate is accepted). */
     public final String policySha256;
+    /** The policy's maximum-likelihood training artifacts (DP-FedAvg runs); null in other bundles. */
+    public final PolicyTraining policyTraining;
+
+    /**
+     * The manifest's {@code policy_training} section (the Python SDK's {@code PolicyTrainingSpec}): the policy's
+     * training, eval and SGD optimizer models for ONNX Runtime's training API, its initial checkpoint, and the
+     * trainable parameters in the order of the flat vector a FedAvgRequest carries.
+     */
+    public static final class PolicyTraining {
+        public final File training;
+        public final File eval;
+        public final File optimizer;
+        public final File checkpoint;
+        /** Names of the trainable parameters, in flat-vector order (unmodifiable). */
+        public final List<String> names;
+        private final int[][] shapes;
+        /** Length of the flat parameter vector: the sum of the shapes' products. */
+        public final long nParameters;
+
+        PolicyTraining(File[] models, File checkpoint, List<String> names, int[][] shapes, long nParameters) {
+            this.training = models[0];
+            this.eval = models[1];
+            this.optimizer = models[2];
+            this.checkpoint = checkpoint;
+            this.names = Collections.unmodifiableList(new ArrayList<>(names));
+            this.shapes = shapes;
+            this.nParameters = nParameters;
+        }
+
+        /** The shape of parameter {@code i} (a copy). */
+        public int[] shape(int i) {
+            return shapes[i].clone();
+        }
+    }
 
     private Bundle(File root, JSONObject manifest, String sha256, File[] models, File checkpoint, double[][] cells,
                    double alpha, int candidates, boolean actionRates, double learningRate, float expert,
                    float generated,
-                   int nParameters, String policySha256) {
+                   int nParameters, String policySha256, PolicyTraining policyTraining) {
         this.root = root;
         this.manifest = manifest;
         this.sha256 = sha256;
@@ -73,6 +109,7 @@ public final class Bundle {
         this.generatedLabel = generated;
         this.nParameters = nParameters;
         this.policySha256 = policySha256;
+        this.policyTraining = policyTraining;
     }
 
     public static byte[] readAll(File f) throws IOException {
@@ -211,6 +248,7 @@ public final class Bundle {
                 }
                 nParameters += size;
             }
+            PolicyTraining policyTraining = policyTraining(dir, m.opt("policy_training"), maxIr, maxOpset, files);
             if (!m.has("environment")) {
                 throw new BundleException(dir + ": a models-only bundle (no cell table); devices cannot run it");
             }
@@ -245,7 +283,7 @@ public final class Bundle {
                     env.getInt("candidates"), Boolean.TRUE.equals(rates),
                     disc.getJSONObject("optimizer").getDouble("learning_rate"),
                     (float) labels.getDouble("expert"), (float) labels.getDouble("generated"), nParameters,
-                    files.getJSONObject(models[0].getName()).getString("sha256"));
+                    files.getJSONObject(models[0].getName()).getString("sha256"), policyTraining);
         } catch (JSONException | IllegalArgumentException err) {
             throw new BundleException(manifestFile + ": malformed manifest (" + err.getMessage() + ")");
         } catch (IOException err) {
@@ -258,6 +296,49 @@ public final class Bundle {
             throw new BundleException(new File(dir, MANIFEST) + ": " + name + " is used but has no hash in 'files'");
         }
         return new File(dir, name);
+    }
+
+    /** The {@code policy_training} section verified as the Python SDK does; null when absent. */
+    private static PolicyTraining policyTraining(File dir, Object section, int maxIr, int maxOpset, JSONObject files)
+            throws BundleException, JSONException {
+        if (section == null || JSONObject.NULL.equals(section)) {
+            return null;
+        }
+        if (!(section instanceof JSONObject)) {
+            throw new JSONException("policy_training is not an object");
+        }
+        JSONObject s = (JSONObject) section;
+        File[] models = new File[POLICY_TRAINING_ROLES.length];
+        for (int i = 0; i < models.length; i++) {
+            models[i] = model(dir, s.getJSONObject("models").getJSONObject(POLICY_TRAINING_ROLES[i]), maxIr, maxOpset,
+                    files);
+        }
+        File checkpoint = listed(dir, s.getString("checkpoint"), files);
+        JSONArray params = s.getJSONArray("parameters");
+        List<String> names = new ArrayList<>();
+        int[][] shapes = new int[params.length()][];
+        long total = 0;
+        try {
+            for (int i = 0; i < shapes.length; i++) {
+                JSONObject p = params.getJSONObject(i);
+                names.add(p.getString("name"));
+                JSONArray shape = p.getJSONArray("shape");
+                shapes[i] = new int[shape.length()];
+                long size = 1;
+                for (int j = 0; j < shapes[i].length; j++) {
+                    shapes[i][j] = shape.getInt(j);
+                    size = Math.multiplyExact(size, shapes[i][j]);
+                }
+                total = Math.addExact(total, size);
+            }
+        } catch (ArithmeticException err) {
+            total = -1;                         // no real vector has that many parameters: it cannot match
+        }
+        if (total != s.getLong("n_parameters")) {
+            throw new BundleException(new File(dir, MANIFEST)
+                    + ": policy_training: the parameter shapes do not add up to n_parameters");
+        }
+        return new PolicyTraining(models, checkpoint, names, shapes, total);
     }
 
     private static File model(File dir, JSONObject d, int maxIr, int maxOpset, JSONObject files)

@@ -365,6 +365,8 @@ public final class Device {
                 reply = onRoundRequest((DeviceMessages.RoundRequest) msg);
             } else if (msg instanceof DeviceMessages.InitialStatesRequest) {
                 reply = onInitialStatesRequest((DeviceMessages.InitialStatesRequest) msg);
+            } else if (msg instanceof DeviceMessages.FedAvgRequest) {
+                reply = onFedAvgRequest((DeviceMessages.FedAvgRequest) msg);
             } else {
                 throw new MessageError(DeviceMessages.MALFORMED, "unexpected message kind "
                         + DeviceMessages.kindName(msg.kind()));
@@ -520,6 +522,27 @@ public final class Device {
         pending = out;
         pendingEnvironment = true;
         return new DeviceMessages.Ack(msg.round, "initial_states_request", out.length);
+    }
+
+    /**
+     * DP-FedAvg: the request checked against the bundle's policy training artifacts as the Python device checks it
+     * before training, then refused — this core has no policy trainer (on a phone: ONNX Runtime's training API on
+     * the bundle's policy_training models, the seam {@link Trainer} is for the discriminator). Nothing changes.
+     */
+    private DeviceMessages.Message onFedAvgRequest(DeviceMessages.FedAvgRequest msg) throws MessageError {
+        requireBundle();
+        requireDays();
+        Bundle.PolicyTraining training = bundle.policyTraining;
+        if (training == null) {
+            throw new MessageError(DeviceMessages.INCOMPATIBLE,
+                    "the installed bundle has no policy training artifacts");
+        }
+        if (msg.parameters.length != training.nParameters) {
+            throw new MessageError(DeviceMessages.INCOMPATIBLE, msg.parameters.length + " policy parameters, the "
+                    + "bundle's policy has " + training.nParameters);
+        }
+        throw new MessageError(DeviceMessages.INCOMPATIBLE, "this device has no policy trainer: it cannot train the "
+                + "policy's " + training.nParameters + " parameters for DP-FedAvg rounds");
     }
 
     // -- secure aggregation ---------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ public final class DeviceMessages {
     public static final int SLOTS = 48;
     public static final int N_ACTIONS = 4;
     public static final int KIND_POLICY_UPDATE = 1, KIND_ROUND_REQUEST = 2, KIND_INITIAL_STATES_REQUEST = 3,
-            KIND_ACK = 4, KIND_ERROR = 5;
+            KIND_ACK = 4, KIND_ERROR = 5, KIND_FEDAVG_REQUEST = 6;
     public static final long NO_ROUND = -1;
     public static final String MALFORMED = "malformed", VERSION = "version", SHAPE = "shape",
             NON_FINITE = "non_finite", TOO_LARGE = "too_large", CELL_RANGE = "cell_range", HASH = "hash",
@@ -40,8 +40,19 @@ public final class DeviceMessages {
             case KIND_INITIAL_STATES_REQUEST: return "initial_states_request";
             case KIND_ACK: return "ack";
             case KIND_ERROR: return "error";
+            case KIND_FEDAVG_REQUEST: return "fedavg_request";
             default: return null;
         }
+    }
+
+    /** Name -> wire code (the inverse of {@link #kindName}); -1 for a name of no kind. */
+    public static int kindCode(String name) {
+        for (int kind = KIND_POLICY_UPDATE; kindName(kind) != null; kind++) {
+            if (kindName(kind).equals(name)) {
+                return kind;
+            }
+        }
+        return -1;
     }
 
     /** Bounds a device enforces on what it receives (the Python SDK's {@code MessageLimits} defaults). */
@@ -230,6 +241,85 @@ public final class DeviceMessages {
         }
     }
 
+    /**
+     * Coordinator -> device: one round of DP-FedAvg — local SGD epochs over the owner's days from the global
+     * policy {@code parameters} (float32, in the bundle's {@code policy_training} order), the delta L2-clipped to
+     * {@code clipNorm} as the pending vector. This core parses and checks it; training it needs a policy trainer.
+     */
+    public static final class FedAvgRequest implements Message {
+        public final long round;
+        public final long epochs;
+        public final long batchSize;
+        public final double learningRate;
+        public final double clipNorm;
+        public final float[] parameters;
+
+        public FedAvgRequest(long round, long epochs, long batchSize, double learningRate, double clipNorm,
+                             float[] parameters) {
+            this.round = round;
+            this.epochs = epochs;
+            this.batchSize = batchSize;
+            this.learningRate = learningRate;
+            this.clipNorm = clipNorm;
+            this.parameters = parameters;
+        }
+
+        public int kind() {
+            return KIND_FEDAVG_REQUEST;
+        }
+
+        public long round() {
+            return round;
+        }
+
+        void validate(Limits limits) throws MessageError {
+            checkRound(round, false);
+            checkCount("epochs", epochs, limits.maxKSteps);
+            checkCount("batch_size", batchSize, limits.maxBatchSize);
+            checkPositive("learning_rate", learningRate);
+            checkPositive("clip_norm", clipNorm);
+            if (parameters.length == 0) {
+                throw new MessageError(SHAPE, "parameters: expected a non-empty float vector, got float32 (0,)");
+            }
+            checkParameterCount(parameters.length, limits);
+            for (float x : parameters) {
+                if (Float.isNaN(x) || Float.isInfinite(x)) {
+                    throw new MessageError(NON_FINITE, "parameters: NaN or Inf");
+                }
+            }
+        }
+
+        private static void checkCount(String name, long v, int hi) throws MessageError {
+            if (v < 1 || v > hi) {
+                throw new MessageError(v > hi ? TOO_LARGE : MALFORMED, name + " = " + v + ", outside [1, " + hi + "]");
+            }
+        }
+
+        private static void checkPositive(String name, double x) throws MessageError {
+            if (!(x > 0) || Double.isInfinite(x)) {
+                String text = Double.isNaN(x) ? "nan" : Double.isInfinite(x) ? (x > 0 ? "inf" : "-inf")
+                        : Double.toString(x);
+                throw new MessageError(MALFORMED, name + " must be a finite number > 0, got " + text);
+            }
+        }
+
+        static void checkParameterCount(long n, Limits limits) throws MessageError {
+            if (4 * n > limits.maxPolicyBytes) {
+                throw new MessageError(TOO_LARGE, n + " parameters, above the limit of " + limits.maxPolicyBytes
+                        + " bytes");
+            }
+        }
+
+        public byte[] body() {
+            byte[] flat = new byte[4 * parameters.length];
+            for (int i = 0; i < parameters.length; i++) {
+                putIntLE(flat, 4 * i, Float.floatToRawIntBits(parameters[i]));
+            }
+            return new Wire.Writer().i64(round).u32(epochs).u32(batchSize).f64(learningRate).f64(clipNorm)
+                    .u32(parameters.length).raw(flat).bytes();
+        }
+    }
+
     /** Device -> coordinator: request {@code kind} of {@code round} was carried out; n = pending length. */
     public static final class Ack implements Message {
         public final long round;
@@ -251,8 +341,10 @@ public final class DeviceMessages {
         }
 
         public byte[] body() {
-            int code = kind.equals("policy_update") ? KIND_POLICY_UPDATE
-                    : kind.equals("round_request") ? KIND_ROUND_REQUEST : KIND_INITIAL_STATES_REQUEST;
+            int code = kindCode(kind);
+            if (code < 0) {
+                throw new IllegalArgumentException("no request kind '" + kind + "'");
+            }
             return new Wire.Writer().i64(round).u8(code).u32(n).bytes();
         }
     }
@@ -408,6 +500,20 @@ public final class DeviceMessages {
                     throw new MessageError(MALFORMED, "region_cells " + regionCells + " is not a count of cells");
                 }
                 return new InitialStatesRequest(round, (int) regionCells);
+            }
+            case KIND_FEDAVG_REQUEST: {
+                long epochs = r.u32(), batch = r.u32();
+                double lr = r.f64(), clip = r.f64();
+                long n = r.u32();
+                FedAvgRequest.checkParameterCount(n, limits);   // before reading: never allocate past the limits
+                byte[] raw = r.raw(4 * n);
+                float[] parameters = new float[(int) n];
+                for (int i = 0; i < parameters.length; i++) {
+                    parameters[i] = Float.intBitsToFloat(getIntLE(raw, 4 * i));
+                }
+                FedAvgRequest m = new FedAvgRequest(round, epochs, batch, lr, clip, parameters);
+                m.validate(limits);
+                return m;
             }
             case KIND_ACK: {
                 int code = r.u8();

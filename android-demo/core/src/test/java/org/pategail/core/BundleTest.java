@@ -3,6 +3,7 @@ package org.pategail.core;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.io.File;
@@ -45,6 +46,7 @@ class BundleTest {
         assertEquals(5249, b.nParameters);
         assertEquals(0.001, b.learningRate, 1e-15);
         assertEquals(1.0f, b.expertLabel);
+        assertNull(b.policyTraining);           // a PateGail bundle: no DP-FedAvg artifacts
     }
 
     static String refusal(File dir, String runtime) {

@@ -1,0 +1,206 @@
+"""The Java core on DP-FedAvg: the initial bundle of a `--method dp-fedavg` run, written by the Python exporter,
+loads in Java with the policy_training description the Python SDK reads, and a damaged one is refused in the
+Python SDK's line; FedAvgRequest frames the Python SDK writes are read by Java into the same fields and written back
+byte for byte, malformed ones refused with the Python SDK's ErrorReply; a Java device answers a DP-FedAvg round
+with the Python device's checks, then "incompatible" (it has no policy trainer), and the coordinator leaves it out
+of the round with that reason."""
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import struct
+import subprocess
+
+import numpy as np
+import pytest
+
+from .conftest import VECTORS, load_module
+
+PROBE = "org.pategail.core.tools.PolicyTrainingProbe"
+
+
+@pytest.fixture(scope="module")
+def fedavg_bundle(tmp_path_factory, dataset):
+    """The initial bundle `pategail train --method dp-fedavg` writes for the DP-FedAvg tests' tiny policy."""
+    from pategail.server.config import TrainConfig, merge_settings
+    from pategail.training import write_initial_bundle
+
+    tiny = load_module("tests/fedavg/conftest.py").TINY
+    return write_initial_bundle(TrainConfig(**merge_settings(tiny, {})), dataset, 0,
+                                tmp_path_factory.mktemp("fedavg") / "bundle")
+
+
+def _probe(classpath: str, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(["java", "-cp", classpath, PROBE, *args], input=stdin, capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_a_dp_fedavg_bundle_is_described_in_java_as_in_python(java_classpath, fedavg_bundle):
+    from pategail.sdk.bundle import load_bundle
+
+    spec = load_bundle(fedavg_bundle).policy_training
+    done = _probe(java_classpath, "bundle", str(fedavg_bundle))
+    assert done.returncode == 0, done.stderr
+    java = json.loads(done.stdout)
+    assert java["n_parameters"] == spec.n_parameters == sum(int(np.prod(s)) for _, s in spec.parameters) > 0
+    assert [(name, tuple(shape)) for name, shape in java["parameters"]] == list(spec.parameters)
+    assert java["files"] == {**{role: m.path.name for role, m in spec.models.items()},
+                             "checkpoint": spec.checkpoint.name}
+    assert len(set(java["files"].values())) == 4
+    # a PateGail bundle has no such section: absent in both
+    assert load_bundle(VECTORS / "bundle").policy_training is None
+    assert json.loads(_probe(java_classpath, "bundle", str(VECTORS / "bundle")).stdout) is None
+
+
+def _shape_off_by_one(m):
+    m["policy_training"]["parameters"][2]["shape"][0] += 1
+
+
+def _checkpoint_unlisted(m):
+    m["policy_training"]["checkpoint"] = "policy_checkpoint.old"
+
+
+def _opset_too_new(m):
+    m["policy_training"]["models"]["eval"]["opset"] = m["requires"]["max_opset"] + 1
+
+
+def _no_optimizer(m):
+    del m["policy_training"]["models"]["optimizer"]
+
+
+@pytest.mark.parametrize("alter, says", [
+    (_shape_off_by_one, "policy_training: the parameter shapes do not add up to n_parameters"),
+    (_checkpoint_unlisted, "policy_checkpoint.old is used but has no hash in 'files'"),
+    (_opset_too_new, "above what the bundle allows"),
+    (_no_optimizer, "malformed manifest"),
+])
+def test_an_altered_policy_training_section_is_refused_in_one_line(java_classpath, fedavg_bundle, tmp_path, alter,
+                                                                    says):
+    from pategail.sdk.bundle import BundleError, load_bundle
+
+    bundle = shutil.copytree(fedavg_bundle, tmp_path / "bundle")
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    alter(manifest)
+    (bundle / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(BundleError) as err:
+        load_bundle(bundle)
+    done = _probe(java_classpath, "bundle", str(bundle))
+    assert done.returncode == 2 and done.stdout == ""
+    line = done.stderr.strip()
+    assert "\n" not in line and says in line and says in str(err.value)
+    if alter is not _no_optimizer:                    # the same line, but for how each language names a KeyError
+        assert line == str(err.value)
+
+
+def _frame(body: bytes) -> bytes:
+    return struct.pack(">4sBBI", b"PGDV", 1, 6, len(body)) + body
+
+
+def _body(round_=3, epochs=2, batch=16, lr=0.1, clip=0.5, params=(0.25, -1.5), n=None) -> bytes:
+    flat = np.asarray(params, dtype="<f4").tobytes()
+    return struct.pack(">qIIddI", round_, epochs, batch, lr, clip, len(params) if n is None else n) + flat
+
+
+REFUSED = {
+    "nan_parameter": (_frame(_body(params=(0.5, float("nan")))), "non_finite"),
+    "inf_parameter": (_frame(_body(params=(float("-inf"),))), "non_finite"),
+    "epochs_zero": (_frame(_body(epochs=0)), "malformed"),
+    "too_many_epochs": (_frame(_body(epochs=10_001)), "too_large"),
+    "batch_too_large": (_frame(_body(batch=4097)), "too_large"),
+    "learning_rate_nan": (_frame(_body(lr=float("nan"))), "malformed"),
+    "learning_rate_negative": (_frame(_body(lr=-0.5)), "malformed"),
+    "clip_norm_zero": (_frame(_body(clip=0.0)), "malformed"),
+    "clip_norm_inf": (_frame(_body(clip=float("inf"))), "malformed"),
+    "no_parameters": (_frame(_body(params=())), "shape"),
+    "too_many_parameters": (_frame(_body(params=(), n=(64 << 20) // 4 + 1)), "too_large"),
+    "truncated_parameters": (_frame(_body(n=3)), "malformed"),
+    "trailing_byte": (_frame(_body() + b"\x00"), "malformed"),
+    "negative_round": (_frame(_body(round_=-5)), "malformed"),
+}
+
+
+def test_fedavg_requests_cross_between_python_and_java_byte_for_byte(java_classpath):
+    from pategail.sdk.messages import Ack, ErrorReply, FedAvgRequest, MessageError, from_bytes, peek_round
+
+    theta = np.random.default_rng(3).normal(size=1000).astype(np.float32)
+    theta[:4] = [-0.0, np.float32(1e-45), np.finfo(np.float32).max, np.finfo(np.float32).tiny]
+    messages = [FedAvgRequest(1, 2, 16, 0.1, 0.5, theta), FedAvgRequest(2**40, 10_000, 4096, 1e-7, 3.25, theta[:1]),
+                Ack(7, "fedavg_request", 1000)]
+    frames = [m.to_bytes() for m in messages] + [frame for frame, _ in REFUSED.values()]
+    done = _probe(java_classpath, "frames", stdin="".join(f.hex() + "\n" for f in frames))
+    assert done.returncode == 0, done.stderr
+    answers = [json.loads(line) for line in done.stdout.splitlines()]
+    assert len(answers) == len(frames)
+    for message, java in zip(messages, answers):
+        assert bytes.fromhex(java["reencoded"]) == message.to_bytes()
+        assert java["round"] == message.round
+    for request, java in zip(messages[:2], answers):
+        assert java["kind"] == "fedavg_request"
+        assert (java["epochs"], java["batch_size"]) == (request.epochs, request.batch_size)
+        assert (java["learning_rate"], java["clip_norm"]) == (request.learning_rate, request.clip_norm)
+        # JSON writes -0.0 as 0: the values here, their bits in the re-encoding above
+        assert np.array_equal(np.asarray(java["parameters"], dtype=np.float32), request.parameters)
+    assert (answers[2]["kind"], answers[2]["acknowledged"], answers[2]["n"]) == ("ack", "fedavg_request", 1000)
+    for (name, (frame, code)), java in zip(REFUSED.items(), answers[len(messages):]):
+        with pytest.raises(MessageError) as err:
+            from_bytes(frame)
+        assert err.value.code == code == java.get("code"), (name, java)
+        python_reply = ErrorReply.from_error(peek_round(frame), err.value).to_bytes()
+        assert bytes.fromhex(java["reply"]) == python_reply, (name, java["message"], str(err.value))
+
+
+class _TwoDevices:
+    """A fleet of one Python SDK device and one Java device, as the coordinator's release code sees a fleet."""
+
+    def __init__(self, *devices):
+        self.devices = {d.device_id: d for d in devices}
+        self.device_ids = tuple(sorted(self.devices))
+
+    def public_keys(self):
+        return {i: d.public_keys for i, d in self.devices.items()}
+
+    def request(self, device_id: int, message: bytes) -> bytes:
+        return self.devices[device_id].handle(message)
+
+
+def test_a_java_device_refuses_a_dp_fedavg_round_as_incompatible(java_classpath, fedavg_bundle, dataset, tmp_path,
+                                                                   caplog):
+    from pategail.jvm_device import JavaDevice
+    from pategail.sdk.device import Device
+    from pategail.sdk.fedavg_round import PolicyTrainer
+    from pategail.sdk.messages import ErrorReply, FedAvgRequest, from_bytes
+    from pategail.server.config import TrainConfig
+    from pategail.server.releases import SecureReleases
+
+    days = dataset.user_days(int(dataset.users[1]))
+    python = Device(tmp_path / "python", 10, rng=np.random.default_rng(0))
+    python.install_bundle(fedavg_bundle)
+    theta = PolicyTrainer(python.bundle).get_parameters()
+    request = FedAvgRequest(1, 1, 16, 0.1, 0.5, theta).to_bytes()
+    short = FedAvgRequest(2, 1, 16, 0.1, 0.5, theta[:-1]).to_bytes()
+    with JavaDevice(java_classpath, tmp_path / "java", 20, VECTORS / "device.json") as java:
+        # the Python device's refusals, byte for byte: no days yet, then the wrong number of parameters
+        assert java.install_bundle(fedavg_bundle) == python.bundle.sha256
+        assert java.handle(request) == python.handle(request)
+        assert from_bytes(java.handle(request)).code == "not_ready"
+        python.add_days(days)
+        java.add_days(days)
+        assert java.handle(short) == python.handle(short)
+        assert from_bytes(java.handle(short)).code == "incompatible"
+        assert java.handle(REFUSED["epochs_zero"][0]) == python.handle(REFUSED["epochs_zero"][0])
+        # a valid round: the Python device trains, the Java device says why it cannot
+        reply = from_bytes(java.handle(request))
+        assert isinstance(reply, ErrorReply) and (reply.round, reply.code) == (1, "incompatible")
+        assert reply.message.startswith("this device has no policy trainer")
+        # what the coordinator does with that answer: the round goes on without the device, saying why
+        releases = SecureReleases(TrainConfig().for_devices(2), _TwoDevices(python, java), tmp_path / "run", seed=0)
+        with caplog.at_level(logging.WARNING, logger="pategail.server.releases"):
+            participants, _, _ = releases.broadcast(request, len(theta))
+        assert participants == [10] and len(python.pending) == len(theta)
+        assert f"device 20 refused round: {reply.message} (incompatible)" in caplog.text
+        # a bundle without policy training artifacts: refused as the Python device refuses it
+        python.install_bundle(VECTORS / "bundle")
+        java.install_bundle(VECTORS / "bundle")
+        assert java.handle(request) == python.handle(request)
+        assert "no policy training artifacts" in from_bytes(java.handle(request)).message
