@@ -20,15 +20,18 @@ from .conftest import VECTORS, load_module
 PROBE = "org.pategail.core.tools.PolicyTrainingProbe"
 
 
+def _initial_bundle(tmp_path_factory, dataset, **overrides):
+    """The initial bundle `pategail train --method dp-fedavg` writes (for the DP-FedAvg tests' tiny policy)."""
+    from pategail.server.config import TrainConfig, merge_settings
+    from pategail.training import ensure_initial_bundle
+
+    config = TrainConfig(**merge_settings(load_module("tests/fedavg/conftest.py").TINY, overrides)).for_devices(10)
+    return ensure_initial_bundle(config, dataset, 0, tmp_path_factory.mktemp("fedavg"))
+
+
 @pytest.fixture(scope="module")
 def fedavg_bundle(tmp_path_factory, dataset):
-    """The initial bundle `pategail train --method dp-fedavg` writes for the DP-FedAvg tests' tiny policy."""
-    from pategail.server.config import TrainConfig, merge_settings
-    from pategail.training import write_initial_bundle
-
-    tiny = load_module("tests/fedavg/conftest.py").TINY
-    return write_initial_bundle(TrainConfig(**merge_settings(tiny, {})), dataset, 0,
-                                tmp_path_factory.mktemp("fedavg") / "bundle")
+    return _initial_bundle(tmp_path_factory, dataset)
 
 
 def _probe(classpath: str, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
@@ -36,11 +39,16 @@ def _probe(classpath: str, *args: str, stdin: str | None = None) -> subprocess.C
                           timeout=120)
 
 
-def test_a_dp_fedavg_bundle_is_described_in_java_as_in_python(java_classpath, fedavg_bundle):
+@pytest.mark.parametrize("private", [False, True])
+def test_a_dp_fedavg_bundle_is_described_in_java_as_in_python(java_classpath, fedavg_bundle, tmp_path_factory,
+                                                               dataset, private):
     from pategail.sdk.bundle import load_bundle
 
-    spec = load_bundle(fedavg_bundle).policy_training
-    done = _probe(java_classpath, "bundle", str(fedavg_bundle))
+    # private: the run's Gaussian plan over model deltas, declared to the devices, which Java reads too
+    bundle = _initial_bundle(tmp_path_factory, dataset, privacy={"epsilon": 8.0}) if private else fedavg_bundle
+    assert ("privacy" in load_bundle(bundle).manifest) == private
+    spec = load_bundle(bundle).policy_training
+    done = _probe(java_classpath, "bundle", str(bundle))
     assert done.returncode == 0, done.stderr
     java = json.loads(done.stdout)
     assert java["n_parameters"] == spec.n_parameters == sum(int(np.prod(s)) for _, s in spec.parameters) > 0
