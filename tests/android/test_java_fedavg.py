@@ -15,7 +15,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from .conftest import VECTORS, load_module
+from .conftest import ROOT, VECTORS, load_module
 
 PROBE = "org.pategail.core.tools.PolicyTrainingProbe"
 
@@ -212,3 +212,47 @@ def test_a_java_device_refuses_a_dp_fedavg_round_as_incompatible(java_classpath,
         java.install_bundle(VECTORS / "bundle")
         assert java.handle(request) == python.handle(request)
         assert "no policy training artifacts" in from_bytes(java.handle(request)).message
+
+
+@pytest.mark.slow
+def test_a_served_dp_fedavg_run_goes_on_without_its_java_device(java_device_classpath, tmp_path, monkeypatch):
+    """`pategail serve --method dp-fedavg` with three Python devices and one Java device: the Java device takes part
+    in the environment release, refuses every DP-FedAvg round in its line, and the rounds are released without it."""
+    from pategail.data.dataset import load_dataset
+    from pategail.data.prepare import prepare_dataset
+    from pategail.sdk.synthetic import write_synthetic_csv
+    from pategail.server.checkpoint import read_journal
+
+    from . import test_java_fleet as fleet          # its served-run helpers
+
+    data_dir = tmp_path / "data"
+    prepare_dataset("pategail", ROOT / "data" / "default", data_dir, allow_pickle=True)
+    dataset = load_dataset(data_dir)
+    config = fleet.NET.tiny_config(tmp_path / "tiny.json", rounds=2, method="dp-fedavg", average_rounds=1,
+                                   secagg={"min_survivors": 0.6},
+                                   fedavg={"local_epochs": 1, "batch_size": 16, "client_lr": 0.1, "clip_norm": 0.5})
+    run = tmp_path / "run"
+    serve, codes = fleet._serve(run, data_dir, config, ["--no-privacy"], [], monkeypatch, min_devices=4)
+    url = fleet.NET.wait_for(lambda: fleet.NET.service_url(run), 120, "the service to listen")
+    pythons = [fleet._python(url, tmp_path / f"py-{i}", dataset.user_days(int(dataset.users[i])), i) for i in range(3)]
+    store, csv = tmp_path / "java-3", tmp_path / "java-3.csv"
+    store.mkdir()
+    write_synthetic_csv(csv, dataset.user_days(int(dataset.users[3])), dataset.cells)
+    java = fleet._java(java_device_classpath, url, store, csv, 3)
+    try:
+        serve.join(timeout=400)
+        assert not serve.is_alive() and codes == [0], (run / "train.log").read_text()[-3000:]
+        assert java.wait(timeout=60) == 0, java.log_path.read_text()[-3000:]
+        for thread, _ in pythons:
+            thread.join(timeout=60)
+    finally:
+        if java.poll() is None:
+            java.kill()
+            java.wait()
+        for _, stop in pythons:
+            stop.set()
+    journal = read_journal(run / "checkpoint")
+    assert sorted(journal) == [0, 1, 2]
+    assert journal[0].n_survivors == 4 and journal[1].n_survivors == journal[2].n_survivors == 3
+    log = (run / "train.log").read_text()
+    assert log.count("device 3 refused round: this device has no policy trainer") == 2, log[-3000:]

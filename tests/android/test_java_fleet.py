@@ -83,7 +83,8 @@ def _fixed_sums(vectors: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     return decode(sum(encode(x) for x in xs)), decode(sum(encode(x * x) for x in xs))
 
 
-def _serve(run: Path, data_dir: Path, config: Path, privacy: list[str], bodies: list, monkeypatch):
+def _serve(run: Path, data_dir: Path, config: Path, privacy: list[str], bodies: list, monkeypatch,
+           min_devices: int = N_PYTHON + N_JAVA):
     """`pategail serve` in a thread of this process, its service recording every request body it receives."""
     from aiohttp import web
 
@@ -105,7 +106,7 @@ def _serve(run: Path, data_dir: Path, config: Path, privacy: list[str], bodies: 
     codes: list[int] = []
     thread = threading.Thread(target=lambda: codes.append(main([
         "-q", "serve", "--data", str(data_dir), "--out", str(run), "--config", str(config), *privacy,
-        "--no-downstream", "--no-progress", "--min-devices", str(N_PYTHON + N_JAVA), "--open-enrolment",
+        "--no-downstream", "--no-progress", "--min-devices", str(min_devices), "--open-enrolment",
         "--round-deadline", "10", "--port", "0"])), daemon=True)
     thread.start()
     return thread, codes

@@ -526,8 +526,8 @@ public final class Device {
 
     /**
      * DP-FedAvg: the request checked against the bundle's policy training artifacts as the Python device checks it
-     * before training, then refused — this core has no policy trainer (on a phone: ONNX Runtime's training API on
-     * the bundle's policy_training models, the seam {@link Trainer} is for the discriminator). Nothing changes.
+     * before training, then refused — this core has no policy trainer (a phone needs one: ONNX Runtime's training
+     * API on the bundle's policy_training models, as {@link Trainer} is for the discriminator). Nothing changes.
      */
     private DeviceMessages.Message onFedAvgRequest(DeviceMessages.FedAvgRequest msg) throws MessageError {
         requireBundle();
