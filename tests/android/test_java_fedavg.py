@@ -246,11 +246,7 @@ def test_a_served_dp_fedavg_run_goes_on_without_its_java_device(java_device_clas
         for thread, _ in pythons:
             thread.join(timeout=60)
     finally:
-        if java.poll() is None:
-            java.kill()
-            java.wait()
-        for _, stop in pythons:
-            stop.set()
+        fleet._stop([java], pythons)
     journal = read_journal(run / "checkpoint")
     assert sorted(journal) == [0, 1, 2]
     assert journal[0].n_survivors == 4 and journal[1].n_survivors == journal[2].n_survivors == 3

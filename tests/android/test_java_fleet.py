@@ -134,6 +134,16 @@ def _python(url: str, store: Path, days: np.ndarray, device_id: int):
     return thread, stop
 
 
+def _stop(javas, pythons) -> None:
+    """Kill the Java device processes still running and stop the Python device threads."""
+    for proc in javas:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    for _, stop in pythons:
+        stop.set()
+
+
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory) -> Path:
     from pategail.data.prepare import prepare_dataset
@@ -259,12 +269,7 @@ def test_python_and_java_devices_in_one_served_run(mechanism, java_device_classp
         for thread, _ in pythons:
             thread.join(timeout=60)
     finally:
-        for proc in javas.values():
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-        for _, stop in pythons:
-            stop.set()
+        _stop(javas.values(), pythons)
 
     journal = read_journal(run / "checkpoint")
     assert sorted(journal) == list(range(ROUNDS + 1))
