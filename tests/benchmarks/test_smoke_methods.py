@@ -1,5 +1,5 @@
-"""Smoke tests of the benchmarks behind BENCHMARKS.md's "DP-FedAvg against PateGail", "Cell tables" and
-"A Java device in a served run": each script on a tiny case, its output checked."""
+"""Smoke tests of the benchmarks behind BENCHMARKS.md's "DP-FedAvg against PateGail", "Cell tables", "Where generated
+days go" and "A Java device in a served run": each script on a tiny case, its output checked."""
 from __future__ import annotations
 
 import json
@@ -90,3 +90,24 @@ def test_environment_estimator_scores_each_spread(public_data):
     for r in rows.values():
         tv, empty, km = float(r[3]), float(r[4].strip().rstrip("%")), float(r[5])
         assert 0 <= tv <= 1 and 0 <= empty <= 100 and km >= 0
+
+
+def test_place_ranks_scores_a_run_and_its_references(tmp_path, embedded_data):
+    from pategail.data.dataset import load_dataset
+    from pategail.metrics.evaluate import floor_days
+    from pategail.sdk.synthetic import write_synthetic_csv
+
+    ds = load_dataset(embedded_data)
+    copy = tmp_path / "copy"                 # a "run" whose days are the floor's own sample of training days
+    copy.mkdir()
+    write_synthetic_csv(copy / "synthetic.csv", floor_days(ds, 0), ds.cells)
+    out = run_benchmark("place_ranks.py", "--data", embedded_data, "--run", copy, "--plot", tmp_path / "ranks.png")
+    rows = {r[1].strip(): [c.strip() for c in r[2:-1]] for r in (line.split("|") for line in out.splitlines())
+            if len(r) > 3 and not r[1].strip().startswith(("days", "---"))}
+    assert set(rows) == {"test days", "training days (floor)", "epr", str(copy)}
+    assert float(rows["test days"][0]) == 0.0
+    assert rows[str(copy)] == rows["training days (floor)"]
+    for r in rows.values():
+        shares = [float(x) for x in r[1:5]]
+        assert 0 < sum(shares) <= 1.0005 and shares[0] >= shares[1] / 9           # rank 1 holds at least the mean of 2–10
+    assert (tmp_path / "ranks.png").stat().st_size > 0

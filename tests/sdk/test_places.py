@@ -6,7 +6,7 @@ import pytest
 from pategail.sdk.epr import CellGeometry, EPREnvironment
 from pategail.sdk.features import EXPLORE, RETURN, STAY
 from pategail.sdk.places import PlaceLaw, place_contribution, place_just_left, return_statistics
-from pategail.server.places import place_law_from_noisy_sums
+from pategail.server.places import place_law_from_noisy_sums, tempered
 
 LINE = np.array([[40.00, 116.30], [40.01, 116.30], [40.02, 116.30], [40.03, 116.30], [40.04, 116.30]])
 
@@ -53,6 +53,17 @@ def test_place_law_from_the_sums_by_hand():
         place_law_from_noisy_sums(sums[:-1], 4)
     with pytest.raises(ValueError):
         PlaceLaw(np.array([1.0, 0.0]))                                      # every cell must stay reachable
+
+
+def test_a_tempered_place_law_flattens_the_attraction_and_keeps_the_return_law():
+    law = PlaceLaw(np.array([16.0, 4.0, 1.0]), return_last=0.3)
+    assert tempered(law, 1.0) is law
+    half = tempered(law, 0.5)
+    np.testing.assert_allclose(half.relevance, [4.0, 2.0, 1.0])
+    assert half.return_last == 0.3
+    np.testing.assert_array_equal(tempered(law, 0.0).relevance, np.ones(3))     # every cell equally relevant
+    with pytest.raises(ValueError):
+        tempered(law, 1.5)
 
 
 def test_explore_is_proportional_to_relevance_times_the_rank_law():

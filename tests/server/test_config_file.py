@@ -68,3 +68,8 @@ def test_every_setting_has_one_default():
 
     assert TrainConfig().ppo == PPOConfig()
     assert (PPOConfig().n_epochs, PPOConfig().gamma, PPOConfig().gae_lambda) == (10, 0.9, 0.9)
+
+
+def test_a_value_out_of_its_range_is_a_one_line_error():
+    with pytest.raises(PategailError, match=r"^environment.relevance_exponent must be in \[0, 1\], got 2$"):
+        TrainConfig.from_dict({"environment": {"relevance_exponent": 2}})

@@ -436,7 +436,10 @@ def test_the_place_law_is_on_by_default_without_privacy_over_enough_devices(data
     for c in (plain, private):
         c.releases.rebuild_accountant()
         c.learn_initial_states()
-    assert plain.place_law() is plain.initial_states.places and plain.place_law() is not None
+    # the released relevance, tempered by the default exponent (a square root), is what the environment uses
+    used, released = plain.place_law(), plain.initial_states.places
+    assert used is not None and released is not None and used.return_last == released.return_last
+    np.testing.assert_allclose(used.relevance, np.sqrt(released.relevance), rtol=1e-15)
     assert private.place_law() is None and private.initial_states.places is not None   # released, not used
 
 
@@ -452,7 +455,7 @@ def test_the_place_law_runs_on_a_rank_law_recalibrated_from_the_release(dataset,
     released, states = classic.initial_states, places.initial_states
     np.testing.assert_array_equal(states.home_weights, released.home_weights)    # the same release (no noise)
     expected = rank_calibrated_factors(places.geometry.neighbours, places.config.environment.alpha, released.explore_factors,
-                                       states.places.relevance, states.home_weights)
+                                       places.place_law().relevance, states.home_weights)     # the tempered law
     np.testing.assert_allclose(states.explore_factors, expected, rtol=1e-12)
     assert not np.allclose(states.explore_factors, released.explore_factors, rtol=1e-3)
     again = _coordinator(dataset, tmp_path / "places", environment={"action_prior": False, "place_law": True})

@@ -35,7 +35,7 @@ from pategail.server.checkpoint import load_checkpoint, save_checkpoint
 from pategail.server.config import TrainConfig, setting_differences
 from pategail.server.fleet import Fleet
 from pategail.server.initial_states import InitialStates
-from pategail.server.places import rank_calibrated_factors
+from pategail.server.places import rank_calibrated_factors, tempered
 from pategail.server.policy import Policy, PolicyConfig
 from pategail.server.ppo import PolicyOptimizer, ppo_update
 from pategail.server.privacy.accountant import PrivacyAccountant
@@ -369,7 +369,10 @@ class Coordinator:
     def place_law(self) -> PlaceLaw | None:
         """The released place law the environment uses (None: the classic EPR laws, by configuration or for a
         run checkpointed before place laws existed)."""
-        return self._released_states().places if self.config.uses_place_law(len(self.fleet.device_ids)) else None
+        if not self.config.uses_place_law(len(self.fleet.device_ids)):
+            return None
+        places = self._released_states().places
+        return None if places is None else tempered(places, self.config.environment.relevance_exponent)
 
     def publish_policy(self, onnx_bytes: bytes) -> int:
         """Send a new policy model (hash-checked by the devices, and signature-checked where a network carries

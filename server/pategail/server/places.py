@@ -51,6 +51,16 @@ def place_law_from_noisy_sums(sums: np.ndarray, n_cells: int, noise_std: float =
     return PlaceLaw(relevance=visits + floor, return_last=q)
 
 
+def tempered(law: PlaceLaw, exponent: float) -> PlaceLaw:
+    """The place law with its explore attraction relevance^exponent (return law unchanged); ``exponent`` 1 is
+    the law itself. Post-processing of released values: it costs no privacy."""
+    if not 0.0 <= exponent <= 1.0:
+        raise ValueError(f"the relevance exponent must be in [0, 1], got {exponent}")
+    if exponent == 1.0:
+        return law
+    return PlaceLaw(law.relevance ** exponent, law.return_last)
+
+
 def rank_calibrated_factors(neighbours: np.ndarray | NearestCellRows, alpha: float, explore_factors: np.ndarray,
                             relevance: np.ndarray, origins: np.ndarray, *, iterations: int = 200,
                             tol: float = 1e-10) -> np.ndarray:
