@@ -28,7 +28,7 @@ from pategail.sdk.secagg.messages import (KIND_ACK_SET, KIND_KEY_BROADCAST, Adve
                                           UnmaskShares, to_bitmap)
 from pategail.sdk.secagg.shamir import SHARE_BYTES
 
-from .aggregator import _SHARE_BLOB
+from .aggregator import SHARE_BLOB
 from .checksum import seal_envelope
 from .config import SecureRoundConfig
 from .coordinator import round_config
@@ -69,7 +69,7 @@ def _round_bytes(config: SecureRoundConfig, n: int, m: int) -> DeviceBytes:
     envelope = seal_envelope(ephemeral, device_key, rid, digest, 0, bytes(32), 0)
     advert = AdvertiseKeys(rid, digest, 0, bytes(32), bytes(32)).encode(sign)
     ack = SurvivorAck(rid, digest, 0, bytes(32)).encode(sign)
-    blob, share = bytes(_SHARE_BLOB), bytes(SHARE_BYTES)
+    blob, share = bytes(SHARE_BLOB), bytes(SHARE_BYTES)
     down = (len(cfg.to_signed_bytes(sign)) + len(envelope)
             + _entries(lambda k: RelayedFrames(KIND_KEY_BROADCAST, rid, digest, (advert,) * k).encode(), degree)
             + _entries(lambda k: ShareDelivery(rid, digest, 0, ((1, blob),) * k).encode(), degree)
