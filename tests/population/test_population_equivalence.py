@@ -18,6 +18,7 @@ from pategail.sdk.messages import InitialStatesRequest, to_bytes
 from pategail.sdk.secagg.errors import SecAggAbort
 from pategail.server.secagg.config import SecureRoundConfig
 from pategail.server.secagg.coordinator import SecAggCoordinator
+from pategail.server.secagg.cost import round_bytes
 from pategail.server.secagg.round import Dropouts, run_secure_round
 
 N_DEVICES = 20
@@ -140,3 +141,16 @@ def test_a_gaussian_round_sums_the_clipped_uploads_as_the_protocol_does(runs, sd
     plain = pop.secure_sum(list(pop.device_ids), SecureRoundConfig(round_id=71 << 16, n_min=16), None,
                            np.random.default_rng(0), length)
     assert np.abs(plain.sum - ours.sum).max() > 0.1
+    # each device is counted the bytes it sent and received in the real round
+    assert ours.stats.bytes_up == theirs.stats.bytes_up and ours.stats.bytes_down == theirs.stats.bytes_down
+    cost = round_bytes(config, N_DEVICES, length)
+    assert ours.stats.bytes_up == dict.fromkeys(sdk.device_ids, cost.up) and cost.up > 16 * length
+
+
+def test_the_communication_per_device_and_round_is_the_protocol_s(runs):
+    """Every round's bytes per device — the broadcasts and the real protocol's secure sums — are the same in the
+    population run as in the SDK run, and not zero."""
+    c_sdk, _, c_pop, _ = runs
+    assert len(c_pop.state.bytes_by_round) == len(c_sdk.state.bytes_by_round) == 3
+    assert c_pop.state.bytes_by_round == c_sdk.state.bytes_by_round
+    assert all(up > 1000 and down > 1000 for down, up in c_pop.state.bytes_by_round)

@@ -8,8 +8,12 @@ is the ideal functionality (:mod:`pategail.population.ideal`); with ``dropout`` 
 contributors, drawn per round, drop out before their masked input, and a round below n_min aborts
 (SecAggAbort, nothing released) as the real protocol does.
 
+A round's secure-aggregation bytes are those each contributor would send and receive in the real protocol,
+computed exactly from the message encodings (:func:`pategail.server.secagg.cost.round_bytes`; rounds without
+dropouts — with ``dropout`` > 0 none are counted).
+
 Not simulated (the SDK fleet has them): the cryptography itself (there are no device keys, so no public keys
-are enrolled and no bytes of secure aggregation are counted), the devices' own privacy ledgers (the
+are enrolled), the devices' own privacy ledgers (the
 coordinator's budget check still stops a run at its target), and local generation with the policy
 (PolicyUpdate is checked and acknowledged).
 
@@ -404,6 +408,7 @@ class PopulationFleet:
 
     def secure_sum(self, participants: Sequence[int], config, coordinator, rng: np.random.Generator,
                    num_queries: int):
+        from pategail.server.secagg.cost import round_bytes
         from pategail.server.secagg.round import AggregateResult, RoundStats
 
         mechanism = getattr(config, "mechanism", "laplace")
@@ -449,7 +454,11 @@ class PopulationFleet:
             total[:m] += distributed_noise(config.sum_noise_scale * SCALE, divisor, len(contributors), m, mechanism)
         if config.sq_sum_noise_scale > 0:
             total[m:] += distributed_noise(config.sq_sum_noise_scale * SCALE, divisor, len(contributors), m, mechanism)
-        stats = RoundStats(bytes_up={}, bytes_down={}, device_cpu_s={}, aggregator_cpu_s=0.0, coordinator_cpu_s=0.0)
+        up, down = {}, {}
+        if not self.dropout:          # what each contributor would send and receive in the real protocol
+            cost = round_bytes(config, len(contributors), m)
+            up, down = dict.fromkeys(contributors, cost.up), dict.fromkeys(contributors, cost.down)
+        stats = RoundStats(bytes_up=up, bytes_down=down, device_cpu_s={}, aggregator_cpu_s=0.0, coordinator_cpu_s=0.0)
         return AggregateResult(decode(total[:m]), decode(total[m:]), len(contributors), tuple(contributors),
                                agg_id, stats)
 

@@ -25,7 +25,7 @@ from pategail.sdk.secagg.messages import (KIND_ACK_SET, KIND_KEY_BROADCAST, Adve
 from pategail.sdk.secagg.prg import P61, add_mask, expand_mask
 
 log = logging.getLogger(__name__)
-_SHARE_BLOB = crypto.NONCE_BYTES + 16 + 16 + 2 * shamir.SHARE_BYTES  # nonce, header, two y's, GCM tag
+SHARE_BLOB = crypto.NONCE_BYTES + 16 + 16 + 2 * shamir.SHARE_BYTES  # nonce, header, two y's, GCM tag
 _PHASES = ("advertise", "share", "input", "ack", "unmask", "done")
 
 
@@ -101,7 +101,7 @@ class Aggregator:
         expected = set(self._live_neighbours(msg.sender, self.adverts))
         if {v for v, _ in msg.shares} != expected:
             raise MessageRejected(f"device {msg.sender} did not send one share to each neighbour")
-        if any(len(blob) != _SHARE_BLOB for _, blob in msg.shares):
+        if any(len(blob) != SHARE_BLOB for _, blob in msg.shares):
             raise MessageRejected("encrypted share of the wrong size")
         self.shares[msg.sender] = dict(msg.shares)
 

@@ -28,6 +28,20 @@ from .checksum import seal_envelope, verify_aggregate
 from .config import SecureRoundConfig
 
 
+def round_config(config: SecureRoundConfig, participants: tuple[int, ...], num_queries: int, aggregator: int, *,
+                 round_seed: bytes, envelope_public: bytes, checksum_commitment: bytes) -> RoundConfig:
+    """The RoundConfig of ``config`` over the sorted ``participants`` (the threshold filled in when unset)."""
+    n, degree = len(participants), config.degree
+    threshold = config.threshold if config.threshold is not None else secure_threshold(n, degree, config.colluders)
+    return RoundConfig(round_id=config.round_id, participants=participants, num_queries=num_queries,
+                       n_min=config.n_min, threshold=threshold, degree=degree,
+                       sum_noise_scale=float(config.sum_noise_scale),
+                       sq_sum_noise_scale=float(config.sq_sum_noise_scale), round_seed=round_seed,
+                       envelope_public=envelope_public, colluders=config.colluders, aggregator=aggregator,
+                       mechanism=config.mechanism, block=config.block, clip_norm=float(config.clip_norm),
+                       checksum_commitment=checksum_commitment)
+
+
 @dataclass(frozen=True)
 class RoundStart:
     """What the coordinator sends out for one round (via the aggregator)."""
@@ -88,16 +102,8 @@ class SecAggCoordinator:
             raise ValueError(f"devices not enrolled: {missing[:5]}")
         ephemeral = X25519PrivateKey.generate()
         key = os.urandom(32)
-        n = len(participants)
-        degree = config.degree
-        threshold = config.threshold if config.threshold is not None else secure_threshold(n, degree,
-                                                                                            config.colluders)
-        cfg = RoundConfig(round_id=round_id, participants=participants, num_queries=num_queries, n_min=config.n_min,
-                          threshold=threshold, degree=degree, sum_noise_scale=float(config.sum_noise_scale),
-                          sq_sum_noise_scale=float(config.sq_sum_noise_scale), round_seed=os.urandom(32),
-                          envelope_public=crypto.public_bytes(ephemeral), colluders=config.colluders,
-                          aggregator=aggregator, mechanism=config.mechanism, block=config.block,
-                          clip_norm=float(config.clip_norm), checksum_commitment=key_commitment(key))
+        cfg = round_config(config, participants, num_queries, aggregator, round_seed=os.urandom(32),
+                           envelope_public=crypto.public_bytes(ephemeral), checksum_commitment=key_commitment(key))
         offsets = {d: secrets.randbelow(P61) for d in participants}  # k_u: secret from the aggregator
         envelopes = {d: seal_envelope(ephemeral, self._devices[d].envelope, round_id, cfg.digest, d, key,
                                       offsets[d]) for d in participants}
