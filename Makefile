@@ -40,9 +40,10 @@ lint: setup
 	$(PY) -m ruff check .
 	$(PY) -m mypy
 
-# On every core (pytest-xdist), a test file to a worker so that its module fixtures are built once.
-# While editing: `.venv/bin/python -m pytest -q -m "not slow" tests/secagg` (docs/testing.md).
-TEST_WORKERS ?= 2
+# pytest-xdist, a test file to a worker so that its module fixtures are built once; three workers on two cores,
+# because many tests wait on child processes (served runs, JVMs). While editing:
+# `.venv/bin/python -m pytest -q -m "not slow" tests/secagg` (docs/testing.md).
+TEST_WORKERS ?= 3
 test: setup
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
