@@ -13,9 +13,8 @@ computed exactly from the message encodings (:func:`pategail.server.secagg.cost.
 dropouts — with ``dropout`` > 0 none are counted).
 
 Not simulated (the SDK fleet has them): the cryptography itself (there are no device keys, so no public keys
-are enrolled), the devices' own privacy ledgers (the
-coordinator's budget check still stops a run at its target), and local generation with the policy
-(PolicyUpdate is checked and acknowledged).
+are enrolled), the devices' own privacy ledgers (the coordinator's budget check still stops a run at its
+target), and local generation with the policy (PolicyUpdate is checked and acknowledged).
 
 Shards: the devices split into ``shards`` ranges of whole chunks (pategail.population.shard); with
 ``ray_address`` (or ``ray_workers``) each shard is a Ray actor (one thread each); with ``processes`` each
