@@ -113,3 +113,26 @@ def test_privacy_plan_counts_the_action_rate_part_when_a_config_forces_it_on(tmp
     g = plan_gaussian(2.0, 1e-5, 8, 4, 12_657 + 3 * 180 + 320, 1.0, 0.1, env_l2_bound(True))
     assert f"environment: noise std {g.env_noise_std:.3g}" in lines[True][2]
     assert g.env_noise_std > plan_gaussian(2.0, 1e-5, 8, 4, 12_657 + 3 * 180, 1.0, 0.1).env_noise_std
+
+
+def test_privacy_plan_of_a_hybrid_run_says_the_noise_on_its_model_deltas(capsys):
+    """A hybrid run releases rewards and model deltas with the Gaussian mechanism only: no Laplace row, the
+    reward rows, then the delta releases' noise — the plan's noise multiplier on a delta's own sensitivity."""
+    from pategail.sdk.accounting import gaussian_sensitivity
+    from pategail.server.config import TrainConfig
+    from pategail.server.fedavg.coordinator import policy_values
+
+    assert main(["privacy-plan", "--method", "hybrid", "--devices", "1000", "--epsilon", "8", "--granularity",
+                 "day"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert not any(line.startswith("laplace") for line in out) and out[1].startswith("gaussian day")
+    # 60 rounds + 1 in reserve of day rewards, environment share 0.5 at 1,000 devices (as a PateGail run)
+    z = plan_gaussian(8.0, 1e-5, 96, 61, 12_657 + 3 * 180, 1.0, 0.5).noise_multiplier
+    values = policy_values(TrainConfig(method="hybrid"), 4_210)
+    per_value = z * gaussian_sensitivity(1.0, values) * 0.5 / 1000
+    assert out[2].startswith(f"gaussian model-delta noise std {per_value:9.4g} on each of the mean model delta's "
+                             f"{values:,} parameters")
+    ratio = per_value * math.sqrt(values) / 0.5
+    assert f"about {ratio:.3g}× the clip norm 0.5" in out[2]
+    assert ratio > 1 and f"from about {math.ceil(1000 * ratio):,} devices" in out[2]
+    assert "granularity day" in out[3]

@@ -38,6 +38,19 @@ def test_train_dp_fedavg_epsilon_8_then_generate(tmp_path, capsys):
     rows = out.read_text().splitlines()
     assert rows[0].startswith("agent,day,slot,cell") and len(rows) == 1 + 5 * 48
 
+    # privacy-plan says beforehand what the run reported: both relations' ε, and the noise on each parameter
+    # of the mean model delta (the plan's σ on the sum of deltas in clip norms, × the clip norm / devices)
+    capsys.readouterr()
+    assert main(["privacy-plan", "--method", "dp-fedavg", "--devices", "3", "--epsilon", "8", "--data", str(data),
+                 "--config", str(config)]) == 0
+    said = capsys.readouterr().out
+    assert "laplace" not in said and "gaussian day" not in said and "granularity model-delta" in said
+    assert f"ε = {guarantee['epsilon_zero_out']:.3g} under zero-out" in said
+    assert f"{guarantee['epsilon_replace_one']:.3g} under replace-one" in said
+    plan = privacy["plan"]
+    per_value = plan["gaussian"]["noise_std"] * 0.5 / 3                     # fedavg.clip_norm's default
+    assert f"noise std {per_value:9.4g} on each of the mean model delta's {plan['reward_values']:,} parameters" in said
+
 
 def test_settings_that_cannot_work_are_refused_in_one_line():
     with pytest.raises(PategailError, match="method must be one of"):

@@ -1,6 +1,7 @@
 """`pategail privacy-plan`: before training, the guarantees a private run will report and whether it can learn —
 for each mechanism and reward granularity, the noise std on each released mean reward against the measured
-tolerance; then the run's own mechanism, its ε under both neighbouring relations and what its δ costs."""
+tolerance (a DP-FedAvg or hybrid run: the noise on its mean model delta against the clip norm); then the run's
+own mechanism, its ε under both neighbouring relations and what its δ costs."""
 from __future__ import annotations
 
 import math
@@ -9,6 +10,8 @@ from pathlib import Path
 from pategail.server.errors import PategailError
 
 GRANULARITIES = ("pair", "block:8", "day")
+CELLS_GEOLIFE = 4_210
+"""Cells of pategail-geolife's table: they size the policy (and so a model delta) without --data."""
 ENV_VALUES_GEOLIFE = 12_657
 """Environment values of pategail-geolife's 4,210 cells (initial states, explore law and place law); used
 without --data."""
@@ -30,6 +33,8 @@ def register(sub) -> None:
                    help="total δ (default: the config's, else min(1e-5, N^-1.1) for N devices)")
     p.add_argument("--adjacency", choices=("zero-out", "replace-one"), default=None,
                    help="the relation the target ε applies to (default: the config's, zero-out)")
+    p.add_argument("--method", choices=("pategail", "dp-fedavg", "hybrid"), default=None,
+                   help="the run's method, as `train --method` (default: the config's, pategail)")
     p.add_argument("--mechanism", choices=("gaussian", "laplace"), default=None,
                    help="the run's mechanism (default: the config's, gaussian under --epsilon)")
     p.add_argument("--cells", choices=("dataset", "released"), default=None,
@@ -62,18 +67,40 @@ def _environment_values(data: Path | None, candidates: int, region_cells: int = 
                               region_cells, action_rates)
 
 
-def run_plan_of(config, env_values: int, gaussian_env_values: int, universe: int = UNIVERSE_BEIJING):
+def run_plan_of(config, env_values: int, gaussian_env_values: int, universe: int = UNIVERSE_BEIJING,
+                n_cells: int = CELLS_GEOLIFE):
     """The privacy plan a run of ``config`` (resolved for its devices) makes, without a cell table:
     ``env_values`` / ``gaussian_env_values`` are its environment vector's length in the Laplace / Gaussian layout;
-    ``universe``: the public map's squares a released cell table is chosen from (``privacy.cells`` released)."""
+    ``universe``: the public map's squares a released cell table is chosen from (``privacy.cells`` released);
+    ``n_cells``: the cell table's size, which sizes a DP-FedAvg run's model delta."""
     from pategail.server.privacy.cell_release import plan_cell_release
     from pategail.server.privacy.run_plan import make_run_plan
 
     env = gaussian_env_values if config.privacy.scheme.region_sums else env_values
     p = config.privacy
+    if config.method == "dp-fedavg" and p.private:
+        from pategail.server.fedavg.coordinator import plan_delta_run, policy_values
+        return plan_delta_run(config, policy_values(config, n_cells), env)
     if not (p.released_cells and p.private):
         return make_run_plan(config, env)
     return make_run_plan(config, env, cells=plan_cell_release(p.epsilon, p.delta, universe, adjacency=p.adjacency))
+
+
+def delta_line(config, plan, devices: int, n_cells: int) -> str:
+    """A DP-FedAvg or hybrid run's delta releases: the noise on each parameter of the mean model delta and its
+    L2 norm against the clip norm, which bounds each device's delta (so the mean's signal); then the
+    environment's line. No tolerance was measured for it."""
+    from pategail.server.fedavg.coordinator import delta_release_noise, policy_values
+    from pategail.server.privacy.feasibility import plan_feasibility
+
+    values = policy_values(config, n_cells)
+    clip = config.fedavg.clip_norm
+    per_value = delta_release_noise(plan, config.method, values).sum_scale * clip / devices
+    ratio = per_value * math.sqrt(values) / clip
+    need = "" if ratio <= 1 else f"; at most the clip norm from about {math.ceil(devices * ratio):,} devices"
+    return (f"gaussian {'model-delta':8s} noise std {per_value:9.4g} on each of the mean model delta's {values:,} "
+            f"parameters: its L2 norm is about {ratio:.3g}× the clip norm {clip:g}, which bounds each device's delta "
+            f"(no tolerance measured){need}{plan_feasibility(plan, devices).env_line()}")
 
 
 def feasibility_table(devices: int, config, env_values: int, granularities, gaussian_env_values: int | None = None,
@@ -89,8 +116,11 @@ def feasibility_table(devices: int, config, env_values: int, granularities, gaus
     from pategail.server.privacy.feasibility import plan_feasibility
 
     gaussian_env_values = env_values if gaussian_env_values is None else gaussian_env_values
-    rows = []
-    runs = ([("laplace", "pair")] if laplace and not config.privacy.released_cells else []) \
+    rows: list = []
+    if config.method == "dp-fedavg":              # no reward releases: its delta releases' line says it
+        return rows
+    pategail = config.method == "pategail"        # the other methods release deltas with the Gaussian mechanism
+    runs = ([("laplace", "pair")] if laplace and pategail and not config.privacy.released_cells else []) \
         + [("gaussian", name) for name in granularities]
     for mechanism, name in runs:
         run = replace(config, privacy=replace(config.privacy, mechanism=mechanism, granularity=name))
@@ -116,7 +146,7 @@ def run_privacy_plan(args) -> int:
             raise PategailError(f"--granularity: {err}") from None
     privacy = {"epsilon": args.epsilon} | ({} if args.delta is None else {"delta": args.delta})
     privacy |= {k: getattr(args, k) for k in ("adjacency", "mechanism", "cells") if getattr(args, k) is not None}
-    overrides = {"privacy": privacy}
+    overrides: dict = {"privacy": privacy} | ({} if args.method is None else {"method": args.method})
     unresolved = (TrainConfig.from_file(args.config, overrides) if args.config
                   else TrainConfig.from_dict(overrides, where="options"))
     config = unresolved.for_devices(args.devices)
@@ -127,22 +157,27 @@ def run_privacy_plan(args) -> int:
           f"δ = {config.privacy.delta:.3g}, {config.rounds} rounds of {config.days_per_round} generated days "
           f"(+{config.privacy.retry_rounds} in reserve), {env_values:,} environment values ({gaussian_env:,} with the "
           f"Gaussian mechanism's region sums); tolerance: {TOLERANCE_SOURCE}", flush=True)
-    universe = UNIVERSE_BEIJING
+    universe = n_cells = UNIVERSE_BEIJING
     if args.data is not None:
         from pategail.data.dataset import load_dataset
-        universe = load_dataset(args.data).n_cells
+        universe = n_cells = load_dataset(args.data).n_cells
+    else:
+        n_cells = CELLS_GEOLIFE
     for row in feasibility_table(args.devices, unresolved, env_values, args.granularity, gaussian_env,
                                  universe=universe):
         need = "" if not row.tolerance or row.can_learn else \
             f"; needs about {math.ceil(args.devices * row.noise_std / row.tolerance):,} devices"
         print(row.line() + need, flush=True)
-    for line in guarantee_report(unresolved, config, args.devices, env_values, gaussian_env, universe):
+    if config.method != "pategail" and config.privacy.private:
+        print(delta_line(config, run_plan_of(config, env_values, gaussian_env, universe, n_cells), args.devices,
+                         n_cells), flush=True)
+    for line in guarantee_report(unresolved, config, args.devices, env_values, gaussian_env, universe, n_cells):
         print(line, flush=True)
     return 0
 
 
 def guarantee_report(unresolved, config, devices: int, env_values: int, gaussian_env: int,
-                     universe: int = UNIVERSE_BEIJING) -> list[str]:
+                     universe: int = UNIVERSE_BEIJING, n_cells: int = CELLS_GEOLIFE) -> list[str]:
     """The guarantees the run will report (both relations; per device), its cell release when it has one, and
     what its δ costs."""
     from dataclasses import replace
@@ -151,7 +186,7 @@ def guarantee_report(unresolved, config, devices: int, env_values: int, gaussian
     from pategail.server.privacy.defaults import DELTA_CAP, DELTA_EXPONENT
     from pategail.server.privacy.feasibility import plan_feasibility
 
-    plan = run_plan_of(config, env_values, gaussian_env, universe)
+    plan = run_plan_of(config, env_values, gaussian_env, universe, n_cells)
     eps = {r: plan.epsilon_under(r) for r in (ZERO_OUT, REPLACE_ONE)}
     share = ("set in the config" if unresolved.privacy.env_epsilon_fraction is not None
              else "chosen for this device count: pategail.server.privacy.defaults.environment_share")
@@ -180,11 +215,12 @@ def guarantee_report(unresolved, config, devices: int, env_values: int, gaussian
     weakest = 1.0 / devices
     if weakest > config.privacy.delta and plan.private:
         at_weakest = plan_feasibility(run_plan_of(replace(config, privacy=replace(config.privacy, delta=weakest)), env_values,
-                                                  gaussian_env, universe),
+                                                  gaussian_env, universe, n_cells),
                                       devices)
         ours = plan_feasibility(plan, devices)
+        released = "mean reward" if config.method != "dp-fedavg" else "parameter of the mean model delta, in clip norms,"
         lines.append(f"  δ = {config.privacy.delta:.3g} ({delta}; 1/N = {weakest:.3g}): its cost, noise std "
-                     f"{ours.noise_std:.3g} on each released mean reward and {ours.env_noise_std:.3g} on each "
+                     f"{ours.noise_std:.3g} on each released {released} and {ours.env_noise_std:.3g} on each "
                      f"environment sum, against {at_weakest.noise_std:.3g} and {at_weakest.env_noise_std:.3g} "
                      f"at δ = 1/N (+{100 * (ours.noise_std / at_weakest.noise_std - 1):.0f}%)")
     return lines

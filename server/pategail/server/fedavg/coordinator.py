@@ -24,6 +24,7 @@ import numpy as np
 import torch
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from pategail.sdk.accounting import gaussian_sensitivity
 from pategail.sdk.features import distinct_cells
 from pategail.sdk.epr import CellGeometry
 from pategail.sdk.features import STAY
@@ -35,7 +36,7 @@ from pategail.server.fedavg.config import FedAvgConfig
 from pategail.server.fleet import Fleet
 from pategail.server.policy import Policy
 from pategail.server.privacy.gaussian import env_l2_bound
-from pategail.server.privacy.plan import GaussianSpec, PrivacyPlan, ReleaseNoise, load_or_make_plan
+from pategail.server.privacy.plan import GaussianSpec, PrivacyPlan, ReleaseNoise, load_or_make_plan, plan_gaussian_run
 from pategail.server.run_state import RoundStats
 from pategail.server.sampling import sample_rollout
 
@@ -59,20 +60,46 @@ def delta_length(policy: Policy) -> int:
 
 
 def fedavg_plan(config: TrainConfig, cells: np.ndarray, ckpt_dir: Path, geometry: CellGeometry) -> PrivacyPlan:
-    """The privacy plan of a private DP-FedAvg run: the environment vector and ``rounds + retry_rounds``
-    releases of a P-value delta of L2 norm ≤ 1 (upload units), jointly calibrated to the target (Gaussian,
-    RDP; :func:`pategail.server.privacy.plan.plan_gaussian_run`)."""
-    assert config.privacy.delta is not None and config.privacy.env_epsilon_fraction is not None, \
-        "resolve with for_devices"
-    with torch.random.fork_rng(devices=[]):
-        values = delta_length(Policy(policy_config(config, len(cells))))
+    """The privacy plan of a private DP-FedAvg run over the cell table ``cells``, kept in ``ckpt_dir``."""
     env = environment_length(cells, geometry, config.privacy.region_cells, config.uses_action_prior)
+    return plan_delta_run(config, policy_values(config, len(cells)), env, ckpt_dir)
+
+
+def policy_values(config: TrainConfig, n_cells: int) -> int:
+    """Values of one device's model delta for a run of ``config`` over ``n_cells`` cells."""
+    with torch.random.fork_rng(devices=[]):
+        return delta_length(Policy(policy_config(config, n_cells)))
+
+
+def plan_delta_run(config: TrainConfig, values: int, env: int, directory: Path | None = None) -> PrivacyPlan:
+    """The privacy plan of a private DP-FedAvg run: the environment vector (``env`` values) and ``rounds +
+    retry_rounds`` releases of a ``values``-value delta of L2 norm ≤ 1 (upload units), jointly calibrated to the
+    target (Gaussian, RDP; :func:`pategail.server.privacy.plan.plan_gaussian_run`); with ``directory``, the one
+    kept there when made for the same settings."""
+    p = config.privacy
+    assert p.delta is not None and p.env_epsilon_fraction is not None, "resolve with for_devices"
     # the clip share that makes the plan's clip norm 1: C = share · ½√values
-    spec = GaussianSpec(DELTA_GRANULARITY, values, config.rounds + config.privacy.retry_rounds, env,
-                        2.0 / math.sqrt(values), config.privacy.env_epsilon_fraction, env_l2_bound(config.uses_action_prior),
-                        config.privacy.adjacency)
-    return load_or_make_plan(ckpt_dir, config.privacy.epsilon, config.privacy.delta, config.privacy.kappa,
-                             env + config.rounds * values, config.privacy.retry_rounds * values, spec)
+    spec = GaussianSpec(DELTA_GRANULARITY, values, config.rounds + p.retry_rounds, env, 2.0 / math.sqrt(values),
+                        p.env_epsilon_fraction, env_l2_bound(config.uses_action_prior), p.adjacency)
+    planned, reserve = env + config.rounds * values, p.retry_rounds * values
+    if directory is None:
+        return plan_gaussian_run(p.epsilon, p.delta, p.kappa, planned, reserve, spec)
+    return load_or_make_plan(directory, p.epsilon, p.delta, p.kappa, planned, reserve, spec)
+
+
+def delta_release_noise(plan: PrivacyPlan, method: str, values: int) -> ReleaseNoise:
+    """The noise of one delta release (zero without privacy), on the devices' deltas divided by their clip norm
+    (a signed vector of clip norm 1): the mean delta's noise std is ``sum_scale`` · clip_norm / devices on every
+    parameter. A DP-FedAvg plan is made for these releases (its noise std and clip norm); the hybrid's plan is
+    PateGail's, whose noise multiplier z a delta release takes on its own sensitivity (σ = z · Δ₂ of a
+    ``values``-value vector of clip norm 1), so that it costs what a reward release costs."""
+    g = plan.gaussian
+    if not plan.private:
+        return ReleaseNoise(GAUSSIAN.name, 0.0, 0.0, DELTA_BLOCK, 1.0)
+    assert g is not None, "a private DP-FedAvg or hybrid run's plan is a Gaussian plan (TrainConfig checks)"
+    if method == "dp-fedavg":
+        return ReleaseNoise(GAUSSIAN.name, g["noise_std"], 0.0, DELTA_BLOCK, g["clip_norm"])
+    return ReleaseNoise(GAUSSIAN.name, g["noise_multiplier"] * gaussian_sensitivity(1.0, values), 0.0, DELTA_BLOCK, 1.0)
 
 
 def server_optimizer(params: list[torch.Tensor], fa: FedAvgConfig) -> torch.optim.Optimizer:
@@ -96,12 +123,8 @@ class FedAvgCoordinator(Coordinator):
         return delta_length(self.policy)
 
     def delta_noise(self) -> ReleaseNoise:
-        """The noise of a delta release: the plan's (zero without privacy), on a signed vector of clip norm 1."""
-        if not self.plan.private:
-            return ReleaseNoise(GAUSSIAN.name, 0.0, 0.0, DELTA_BLOCK, 1.0)
-        g = self.plan.gaussian
-        assert g is not None, "a private DP-FedAvg run's plan is a Gaussian plan (TrainConfig checks the mechanism)"
-        return ReleaseNoise(GAUSSIAN.name, g["noise_std"], 0.0, DELTA_BLOCK, g["clip_norm"])
+        """The noise of this run's delta releases (:func:`delta_release_noise`)."""
+        return delta_release_noise(self.plan, self.config.method, self.n_values)
 
     def global_parameters(self) -> np.ndarray:
         """float32 (P,): θ in the flat order devices use."""

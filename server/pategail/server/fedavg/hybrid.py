@@ -17,15 +17,12 @@ import numpy as np
 import torch
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from pategail.sdk.accounting import gaussian_sensitivity
 from pategail.sdk.epr import CellGeometry
-from pategail.sdk.secagg.mechanisms import DELTA_BLOCK, GAUSSIAN
 from pategail.server.config import TrainConfig
 from pategail.server.coordinator import Coordinator
 from pategail.server.fedavg.coordinator import FedAvgCoordinator, server_optimizer
 from pategail.server.fleet import Fleet
 from pategail.server.ppo import PolicyOptimizer
-from pategail.server.privacy.plan import ReleaseNoise
 from pategail.server.run_state import RoundStats
 
 
@@ -60,14 +57,6 @@ class HybridCoordinator(FedAvgCoordinator):
         ppo = torch.optim.Adam(self.policy.parameters(), lr=self.config.ppo.learning_rate)
         fedavg = server_optimizer([self.policy.get_parameter(n) for n in self.names], self.config.fedavg)
         self.optimizer: PhasedOptimizer = PhasedOptimizer(fedavg, ppo)
-
-    def delta_noise(self) -> ReleaseNoise:
-        """The plan's noise multiplier z on a delta release's own sensitivity."""
-        if not self.plan.private:
-            return ReleaseNoise(GAUSSIAN.name, 0.0, 0.0, DELTA_BLOCK, 1.0)
-        assert self.plan.gaussian is not None, "a private hybrid run's plan is a Gaussian plan (TrainConfig checks)"
-        z = self.plan.gaussian["noise_multiplier"]
-        return ReleaseNoise(GAUSSIAN.name, z * gaussian_sensitivity(1.0, self.n_values), 0.0, DELTA_BLOCK, 1.0)
 
     def run_round(self, round_: int) -> RoundStats:
         if round_ <= self.config.fedavg.hybrid_rounds:
