@@ -18,24 +18,28 @@ from pategail.sdk.secagg.crypto import DeviceIdentity
 from .conftest import TINY
 
 
-@pytest.fixture(scope="module")
-def service(tmp_path_factory, dataset):
+def _start_service(run, dataset, limits):
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
     from pategail.server.config import TrainConfig
     from pategail.server.net.hub import Hub
     from pategail.server.net.roster import Roster
-    from pategail.server.net.service import RunStatus, Service, ServiceLimits
+    from pategail.server.net.service import RunStatus, Service
     from pategail.training import ensure_initial_bundle
 
-    run = tmp_path_factory.mktemp("service-run")
     config = TrainConfig.from_dict({**TINY, "rounds": 1}, where="test")
     bundle = ensure_initial_bundle(config, dataset, 0, run)
     key = Ed25519PrivateKey.generate()
-    hub = Hub(key.sign)
-    service = Service(Roster(run), hub, key, bundle, RunStatus(),
-                      ServiceLimits(max_body=64 << 10, rate=50.0, burst=100, poll_wait_s=1.0))
-    port = service.start("127.0.0.1", 0)
+    service = Service(Roster(run), Hub(key.sign), key, bundle, RunStatus(), limits)
+    return service, service.start("127.0.0.1", 0)
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory, dataset):
+    from pategail.server.net.service import ServiceLimits
+
+    service, port = _start_service(tmp_path_factory.mktemp("service-run"), dataset,
+                                   ServiceLimits(max_body=64 << 10, rate=50.0, burst=100, poll_wait_s=1.0))
     yield service, port
     service.stop()
 
@@ -190,3 +194,37 @@ def test_only_the_newest_poll_of_a_device_takes_its_orders(service):
 
     order = asyncio.run(scenario())
     assert order is not None and Order.from_bytes(order, svc.coordinator_public, 777).parts == (b"work",)
+
+
+def test_a_stopping_service_cuts_a_waiting_poll_after_its_grace(tmp_path, dataset):
+    """Stopped with a device's long poll in flight (an error stop: no one told the devices the run is over),
+    the service closes that connection after ``stop_grace_s`` instead of holding the device, and itself, for
+    the rest of the poll's 20 s."""
+    import time
+
+    from pategail.server.net.service import ServiceLimits
+
+    svc, port = _start_service(tmp_path / "run", dataset, ServiceLimits(poll_wait_s=20.0, stop_grace_s=0.5))
+    device = Client(port)
+    device.enrol()
+    ended = {}
+
+    def poll():
+        t0 = time.monotonic()
+        try:
+            ended["answer"] = device.signed("GET", "/v1/poll", query="?wait=20")[0]
+        except (ConnectionError, http.client.HTTPException) as err:
+            ended["answer"] = type(err).__name__
+        ended["after_s"] = time.monotonic() - t0
+
+    waiting = threading.Thread(target=poll)
+    waiting.start()
+    deadline = time.monotonic() + 10
+    while device.device_id not in svc.hub._waiters and time.monotonic() < deadline:      # the poll waits
+        time.sleep(0.02)
+    t0 = time.monotonic()
+    svc.stop()
+    stopped_s = time.monotonic() - t0
+    waiting.join(timeout=20)
+    assert stopped_s < 5 and ended["after_s"] < 6, (stopped_s, ended)
+    assert ended["answer"] != 204                        # cut, not answered as an ordinary empty poll

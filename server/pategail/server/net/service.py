@@ -84,6 +84,9 @@ class ServiceLimits:
     """Refused requests an address may make a second, sustained, before it is answered 429 at once."""
     refusal_burst: int = 100
     """Refused requests an address may make at once."""
+    stop_grace_s: float = 1.0
+    """Seconds the requests in flight when the service stops get to finish before their connections are closed:
+    a long poll would otherwise hold a device (and the stopping thread) for up to ``poll_wait_s``."""
 
 
 def _header_bytes(headers) -> int:
@@ -355,7 +358,8 @@ class Service:
             # lingering: how long an unread body is drained after the response (aiohttp's default, 10 s, would
             # hold a slow body's connection that long past its 408)
             self._runner = web.AppRunner(self.app(), access_log=None, keepalive_timeout=self.limits.idle_timeout_s,
-                                         lingering_time=min(2.0, self.limits.body_timeout_s))
+                                         lingering_time=min(2.0, self.limits.body_timeout_s),
+                                         shutdown_timeout=self.limits.stop_grace_s)
             try:
                 loop.run_until_complete(self._runner.setup())
                 self._guard_connections(self._runner.server)
@@ -372,6 +376,11 @@ class Service:
             ready.set()
             loop.run_forever()
             loop.run_until_complete(self._runner.cleanup())
+            # the handlers cut after the grace are being cancelled: let them finish before the loop closes
+            pending = asyncio.all_tasks(loop)
+            for task in pending:
+                task.cancel()
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
             loop.close()
 
         self._thread = threading.Thread(target=serve, name="pategail-service", daemon=True)
