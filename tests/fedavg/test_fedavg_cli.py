@@ -3,6 +3,7 @@ then `pategail generate` from the run's bundle; and the refusals of settings tha
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -63,3 +64,36 @@ def test_settings_that_cannot_work_are_refused_in_one_line():
         TrainConfig.from_dict({"fedavg": {"server_optimizer": "sgd"}})
     with pytest.raises(PategailError, match="unexpected keyword|fedavg"):
         TrainConfig.from_dict({"fedavg": {"clipnorm": 1.0}})
+
+
+def test_the_environment_share_of_dp_fedavg_follows_the_noise_on_the_mean_delta():
+    """The largest share on the 0.05 grid at which the noise on the mean model delta stays within 2 clip norms:
+    at ε = 8 over the public map of Beijing, 0.1 for 82 devices (15.6 clip norms even then), 0.5 for 1,000 and
+    something between for 750; without the cell count (the model's size) the smallest share."""
+    from pategail.server.coordinator import policy_config
+    from pategail.server.policy import Policy
+    from pategail.server.privacy.defaults import DELTA_NOISE_LIMIT
+    from pategail.server.privacy.gaussian import plan_gaussian
+
+    cells = 3_621
+    config = TrainConfig(method="dp-fedavg", rounds=20, privacy={"epsilon": 8.0})
+    policy = Policy(policy_config(config, cells))
+    values = sum(p.numel() for n, p in policy.named_parameters() if not n.startswith("value_head."))
+
+    def noise_norm(share: float, devices: int) -> float:      # in clip norms: σ (sensitivity 1) · √P / N
+        g = plan_gaussian(8.0, 1e-5, values, 21, 1, 2.0 / math.sqrt(values), share)
+        return g.noise_std * math.sqrt(values) / devices
+
+    def share(devices: int, n_cells: int | None = cells) -> float:
+        return config.for_devices(devices, n_cells).privacy.env_epsilon_fraction
+
+    assert share(82) == 0.1 and noise_norm(0.1, 82) > DELTA_NOISE_LIMIT
+    assert share(1000) == 0.5 and noise_norm(0.5, 1000) <= DELTA_NOISE_LIMIT
+    between = share(750)
+    assert 0.1 < between < 0.5
+    assert noise_norm(between, 750) <= DELTA_NOISE_LIMIT < noise_norm(round(between + 0.05, 10), 750)
+    assert share(1000, None) == 0.1
+    # PateGail's share does not depend on the cell count
+    pategail = TrainConfig(privacy={"epsilon": 8.0})
+    for devices in (82, 1000):
+        assert pategail.for_devices(devices, cells).privacy == pategail.for_devices(devices).privacy

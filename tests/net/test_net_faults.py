@@ -27,7 +27,7 @@ def test_device_and_service_killed_mid_round(data_dir, dataset, tmp_path, proces
     config = tiny_config(tmp_path / "tiny.json", rounds=3, secagg={"min_survivors": 0.6})
     serve_args = ["serve", "--data", str(data_dir), "--out", str(run), "--epsilon", "50", "--data-derived-cells",
                   "--config", str(config),
-                  "--no-downstream", "--no-progress", "--min-devices", str(N_DEVICES), "--round-deadline", "20"]
+                  "--no-downstream", "--no-progress", "--min-devices", str(N_DEVICES), "--round-deadline", "10"]
     serve = processes.start("serve", *serve_args, "--port", "0")
     url = wait_for(lambda: service_url(run), 120, "the service to listen", [serve])
     port = url.rsplit(":", 1)[1]

@@ -90,13 +90,13 @@ def delta_line(config, plan, devices: int, n_cells: int) -> str:
     """A DP-FedAvg or hybrid run's delta releases: the noise on each parameter of the mean model delta and its
     L2 norm against the clip norm, which bounds each device's delta (so the mean's signal); then the
     environment's line. No tolerance was measured for it."""
-    from pategail.server.fedavg.coordinator import delta_release_noise, policy_values
+    from pategail.server.fedavg.coordinator import delta_noise_norm, delta_release_noise, policy_values
     from pategail.server.privacy.feasibility import plan_feasibility
 
     values = policy_values(config, n_cells)
     clip = config.fedavg.clip_norm
     per_value = delta_release_noise(plan, config.method, values).sum_scale * clip / devices
-    ratio = per_value * math.sqrt(values) / clip
+    ratio = delta_noise_norm(plan, config.method, values, devices)
     need = "" if ratio <= 1 else f"; at most the clip norm from about {math.ceil(devices * ratio):,} devices"
     return (f"gaussian {'model-delta':8s} noise std {per_value:9.4g} on each of the mean model delta's {values:,} "
             f"parameters: its L2 norm is about {ratio:.3g}× the clip norm {clip:g}, which bounds each device's delta "
@@ -149,7 +149,11 @@ def run_privacy_plan(args) -> int:
     overrides: dict = {"privacy": privacy} | ({} if args.method is None else {"method": args.method})
     unresolved = (TrainConfig.from_file(args.config, overrides) if args.config
                   else TrainConfig.from_dict(overrides, where="options"))
-    config = unresolved.for_devices(args.devices)
+    universe, n_cells = UNIVERSE_BEIJING, CELLS_GEOLIFE
+    if args.data is not None:
+        from pategail.data.dataset import load_dataset
+        universe = n_cells = load_dataset(args.data).n_cells
+    config = unresolved.for_devices(args.devices, n_cells)
     from pategail.sdk.regions import REGION_CELLS
     env_values = _environment_values(args.data, config.environment.candidates, action_rates=config.uses_action_prior)
     gaussian_env = _environment_values(args.data, config.environment.candidates, REGION_CELLS, config.uses_action_prior)
@@ -157,12 +161,6 @@ def run_privacy_plan(args) -> int:
           f"δ = {config.privacy.delta:.3g}, {config.rounds} rounds of {config.days_per_round} generated days "
           f"(+{config.privacy.retry_rounds} in reserve), {env_values:,} environment values ({gaussian_env:,} with the "
           f"Gaussian mechanism's region sums); tolerance: {TOLERANCE_SOURCE}", flush=True)
-    universe = n_cells = UNIVERSE_BEIJING
-    if args.data is not None:
-        from pategail.data.dataset import load_dataset
-        universe = n_cells = load_dataset(args.data).n_cells
-    else:
-        n_cells = CELLS_GEOLIFE
     for row in feasibility_table(args.devices, unresolved, env_values, args.granularity, gaussian_env,
                                  universe=universe):
         need = "" if not row.tolerance or row.can_learn else \

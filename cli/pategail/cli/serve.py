@@ -174,13 +174,13 @@ def run_serve(args) -> int:
     config = build_config(args)
     if config.secagg.aggregator != "coordinator":
         raise PategailError("a served run aggregates at the coordinator: set aggregator to \"coordinator\"")
-    config = config.for_devices(args.min_devices)     # a served run plans for its minimum of devices
     downstream_config = None
     if not args.no_downstream:
         from pategail.evaluation.options import config_from_args
         downstream_config = config_from_args(args, args.seed)
     torch.set_num_threads(args.threads)
     dataset = load_dataset(args.data)
+    config = config.for_devices(args.min_devices, dataset.n_cells)    # a served run plans for its minimum of devices
     check_cell_table(config, dataset, args.data, args.data_derived_cells)
     if config.privacy.released_cells:
         raise PategailError("--cells released runs on the population fleet of `pategail train` (devices over the "

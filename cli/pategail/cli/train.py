@@ -158,7 +158,7 @@ def run_train(args) -> int:
         raise PategailError("--population-days goes with --population N")
     else:
         users = choose_users(dataset.users, args.devices, args.seed)
-    config = config.for_devices(len(users))      # δ and the environment's share from the device count
+    config = config.for_devices(len(users), dataset.n_cells)       # δ and the environment's share
     fleet_kind = args.fleet if args.fleet != "auto" else ("sdk" if len(users) <= SDK_FLEET_MAX else "population")
     if fleet_kind == "sdk" and (args.ray_address is not None or args.ray_workers is not None
                                 or args.population_threads is not None or args.population_processes is not None):

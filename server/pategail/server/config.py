@@ -381,10 +381,11 @@ class TrainConfig:
         """Whether the settings that depend on the device count (δ, the environment's share) are set."""
         return self.privacy.delta is not None and self.privacy.env_epsilon_fraction is not None
 
-    def for_devices(self, devices: int) -> "TrainConfig":
-        """This config for a run of ``devices`` devices: δ and the environment's share of ε filled in where
-        they are None (pategail.server.privacy.defaults; without privacy their fixed defaults, whatever the
-        device count); the same config when both are set."""
+    def for_devices(self, devices: int, n_cells: int | None = None) -> "TrainConfig":
+        """This config for a run of ``devices`` devices over ``n_cells`` cells: δ and the environment's share of
+        ε filled in where they are None (pategail.server.privacy.defaults; without privacy their fixed defaults,
+        whatever the device count); the same config when both are set. The cell count sizes a DP-FedAvg run's
+        model delta, whose noise chooses its share (without it, the smallest share)."""
         if self.resolved:
             return self
         from pategail.server.privacy.defaults import DELTA_CAP, default_delta, environment_share
@@ -397,7 +398,7 @@ class TrainConfig:
             # releases its cell table first)
             rest = dataclasses.replace(config, privacy=dataclasses.replace(privacy, epsilon=privacy.rest_epsilon,
                                                                             cells="dataset"))
-            privacy = dataclasses.replace(privacy, env_epsilon_fraction=environment_share(rest, devices))
+            privacy = dataclasses.replace(privacy, env_epsilon_fraction=environment_share(rest, devices, n_cells))
         return dataclasses.replace(config, privacy=privacy)
 
     @property

@@ -114,7 +114,7 @@ class Coordinator:
 
     def __init__(self, config: TrainConfig, fleet: Fleet, cells: np.ndarray, run_dir: Path, seed: int = 0,
                  geometry: CellGeometry | None = None, signing_key: Ed25519PrivateKey | None = None):
-        config = config.for_devices(len(fleet.device_ids))       # δ and the environment's share, when unset
+        config = config.for_devices(len(fleet.device_ids), len(cells))    # δ and the environment's share
         self.config = config
         self.fleet = fleet
         self.cells = np.asarray(cells, dtype=np.float64)

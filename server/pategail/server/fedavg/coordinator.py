@@ -102,6 +102,31 @@ def delta_release_noise(plan: PrivacyPlan, method: str, values: int) -> ReleaseN
     return ReleaseNoise(GAUSSIAN.name, g["noise_multiplier"] * gaussian_sensitivity(1.0, values), 0.0, DELTA_BLOCK, 1.0)
 
 
+def delta_noise_norm(plan: PrivacyPlan, method: str, values: int, devices: int) -> float:
+    """The L2 norm of the noise on the mean model delta over ``devices`` devices, in clip norms (√values · the
+    noise std on each parameter / the clip norm)."""
+    return delta_release_noise(plan, method, values).sum_scale * math.sqrt(values) / devices
+
+
+def delta_environment_share(config: TrainConfig, devices: int, n_cells: int) -> float:
+    """A private DP-FedAvg run's environment share (δ set): the largest in ``SHARE_RANGE`` (on the
+    ``SHARE_STEP`` grid) at which the noise on the mean model delta is at most ``DELTA_NOISE_LIMIT`` clip norms
+    (pategail.server.privacy.defaults), else the smallest. The environment vector's length does not change
+    the deltas' noise, so only the model's size is needed."""
+    from dataclasses import replace
+
+    from pategail.server.privacy.defaults import DELTA_NOISE_LIMIT, SHARE_RANGE, SHARE_STEP
+
+    low, high = SHARE_RANGE
+    values = policy_values(config, n_cells)
+    for i in range(round((high - low) / SHARE_STEP), -1, -1):
+        share = round(low + i * SHARE_STEP, 10)
+        trial = replace(config, privacy=replace(config.privacy, env_epsilon_fraction=share))
+        if delta_noise_norm(plan_delta_run(trial, values, 1), config.method, values, devices) <= DELTA_NOISE_LIMIT:
+            return share
+    return low
+
+
 def server_optimizer(params: list[torch.Tensor], fa: FedAvgConfig) -> torch.optim.Optimizer:
     """The server optimiser, stepped with −mean Δ as the gradient."""
     if fa.server_optimizer == "fedadam":
