@@ -236,7 +236,7 @@ def test_python_and_java_devices_in_one_served_run(mechanism, java_device_classp
     users = choose_users(dataset.users, N_PYTHON + N_JAVA, 0)
     config = NET.tiny_config(tmp_path / "tiny.json", rounds=ROUNDS, secagg={"min_survivors": MIN_SURVIVORS})
     private = mechanism is not None
-    privacy = {None: ["--no-privacy"], "laplace": ["--epsilon", "200", "--mechanism", "laplace", "--data-derived-cells"],
+    privacy = {None: ["--no-privacy"], "laplace": ["--epsilon", "50", "--mechanism", "laplace", "--data-derived-cells"],
                "gaussian": ["--epsilon", "50", "--data-derived-cells"]}[mechanism]
     run, bodies = tmp_path / "run", []
     uploads = Uploads(monkeypatch)
