@@ -46,16 +46,18 @@ def test_the_sdk_installs_alone_and_runs_a_device_round_without_torch(bundle_dir
                                                                        make_device, tmp_path):
     assert any(WHEELS.glob("onnxruntime_training*.whl")), f"{WHEELS}: no SDK wheels; run `make setup`"
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    # without its own pip (ensurepip takes seconds): this checkout's pip installs into it (--python)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
+    pip = [sys.executable, "-m", "pip", "--python", str(python)]
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
     env.update(PIP_CONFIG_FILE=os.devnull, PIP_DISABLE_PIP_VERSION_CHECK="1")
     # a copy of sdk/: the build writes its egg-info next to the sources, and the checkout stays clean
     shutil.copytree(ROOT / "sdk", tmp_path / "sdk", ignore=shutil.ignore_patterns("*.egg-info", "build"))
-    proc = subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-index", "--find-links",
+    proc = subprocess.run([*pip, "install", "--quiet", "--no-index", "--find-links",
                            str(WHEELS), str(tmp_path / "sdk")], capture_output=True, text=True, env=env, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    installed = subprocess.run([str(python), "-m", "pip", "list", "--format", "json"], capture_output=True,
+    installed = subprocess.run([*pip, "list", "--format", "json"], capture_output=True,
                                text=True, env=env, check=True).stdout
     names = {p["name"].lower() for p in json.loads(installed)}
     assert "pategail-sdk" in names and "torch" not in names and "pategail" not in names
