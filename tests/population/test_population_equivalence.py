@@ -18,7 +18,7 @@ from pategail.sdk.messages import InitialStatesRequest, to_bytes
 from pategail.sdk.secagg.errors import SecAggAbort
 from pategail.server.secagg.config import SecureRoundConfig
 from pategail.server.secagg.coordinator import SecAggCoordinator
-from pategail.server.secagg.cost import round_bytes
+from pategail.server.secagg.cost import dropout_round_bytes, round_bytes
 from pategail.server.secagg.round import Dropouts, run_secure_round
 
 N_DEVICES = 20
@@ -85,7 +85,8 @@ def _environment_round(fleet, round_):
 @pytest.mark.parametrize("aggregator", ["coordinator", "device"])
 def test_dropouts_and_the_aggregator_sit_out_as_in_the_protocol(runs, aggregator):
     """Population: 15% of the contributors drop out before their masked input. SDK: the same devices drop out
-    after advertising (so their input is never sent). The released sums are the same."""
+    after sending their shares (so their input is never sent). The released sums are the same, and so is every
+    device's count of bytes, the dropped devices' included (all pairs: the bytes do not depend on the graph)."""
     _, sdk, _, pop = runs
     pop.dropout = 0.15
     try:
@@ -104,11 +105,17 @@ def test_dropouts_and_the_aggregator_sit_out_as_in_the_protocol(runs, aggregator
         coordinator.enroll(i, keys)
     endpoints = [sdk.devices[i].secagg_endpoint(coordinator.directory) for i in sdk.device_ids]
     theirs = run_secure_round(endpoints, None, config, np.random.default_rng(9), coordinator=coordinator,
-                              num_queries=length, dropouts=Dropouts(after_advertise=gone))
+                              num_queries=length, dropouts=Dropouts(after_share_keys=gone))
     assert theirs.aggregator == ours.aggregator
     assert tuple(theirs.survivors) == ours.survivors
     assert np.abs(theirs.sum - ours.sum).max() < 1e-6
     assert np.abs(theirs.sq_sum - ours.sq_sum).max() < 1e-6
+    assert ours.stats.bytes_up == theirs.stats.bytes_up and ours.stats.bytes_down == theirs.stats.bytes_down
+    contributors = sorted(set(sdk.device_ids) - {ours.aggregator})
+    cost = dropout_round_bytes(config, contributors, length, gone, bytes(32))
+    assert ours.stats.bytes_up == {d: c.up for d, c in cost.items()}
+    assert ours.stats.bytes_down == {d: c.down for d, c in cost.items()}
+    assert set(ours.stats.bytes_up) == set(contributors) and all(ours.stats.bytes_up[d] > 0 for d in gone)
 
 
 def test_below_n_min_nothing_is_released(runs):

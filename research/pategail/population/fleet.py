@@ -5,12 +5,17 @@ Every message the coordinator broadcasts is carried out for all devices at once,
 receives it (the coordinator sends each message to every device); each device's reply is the SDK device's
 (an Ack of the same round, kind and length, or the same ErrorReply for a message it refuses). The secure sum
 is the ideal functionality (:mod:`pategail.population.ideal`); with ``dropout`` > 0 that share of the
-contributors, drawn per round, drop out before their masked input, and a round below n_min aborts
-(SecAggAbort, nothing released) as the real protocol does.
+contributors, drawn per round, drop out before their masked input (after sending their shares), and a round
+below n_min aborts (SecAggAbort, nothing released) as the real protocol does.
 
 A round's secure-aggregation bytes are those each contributor would send and receive in the real protocol,
-computed exactly from the message encodings (:func:`pategail.server.secagg.cost.round_bytes`; rounds without
-dropouts — with ``dropout`` > 0 none are counted).
+computed exactly from the message encodings: :func:`pategail.server.secagg.cost.round_bytes` without dropouts,
+:func:`~pategail.server.secagg.cost.dropout_round_bytes` with them — a dropped device advertised its keys and
+sent its shares before it stopped, and is counted those bytes (as a real round counts them); a survivor's bytes
+depend on how many of its neighbours dropped, on a neighbour graph drawn from a round seed the fleet derives
+from its seed. Dropouts that would leave the real round unable to unmask (a survivor or a dropped device's mask
+key with fewer than t surviving holders, a survivor set too small to certify) abort the round as the protocol
+does.
 
 Not simulated (the SDK fleet has them): the cryptography itself (there are no device keys, so no public keys
 are enrolled), the devices' own privacy ledgers (the coordinator's budget check still stops a run at its
@@ -407,7 +412,7 @@ class PopulationFleet:
 
     def secure_sum(self, participants: Sequence[int], config, coordinator, rng: np.random.Generator,
                    num_queries: int):
-        from pategail.server.secagg.cost import round_bytes
+        from pategail.server.secagg.cost import dropout_round_bytes, round_bytes
         from pategail.server.secagg.round import AggregateResult, RoundStats
 
         mechanism = getattr(config, "mechanism", "laplace")
@@ -416,14 +421,21 @@ class PopulationFleet:
             raise ValueError(f"the devices hold {self._length} pending values, the round asks for {num_queries}")
         agg_id = COORDINATOR if config.aggregator == "coordinator" else int(rng.choice(sorted(participants)))
         contributors = sorted(set(participants) - {agg_id})
+        m = num_queries
         if self.dropout:
             drop_rng = np.random.default_rng([self.seed, 0xD0, config.round_id])
             gone = drop_rng.choice(contributors, round(self.dropout * len(contributors)), replace=False)
+            # the round's public seed (here drawn from the fleet's seed) places the dropped devices on the graph;
+            # the real round would abort where the cost function does
+            round_seed = np.random.default_rng([self.seed, 0x5EED, config.round_id]).bytes(32)
+            cost_by_device = dropout_round_bytes(config, contributors, m, gone.tolist(), round_seed)
             contributors = sorted(set(contributors) - set(gone.tolist()))
-        if len(contributors) < config.n_min:
-            raise SecAggAbort(f"{len(contributors)} devices sent their masked input, fewer than n_min = "
-                              f"{config.n_min}: nothing is released")
-        m = num_queries
+        else:
+            if len(contributors) < config.n_min:
+                raise SecAggAbort(f"{len(contributors)} devices sent their masked input, fewer than n_min = "
+                                  f"{config.n_min}: nothing is released")
+            cost = round_bytes(config, len(contributors), m)
+            cost_by_device = dict.fromkeys(contributors, cost)
         if self._delta:
             # DP-FedAvg: the devices' uploads were summed at the request (signed vectors of clip norm 1)
             if config.block != DELTA_BLOCK or abs(config.clip_norm - 1.0) > 1e-9 or m != self._length:
@@ -453,10 +465,9 @@ class PopulationFleet:
             total[:m] += distributed_noise(config.sum_noise_scale * SCALE, divisor, len(contributors), m, mechanism)
         if config.sq_sum_noise_scale > 0:
             total[m:] += distributed_noise(config.sq_sum_noise_scale * SCALE, divisor, len(contributors), m, mechanism)
-        up, down = {}, {}
-        if not self.dropout:          # what each contributor would send and receive in the real protocol
-            cost = round_bytes(config, len(contributors), m)
-            up, down = dict.fromkeys(contributors, cost.up), dict.fromkeys(contributors, cost.down)
+        # what each contributor, dropped or not, would send and receive in the real protocol
+        up = {d: cost.up for d, cost in cost_by_device.items()}
+        down = {d: cost.down for d, cost in cost_by_device.items()}
         stats = RoundStats(bytes_up=up, bytes_down=down, device_cpu_s={}, aggregator_cpu_s=0.0, coordinator_cpu_s=0.0)
         return AggregateResult(decode(total[:m]), decode(total[m:]), len(contributors), tuple(contributors),
                                agg_id, stats)
