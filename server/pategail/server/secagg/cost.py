@@ -99,7 +99,7 @@ def _round_bytes(config: SecureRoundConfig, n: int, m: int) -> DeviceBytes:
             + size.survivor_set + _listing(size.ack_set, acks_relayed))
     up = (size.advert + _listing(size.share_keys, size.degree) + size.masked_input + size.ack
           + size.unmask[0] + (size.degree + 1) * size.unmask[1])
-    return DeviceBytes(up, down)
+    return DeviceBytes(int(up), int(down))
 
 
 def dropout_round_bytes(config: SecureRoundConfig, participants: Sequence[int], num_queries: int,
