@@ -14,6 +14,7 @@ from pategail.population.resample import resample_population
 from pategail.sdk.accounting import GaussianRelease, composed_epsilon, gaussian_sensitivity
 from pategail.sdk.secagg.ledger import PrivacyLedger
 from pategail.server.coordinator import environment_length, run_plan
+from pategail.server.fedavg.config import FedAvgConfig
 from pategail.server.fedavg.coordinator import FedAvgCoordinator, delta_length
 from pategail.server.privacy.gaussian import ENV_L2_BOUND
 from pategail.training import write_initial_bundle
@@ -43,7 +44,8 @@ def test_a_private_run_over_sdk_devices(dataset, tiny, tmp_path):
             before.append((self.global_parameters().astype(np.float64), mean_delta))
             super().apply_delta(mean_delta)
 
-    coordinator = _run(tiny(privacy={"epsilon": 8.0}), dataset, fleet_of, tmp_path, kind=Watch)
+    fedavg = FedAvgConfig(server_optimizer="fedavg", server_lr=1.0)             # the plain average's step
+    coordinator = _run(tiny(privacy={"epsilon": 8.0}, fedavg=fedavg), dataset, fleet_of, tmp_path, kind=Watch)
     plan, g = coordinator.plan, coordinator.plan.gaussian
     values = delta_length(coordinator.policy)
     assert plan.granularity == "model-delta" and plan.reward_values == values
