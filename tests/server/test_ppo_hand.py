@@ -263,3 +263,22 @@ def test_config_limits(field, good, bad):
     PPOConfig(**{field: good})
     with pytest.raises(ValueError):
         PPOConfig(**{field: bad})
+
+
+def test_step_scale_moves_the_policy_that_share_of_the_full_update():
+    """With Adam (whose step does not shrink with its gradients) the policy ends exactly ``step_scale`` of the
+    way to where the full update takes it; 0 leaves it where it was."""
+    def update(scale):
+        policy = TablePolicy(np.zeros((N, T, 4)), np.zeros((N, T)))
+        opt = torch.optim.Adam(policy.parameters(), lr=0.05)
+        ppo_update(policy, opt, rollout(), PPOConfig(**{**BASE, "n_epochs": 3}), torch.Generator().manual_seed(0),
+                   step_scale=scale)
+        return [p.detach().clone() for p in policy.parameters()]
+
+    full, third, none = update(1.0), update(1 / 3), update(0.0)
+    assert max(float(p.abs().max()) for p in full) > 0.05           # the full update moved something
+    for f, t, z in zip(full, third, none):
+        torch.testing.assert_close(t, f / 3, rtol=1e-5, atol=1e-7)
+        assert not z.any()
+    with pytest.raises(ValueError, match="step_scale"):
+        update(1.5)

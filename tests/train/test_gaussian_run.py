@@ -3,6 +3,7 @@ declared plan and keep their ledgers, the coordinator accounts exactly what was 
 reward per generated day."""
 from __future__ import annotations
 
+import dataclasses
 import glob
 import math
 
@@ -14,6 +15,7 @@ from pategail.server.errors import PategailError
 from pategail.sdk.accounting import GaussianRelease, composed_epsilon, gaussian_sensitivity
 from pategail.sdk.secagg.ledger import PrivacyLedger
 from pategail.server import coordinator as coordinator_module
+from pategail.server.checkpoint import read_journal
 from pategail.server.config import TrainConfig, merge_settings
 from pategail.server.coordinator import Coordinator, environment_length, run_plan
 from pategail.server.ppo import PPOConfig
@@ -24,18 +26,20 @@ TINY = dict(rounds=2, days_per_round=6, discriminator={"steps": 2, "batch_size":
 
 
 def test_a_private_gaussian_run_at_day_granularity(dataset, tmp_path, monkeypatch):
-    config = TrainConfig(**TINY, privacy={"mechanism": "gaussian", "granularity": "day", "epsilon": 8.0}).for_devices(3)
+    tiny = {**TINY, "ppo": PPOConfig(n_epochs=2, batch_size=3, signal_scaled_step=True)}
+    config = TrainConfig(**tiny, privacy={"mechanism": "gaussian", "granularity": "day", "epsilon": 8.0}).for_devices(3)
     plan = run_plan(config, dataset.cells, tmp_path / "checkpoint")
     write_initial_bundle(config, dataset, 0, tmp_path / "bundle-initial",
                          privacy=plan.declare(config.secagg.min_survivors, config.secagg.colluders))
     fleet = EmulatedFleet(dataset, choose_users(dataset.users, 3, 0), tmp_path / "devices",
                           tmp_path / "bundle-initial", seed=0)
     coordinator = Coordinator(config, fleet, dataset.cells, tmp_path, seed=0)
-    seen = []
+    seen, scales = [], []
     real_ppo = coordinator_module.ppo_update
     monkeypatch.setattr(coordinator_module, "ppo_update",
-                        lambda policy, opt, rollout, cfg, gen, *anchor: seen.append(rollout.rewards) or real_ppo(
-                            policy, opt, rollout, cfg, gen, *anchor))
+                        lambda policy, opt, rollout, cfg, gen, *anchor, step_scale: seen.append(rollout.rewards)
+                        or scales.append(step_scale) or real_ppo(policy, opt, rollout, cfg, gen, *anchor,
+                                                                 step_scale=step_scale))
     coordinator.train()
 
     g = plan.gaussian
@@ -58,6 +62,17 @@ def test_a_private_gaussian_run_at_day_granularity(dataset, tmp_path, monkeypatc
     # one reward per generated day: all 47 decisions of a day share it
     assert len(seen) == 2 and all(np.ptp(r, axis=1).max() == 0 for r in seen)
     assert all(np.ptp(r[:, 0]) > 0 for r in seen)                  # but days differ
+    # each round's step is scaled by the signal share of its released means: 1 − (σ / 3)² / their variance
+    # (all 3 devices contributed, as many as the noise shares were sized for, so the noise is the plan's σ)
+    journal = read_journal(tmp_path / "checkpoint")
+    for round_, scale in zip((1, 2), scales):
+        means = journal[round_].sum / 3
+        expected = max(0.0, 1.0 - (g["noise_std"] / 3) ** 2 / np.var(means, ddof=1))
+        assert scale == pytest.approx(expected, rel=1e-9, abs=1e-12) and 0.0 <= scale < 1.0
+    # four times the contributors the shares were sized for carry twice the noise
+    more = dataclasses.replace(journal[1], n_survivors=12)
+    assert coordinator._reward_noise_std(more) == pytest.approx(2 * g["noise_std"], rel=1e-12)
+    assert [h["ppo"]["signal_share"] for h in coordinator.history] == pytest.approx(scales)
     section = coordinator.summary().privacy
     assert section["mechanism"].startswith("distributed discrete Gaussian")
 

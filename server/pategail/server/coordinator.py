@@ -13,6 +13,7 @@ is its Ed25519 key (a served run keeps one across restarts: devices pin it).
 from __future__ import annotations
 
 import logging
+import math
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -31,7 +32,7 @@ from pategail.sdk.regions import region_map
 from pategail.sdk.secagg.policy import DeclaredPlan
 from pategail.server.action_prior import SIGNAL_GATE, behaviour_clone, sample_rule_days
 from pategail.server.averaging import TailAverage
-from pategail.server.checkpoint import load_checkpoint, save_checkpoint
+from pategail.server.checkpoint import Release, load_checkpoint, save_checkpoint
 from pategail.server.config import TrainConfig, setting_differences
 from pategail.server.fleet import Fleet
 from pategail.server.initial_states import InitialStates
@@ -43,7 +44,7 @@ from pategail.server.privacy.plan import PrivacyPlan
 from pategail.server.privacy.run_plan import make_run_plan, run_queries
 from pategail.server.privacy.summary import privacy_section
 from pategail.server.releases import SecureReleases
-from pategail.server.rewards import ensemble_verdict, rewards_from_release
+from pategail.server.rewards import ensemble_verdict, reward_signal_share, rewards_from_release
 from pategail.server.run_state import RoundStats, RunState, RunSummary
 from pategail.server.sampling import sample_rollout
 
@@ -310,7 +311,10 @@ class Coordinator:
             down, up = down + d2, up + u2
         public_count = self.releases.public_count()
         rollout = replace(rollout, rewards=rewards_from_release(release, cfg, public_count))
-        ppo_stats = ppo_update(self.policy, self.optimizer, rollout, cfg.ppo, self.torch_gen, self.anchor)
+        signal = reward_signal_share(release, cfg, public_count, self._reward_noise_std(release))
+        ppo_stats = ppo_update(self.policy, self.optimizer, rollout, cfg.ppo, self.torch_gen, self.anchor,
+                               step_scale=signal if cfg.ppo.signal_scaled_step else 1.0)
+        ppo_stats["signal_share"] = signal
         n = len(self.fleet.device_ids)
         bytes_down, bytes_up = self._record_bytes(down, up)
         mean_reward, disc_accuracy = ensemble_verdict(release, cfg, public_count)
@@ -319,6 +323,13 @@ class Coordinator:
                           bytes_down=bytes_down, seconds=time.perf_counter() - t0, epsilon=None,
                           stay_share=float(np.mean(rollout.actions == STAY)),
                           distinct_histogram=np.bincount(distinct_cells(rollout.cells)).tolist())
+
+    def _reward_noise_std(self, release: Release) -> float:
+        """The standard deviation of the noise on each released reward sum: the plan's σ on a sum, grown by
+        √(contributors / shares) when more devices contributed than the shares were sized for."""
+        noise = self.plan.release_noise("rewards")
+        std = noise.scheme.device.noise_std(release.sum_scale)
+        return std * math.sqrt(max(1.0, release.n_survivors / self.releases.honest_shares()))
 
     def _record_bytes(self, down: int | None, up: int | None) -> tuple[float | None, float | None]:
         """(down, up) bytes per device of a round's release, kept in the run state; (None, None) for a
@@ -348,8 +359,9 @@ class Coordinator:
 
     def log_round(self, stats: RoundStats) -> None:
         log.info("round %d: mean reward %.4f, discriminator accuracy %.3f, approx_kl %.4f, clip_fraction "
-                 "%.3f, explained_variance %.3f", stats.round, stats.mean_reward, stats.disc_accuracy,
-                 stats.ppo["approx_kl"], stats.ppo["clip_fraction"], stats.ppo["explained_variance"])
+                 "%.3f, explained_variance %.3f, signal share %.2f", stats.round, stats.mean_reward,
+                 stats.disc_accuracy, stats.ppo["approx_kl"], stats.ppo["clip_fraction"],
+                 stats.ppo["explained_variance"], stats.ppo.get("signal_share", 1.0))
 
     # -- results ------------------------------------------------------------------------------------------
     def averaged_policy(self) -> Policy:

@@ -60,6 +60,10 @@ class PPOConfig:
     holds an anchor policy (the behaviour-cloned warm start of the environment's ``action_prior``): GAIL then
     refines the rule model instead of drifting away from it. On the sparse city 10 kept the warm start's day
     shape through 60 rounds (invented days under 1%); 1 let it drift to 4.5%, none to 7.6%."""
+    signal_scaled_step: bool = False
+    """Under noise, move the policy each round only the estimated share of signal in the released rewards
+    (``pategail.server.rewards.reward_signal_share``) of the way PPO's update would: standardised rewards and
+    normalised advantages otherwise make a round of mostly noise move the policy as far as a clear one."""
 
     def __post_init__(self):
         if not self.anchor_coef >= 0:
@@ -158,9 +162,14 @@ class PolicyOptimizer(Protocol):
 
 
 def ppo_update(policy: Policy, optimizer: PolicyOptimizer, rollout: Rollout, config: PPOConfig,
-               generator: torch.Generator, anchor: Policy | None = None) -> dict:
+               generator: torch.Generator, anchor: Policy | None = None, step_scale: float = 1.0) -> dict:
     """Update ``policy`` in place on one rollout; return the diagnostics of the last epoch and overall.
-    ``anchor``: with ``config.anchor_coef`` > 0, the policy the KL term pulls towards."""
+    ``anchor``: with ``config.anchor_coef`` > 0, the policy the KL term pulls towards. ``step_scale`` in [0, 1]:
+    the policy ends ``step_scale`` of the way from where it was to where the update took it (whatever the
+    optimiser: Adam's step does not shrink with its gradients)."""
+    if not 0.0 <= step_scale <= 1.0:
+        raise ValueError(f"step_scale must be in [0, 1], got {step_scale}")
+    before = [p.detach().clone() for p in policy.parameters()] if step_scale < 1.0 else None
     rewards = rollout.rewards
     if config.scale_rewards:
         rewards = rewards / (discounted_returns(rewards, config.gamma).std() + 1e-8)
@@ -212,6 +221,10 @@ def ppo_update(policy: Policy, optimizer: PolicyOptimizer, rollout: Rollout, con
                 # the low-variance KL estimator of Schulman (2020): E[(r - 1) - log r]
                 stats["approx_kl"].append(((ratio - 1) - log_ratio).mean().item())
                 stats["clip_fraction"].append(((ratio - 1).abs() > config.clip_range).float().mean().item())
+    if before is not None:
+        with torch.no_grad():
+            for p, p0 in zip(policy.parameters(), before):
+                p.copy_(p0 + step_scale * (p - p0))
     out = {k: float(np.mean(v)) for k, v in stats.items()}
     out["explained_variance"] = explained_variance(rollout.values.ravel(), returns.ravel())
     return out

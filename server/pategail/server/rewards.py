@@ -38,6 +38,32 @@ def rewards_from_release(release: Release, config: TrainConfig, public_count: in
     return _standardised(reward_matrix(granularity.expand(means, days), days))
 
 
+def reward_signal_share(release: Release, config: TrainConfig, public_count: int | None, noise_std: float) -> float:
+    """The estimated share of signal in the variance of a round's released reward values, in [0, 1]:
+    1 − s²/var, where var is the variance of the released mean rewards over the round's values and s the
+    standard deviation of the noise on each of them (``noise_std`` on a released sum, divided by the fixed
+    ``public_count``). 1 without noise.
+
+    Why it matters: the rewards are standardised every round and PPO normalises its advantages, so a round
+    whose rewards are mostly noise moves the policy as far as a round with a clear signal. The share is the
+    weight a Gaussian estimate of the signal gives the observation (var_signal / (var_signal + s²)), so a step
+    scaled by it moves the policy as far as the evidence supports. Estimated from one round's values (96 days at
+    day granularity), it carries a sampling error of about √(2/96) ≈ 0.14 in relative terms.
+
+    Defined for the Gaussian mechanism's releases and releases without noise; the Laplace mechanism's β-corrected
+    rewards have no simple per-value noise variance, so a noisy Laplace release returns 1 (steps unscaled)."""
+    if noise_std <= 0 or not config.privacy.scheme.releases_vectors:
+        return 1.0
+    if public_count is None or public_count < 1:
+        raise ValueError("the Gaussian mechanism's release is divided by a fixed public count of devices")
+    means = np.asarray(release.sum, dtype=np.float64) / public_count
+    if len(means) < 2:
+        return 1.0
+    observed = float(np.var(means, ddof=1))
+    noise = (noise_std / public_count) ** 2
+    return float(np.clip(1.0 - noise / observed, 0.0, 1.0)) if observed > 0 else 0.0
+
+
 def _standardised(rewards: np.ndarray) -> np.ndarray:
     return ((rewards - rewards.mean()) / (rewards.std() + 1e-8)).astype(np.float32)
 
