@@ -97,3 +97,37 @@ def test_the_environment_share_of_dp_fedavg_follows_the_noise_on_the_mean_delta(
     pategail = TrainConfig(privacy={"epsilon": 8.0})
     for devices in (82, 1000):
         assert pategail.for_devices(devices, cells).privacy == pategail.for_devices(devices).privacy
+
+
+def test_the_server_optimiser_of_dp_fedavg_follows_the_noise_on_the_mean_delta():
+    """FedAdam (step 0.1) without privacy and where the noise on the mean delta is within 2 clip norms, FedAvg
+    (step 1) where it is more, for the hybrid and without the cell count; a setting in the config wins, and an
+    unresolved config cannot build a server optimiser."""
+    import torch
+
+    from pategail.server.fedavg.coordinator import delta_noise_norm, plan_delta_run, policy_values, server_optimizer
+    from pategail.server.privacy.defaults import DELTA_NOISE_LIMIT
+
+    cells = 3_621
+    config = TrainConfig(method="dp-fedavg", rounds=20, privacy={"epsilon": 8.0})
+    values = policy_values(config, cells)
+
+    def chosen(devices: int, base: TrainConfig = config, n_cells: int | None = cells) -> tuple[str, float]:
+        fa = base.for_devices(devices, n_cells).fedavg
+        return fa.server_optimizer, fa.server_lr
+
+    def noise(devices: int) -> float:
+        resolved = config.for_devices(devices, cells)
+        return delta_noise_norm(plan_delta_run(resolved, values, 1), "dp-fedavg", values, devices)
+
+    assert chosen(82) == ("fedavg", 1.0) and noise(82) > DELTA_NOISE_LIMIT
+    assert chosen(1000) == ("fedadam", 0.1) and noise(1000) <= DELTA_NOISE_LIMIT
+    assert chosen(1000, n_cells=None) == ("fedavg", 1.0)
+    assert chosen(82, TrainConfig(method="dp-fedavg", rounds=20)) == ("fedadam", 0.1)          # no privacy
+    assert chosen(1000, TrainConfig(method="hybrid", rounds=20, privacy={"epsilon": 8.0})) == ("fedavg", 1.0)
+    assert chosen(82, TrainConfig.from_dict({"method": "dp-fedavg", "rounds": 20, "privacy": {"epsilon": 8.0},
+                                             "fedavg": {"server_optimizer": "fedadam"}})) == ("fedadam", 0.1)
+    assert chosen(82, TrainConfig.from_dict({"method": "dp-fedavg", "privacy": {"epsilon": 8.0},
+                                             "fedavg": {"server_lr": 0.5}})) == ("fedavg", 0.5)
+    with pytest.raises(ValueError, match="for_devices"):
+        server_optimizer([torch.zeros(2, requires_grad=True)], config.fedavg)

@@ -98,9 +98,11 @@ def delta_line(config, plan, devices: int, n_cells: int) -> str:
     per_value = delta_release_noise(plan, config.method, values).sum_scale * clip / devices
     ratio = delta_noise_norm(plan, config.method, values, devices)
     need = "" if ratio <= 1 else f"; at most the clip norm from about {math.ceil(devices * ratio):,} devices"
+    fa = config.fedavg
+    step = f"; server optimiser {fa.server_optimizer} at step {fa.server_lr:g}" if fa.resolved else ""
     return (f"gaussian {'model-delta':8s} noise std {per_value:9.4g} on each of the mean model delta's {values:,} "
             f"parameters: its L2 norm is about {ratio:.3g}× the clip norm {clip:g}, which bounds each device's delta "
-            f"(no tolerance measured){need}{plan_feasibility(plan, devices).env_line()}")
+            f"(no tolerance measured){need}{step}{plan_feasibility(plan, devices).env_line()}")
 
 
 def feasibility_table(devices: int, config, env_values: int, granularities, gaussian_env_values: int | None = None,

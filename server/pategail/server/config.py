@@ -378,14 +378,17 @@ class TrainConfig:
 
     @property
     def resolved(self) -> bool:
-        """Whether the settings that depend on the device count (δ, the environment's share) are set."""
-        return self.privacy.delta is not None and self.privacy.env_epsilon_fraction is not None
+        """Whether the settings that depend on the device count (δ, the environment's share, DP-FedAvg's server
+        optimiser) are set."""
+        return self.privacy.delta is not None and self.privacy.env_epsilon_fraction is not None \
+            and self.fedavg.resolved
 
     def for_devices(self, devices: int, n_cells: int | None = None) -> "TrainConfig":
         """This config for a run of ``devices`` devices over ``n_cells`` cells: δ and the environment's share of
         ε filled in where they are None (pategail.server.privacy.defaults; without privacy their fixed defaults,
         whatever the device count); the same config when both are set. The cell count sizes a DP-FedAvg run's
-        model delta, whose noise chooses its share (without it, the smallest share)."""
+        model delta, whose noise chooses its share (without it, the smallest share) and its server optimiser
+        (pategail.server.fedavg.coordinator.delta_server_optimizer)."""
         if self.resolved:
             return self
         from pategail.server.privacy.defaults import DELTA_CAP, default_delta, environment_share
@@ -396,10 +399,20 @@ class TrainConfig:
         if privacy.env_epsilon_fraction is None:
             # chosen for the ε the environment and rewards are planned for (less than the target when the run
             # releases its cell table first)
-            rest = dataclasses.replace(config, privacy=dataclasses.replace(privacy, epsilon=privacy.rest_epsilon,
-                                                                            cells="dataset"))
-            privacy = dataclasses.replace(privacy, env_epsilon_fraction=environment_share(rest, devices, n_cells))
-        return dataclasses.replace(config, privacy=privacy)
+            share = environment_share(config._after_cells(), devices, n_cells)
+            config = dataclasses.replace(config, privacy=dataclasses.replace(privacy, env_epsilon_fraction=share))
+        if not config.fedavg.resolved:
+            name = config.fedavg.server_optimizer
+            if name is None:
+                from pategail.server.fedavg.coordinator import delta_server_optimizer
+                name = delta_server_optimizer(config._after_cells(), devices, n_cells)
+            config = dataclasses.replace(config, fedavg=config.fedavg.with_server_optimizer(name))
+        return config
+
+    def _after_cells(self) -> "TrainConfig":
+        """This config planned for the ε left after a released cell table (the target without one)."""
+        return dataclasses.replace(self, privacy=dataclasses.replace(self.privacy, epsilon=self.privacy.rest_epsilon,
+                                                                     cells="dataset"))
 
     @property
     def uses_action_prior(self) -> bool:

@@ -1,6 +1,7 @@
 """The settings of a DP-FedAvg run (``TrainConfig.fedavg``; a config file's "fedavg" object overrides some)."""
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -8,6 +9,8 @@ from pategail.server.errors import PategailError
 
 SERVER_OPTIMIZERS = ("fedavg", "fedadam")
 """``FedAvgConfig.server_optimizer`` values."""
+SERVER_LR = {"fedavg": 1.0, "fedadam": 0.1}
+"""Each server optimiser's default step size."""
 
 
 @dataclass(frozen=True)
@@ -32,16 +35,20 @@ class FedAvgConfig:
     """C: the L2 norm each device's model delta is clipped to (the sensitivity of a release, in parameter
     units). The noise on the mean delta is proportional to C / devices. 0.1 had the better G-rank, 0.5 the
     better Radius, DailyLoc, Distance and I-rank."""
-    server_optimizer: str = "fedadam"
+    server_optimizer: str | None = None
     """"fedavg": θ ← θ + ``server_lr`` · mean Δ; "fedadam": Adam on −mean Δ as the gradient (``server_lr``,
-    ``server_betas``, ``server_eps``). FedAdam at ``server_lr`` 0.1 against FedAvg at 1 on the TRAINING days,
-    ε = 8, 20 rounds (BENCHMARKS.md, "DP-FedAvg against PateGail"): with 82 devices the same mean of the five km
-    JSDs (0.032; FedAvg better on three of the five), with 1,000 devices better on all five (mean 0.0145 against
-    0.0211)."""
-    server_lr: float = 0.1
-    """The server step size. FedAdam's was chosen at 82 devices from 0.003, 0.01, 0.03, 0.1 and 0.3 (mean of the
-    five km JSDs 0.063, 0.058, 0.048, 0.032, 0.085); FedAvg's plain average of the clipped deltas is
-    ``server_lr`` 1."""
+    ``server_betas``, ``server_eps``). None: chosen for the run by ``TrainConfig.for_devices`` from the noise on
+    the released mean delta — FedAdam where it is at most ``DELTA_NOISE_LIMIT`` clip norms (and without
+    privacy), FedAvg where it is more, whose step does not amplify a coordinate's noise as Adam's per-coordinate
+    normalisation does; the hybrid's DP-FedAvg rounds take FedAvg. Measured on the TRAINING days of the public
+    map of Beijing, ε = 8, 20 rounds (BENCHMARKS.md, "DP-FedAvg against PateGail"): with 1,000 devices (noise
+    1.8 clip norms) FedAdam at 0.1 beat FedAvg on all five km JSDs (mean 0.0145 against 0.0211); with 82
+    devices (15.6 clip norms) FedAvg beat it on all five on two seeds (means 0.023 and 0.028 against 0.057 and
+    0.090)."""
+    server_lr: float | None = None
+    """The server step size; None: 0.1 for FedAdam (chosen at 82 devices from 0.003, 0.01, 0.03, 0.1 and 0.3:
+    mean of the five km JSDs 0.063, 0.058, 0.048, 0.032, 0.085), 1 for FedAvg (the plain average of the clipped
+    deltas)."""
     server_beta1: float = 0.9
     """FedAdam's first-moment decay."""
     server_beta2: float = 0.99
@@ -59,10 +66,24 @@ class FedAvgConfig:
                                 f"{self.local_epochs}, {self.batch_size}, {self.hybrid_rounds}")
         for name in ("client_lr", "clip_norm", "server_lr", "server_eps"):
             value = getattr(self, name)
+            if name == "server_lr" and value is None:
+                continue
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
                 raise PategailError(f"fedavg.{name} must be a number > 0, got {value!r}")
-        if self.server_optimizer not in SERVER_OPTIMIZERS:
+        if self.server_optimizer is not None and self.server_optimizer not in SERVER_OPTIMIZERS:
             raise PategailError(f"fedavg.server_optimizer must be one of {', '.join(SERVER_OPTIMIZERS)}, got "
                                 f"{self.server_optimizer!r}")
         if not (0 <= self.server_beta1 < 1 and 0 <= self.server_beta2 < 1):
             raise PategailError("fedavg.server_beta1 and fedavg.server_beta2 must be in [0, 1)")
+
+    @property
+    def resolved(self) -> bool:
+        """Whether the server optimiser and its step size are set (``TrainConfig.for_devices`` sets them)."""
+        return self.server_optimizer is not None and self.server_lr is not None
+
+    def with_server_optimizer(self, name: str) -> "FedAvgConfig":
+        """These settings with the server optimiser ``name`` where none is set, and its default step size where
+        none is set."""
+        optimizer = self.server_optimizer or name
+        lr = self.server_lr if self.server_lr is not None else SERVER_LR[optimizer]
+        return dataclasses.replace(self, server_optimizer=optimizer, server_lr=lr)
