@@ -13,9 +13,9 @@ from pathlib import Path
 KM = ("radius", "dailyloc", "distance", "grank", "irank")
 METHODS = {"pategail": "PateGail", "dp-fedavg": "DP-FedAvg", "hybrid": "hybrid"}
 
-print("| run | method | devices | rounds | ε target | ε zero-out / replace-one | Radius | DailyLoc | Distance | "
+print("| run | method | server step | devices | rounds | ε target | ε zero-out / replace-one | Radius | DailyLoc | Distance | "
       "G-rank | I-rank | wins vs epr | Density | Trips | Hot-20 ↑ | invented | s / round |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for run in map(Path, sys.argv[1:]):
     path = run / "report.json"
     if not path.is_file():
@@ -32,7 +32,9 @@ for run in map(Path, sys.argv[1:]):
     devices = r["training"]["devices"]
     who = f"{devices:,}" + (" (resampled)" if r.get("population") else "")
     sp = r["spatial"]
-    print(f"| {run.name} | {METHODS[cfg.get('method', 'pategail')]} | {who} | {cfg['rounds']} | "
+    fa = cfg.get("fedavg") or {}
+    step = "–" if cfg.get("method", "pategail") == "pategail" else f"{fa.get('server_optimizer')} {fa.get('server_lr')}"
+    print(f"| {run.name} | {METHODS[cfg.get('method', 'pategail')]} | {step} | {who} | {cfg['rounds']} | "
           f"{privacy['epsilon_target'] if privacy['epsilon_target'] is not None else '∞'} | {eps} | "
           + " | ".join(f"{v:.4f}" for v in km) + f" | {wins} of 5 | {sp['density']:.3f} | {sp['trips']:.3f} | "
           f"{sp['hotspots']:.2f} | {r['guard']['share']:.1%} | {r['training']['seconds_per_round']:.1f} |")
