@@ -174,6 +174,8 @@ def run_coordinator(config, dataset, run: Path, fleet, *, seed: int, resume: boo
                        "invented": f"{invented:.0%}", "stay": f"{stats.stay_share:.2f}"}
             if stats.epsilon is not None:
                 postfix["ε"] = f"{stats.epsilon:.3g}"
+            if stats.ppo.get("signal_share", 1.0) < 1.0:
+                postfix["signal"] = f"{stats.ppo['signal_share']:.2f}"
             bar.set_postfix(postfix)
             bar.update(1)
         if on_progress is not None:

@@ -19,6 +19,7 @@ from pategail.server.checkpoint import read_journal
 from pategail.server.config import TrainConfig, merge_settings
 from pategail.server.coordinator import Coordinator, environment_length, run_plan
 from pategail.server.ppo import PPOConfig
+from pategail.server.privacy.summary import privacy_line
 from pategail.server.privacy.gaussian import ENV_L2_BOUND
 from pategail.training import write_initial_bundle
 
@@ -75,6 +76,8 @@ def test_a_private_gaussian_run_at_day_granularity(dataset, tmp_path, monkeypatc
     assert [h["ppo"]["signal_share"] for h in coordinator.history] == pytest.approx(scales)
     section = coordinator.summary().privacy
     assert section["mechanism"].startswith("distributed discrete Gaussian")
+    assert section["reward_signal_share"] == pytest.approx(np.mean(scales))
+    assert f"were {np.mean(scales):.0%} signal" in privacy_line(section)
 
 
 def test_a_private_gaussian_run_with_the_action_prior(dataset, tmp_path):

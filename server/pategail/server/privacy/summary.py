@@ -139,7 +139,9 @@ def privacy_line(section: dict[str, Any]) -> str:
                 f"{parts[released]:.3g}; clip norm "
                 f"{section['clip_norm']:.3g}, noise multiplier {section['noise_multiplier']:.3g} (environment "
                 f"{section['env_noise_multiplier']:.3g}); noise std {section['noise_std_on_mean']:.3g} on each "
-                "released mean reward")
+                "released mean reward" + ("" if section.get("reward_signal_share") is None else
+                                          f"; the released rewards were {section['reward_signal_share']:.0%} signal "
+                                          "on average over the rounds (1 − noise variance / their variance)"))
     env = section.get("epsilon_parts", {}).get("environment")
     return (f"{section['mechanism']}: {_relations(section)}; per-query ε = {section['epsilon_per_query']:.3g}; "
             f"λ = {section['lambda']:.3g}, λ_c = {section['lambda_c']:.3g}" + (
