@@ -134,9 +134,12 @@ def test_the_server_optimiser_of_dp_fedavg_follows_the_noise_on_the_mean_delta()
 
 
 def test_dp_fedavg_runs_20_rounds_unless_told_otherwise():
-    """The rounds every DP-FedAvg measurement used; PateGail and the hybrid keep 60; a setting wins."""
+    """The rounds every DP-FedAvg measurement used; PateGail and the hybrid keep 60; a setting wins (0 is the
+    method's number)."""
     assert TrainConfig.from_dict({"method": "dp-fedavg"}).rounds == 20
     assert TrainConfig.from_dict({"method": "hybrid"}).rounds == TrainConfig().rounds == 60
     assert TrainConfig.from_dict({"method": "dp-fedavg", "rounds": 7}).rounds == 7
+    with pytest.raises(PategailError, match="rounds"):
+        TrainConfig.from_dict({"rounds": -1})
     resolved = TrainConfig(method="dp-fedavg").to_dict()
     assert resolved["rounds"] == 20 and TrainConfig.from_dict(resolved).rounds == 20

@@ -335,9 +335,9 @@ DEFAULT_ROUNDS = {"pategail": 60, "hybrid": 60, "dp-fedavg": 20}
 class TrainConfig:
     """Algorithm 1 of the paper over a population of devices."""
 
-    rounds: int | None = None
-    """Rounds of Algorithm 1 (sample, train discriminators, score, aggregate, PPO), or of DP-FedAvg. None: 60 for
-    PateGail and the hybrid, 20 for DP-FedAvg (``DEFAULT_ROUNDS``; every DP-FedAvg measurement used 20, and
+    rounds: int = 0
+    """Rounds of Algorithm 1 (sample, train discriminators, score, aggregate, PPO), or of DP-FedAvg. 0 (the
+    default): the method's number, 60 for PateGail and the hybrid, 20 for DP-FedAvg (``DEFAULT_ROUNDS``; every DP-FedAvg measurement used 20, and
     fewer rounds mean less noise on each release at the same ε)."""
     days_per_round: int = 96
     """Generated days sent to the devices each round; 47 × this pairs are scored."""
@@ -365,7 +365,7 @@ class TrainConfig:
             value = getattr(self, name)
             if not isinstance(value, kind):
                 object.__setattr__(self, name, _section(name, kind, value, "config"))
-        if self.rounds is None:
+        if self.rounds == 0:
             object.__setattr__(self, "rounds", DEFAULT_ROUNDS.get(self.method, DEFAULT_ROUNDS["pategail"]))
         _need(self.rounds >= 1 and self.days_per_round >= 1, "rounds and days_per_round must be >= 1")
         _need(self.average_rounds >= 1, f"average_rounds must be >= 1, got {self.average_rounds}")

@@ -148,6 +148,7 @@ def server_optimizer(params: list[torch.Tensor], fa: FedAvgConfig) -> torch.opti
     if not fa.resolved:
         raise ValueError("the server optimiser is chosen from the run's device count: resolve the config with "
                          "TrainConfig.for_devices")
+    assert fa.server_lr is not None                      # resolved
     if fa.server_optimizer == "fedadam":
         return torch.optim.Adam(params, lr=fa.server_lr, betas=(fa.server_beta1, fa.server_beta2), eps=fa.server_eps)
     return torch.optim.SGD(params, lr=fa.server_lr)
