@@ -91,9 +91,9 @@ def aggregate(*a, **k):
     return seen["agg"]
 
 
-def ppo(policy, optimizer, rollout, cfg, gen, *anchor):
+def ppo(policy, optimizer, rollout, cfg, gen, *anchor, **kwargs):
     seen["rollout"] = rollout
-    return _ppo(policy, optimizer, rollout, cfg, gen, *anchor)
+    return _ppo(policy, optimizer, rollout, cfg, gen, *anchor, **kwargs)
 
 
 def plain_sums(self, participants, config, coordinator, rng, num_queries):
