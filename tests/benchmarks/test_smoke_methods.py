@@ -111,3 +111,13 @@ def test_place_ranks_scores_a_run_and_its_references(tmp_path, embedded_data):
         shares = [float(x) for x in r[1:5]]
         assert 0 < sum(shares) <= 1.0005 and shares[0] >= shares[1] / 9           # rank 1 holds at least the mean of 2–10
     assert (tmp_path / "ranks.png").stat().st_size > 0
+
+
+def test_fedavg_population_shard_times_one_shard(embedded_data):
+    out = run_benchmark("fedavg_population_shard.py", "--data", embedded_data, "--devices", "3")
+    found = re.search(r"3 devices \((\d+) days each on average\), ([0-9.]+) s CPU = ([0-9.]+) ms a device; "
+                      r"peak RSS (\d+) MB; Σ\|upload\| (\d+)", out)
+    assert found is not None, out
+    days, cpu, per_device, rss, upload = found.groups()
+    assert int(days) >= 1 and float(per_device) > 0 and abs(3 * float(per_device) / 1000 - float(cpu)) <= 0.05
+    assert int(rss) > 0 and int(upload) > 0          # the devices' deltas moved the policy
