@@ -183,6 +183,8 @@ def test_privacy_spending_survives_a_crash_exactly_once(dataset, tmp_path, monke
     assert len(ledgers) == 3
     for path in ledgers:
         assert PrivacyLedger(path).releases == again.accountant.releases
+    # the Laplace mechanism's rewards have no estimated signal share: the report gives none
+    assert "reward_signal_share" not in again.summary().privacy
 
 
 def test_coordinator_code_cannot_read_a_data_set():

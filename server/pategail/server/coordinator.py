@@ -405,7 +405,7 @@ class Coordinator:
         privacy = privacy_section(self.plan, self.accountant, n_dev, self.config.privacy.beta, len(self.releases.journal()),
                                   self.config)
         shares = [h["ppo"]["signal_share"] for h in self.state.history if "signal_share" in h["ppo"]]
-        if self.plan.private and shares:
+        if self.plan.private and self.config.privacy.scheme.releases_vectors and shares:     # estimated: Gaussian
             privacy["reward_signal_share"] = float(np.mean(shares))
         return RunSummary.of(self.state, self.config, self.seed, n_dev, self.geometry.candidates, privacy,
                              self.place_law())
