@@ -13,6 +13,7 @@ from typing import Sequence
 import numpy as np
 
 from pategail.server.errors import PategailError
+from pategail.sdk.bundle import load_bundle
 from pategail.sdk.device import Device
 from pategail.sdk.messages import peek_round
 from pategail.server.secagg.round import run_secure_round
@@ -75,18 +76,34 @@ class EmulatedFleet(InProcessFleet):
         self.seed = seed
         self.keep_sessions = keep_sessions
         self.devices: dict[int, Device] = {}
-        bundle_sha256 = _sha(bundle_dir)                      # verified once, not once per device
+        bundle = load_bundle(bundle_dir)                      # verified once, not once per device
+        assert bundle.environment is not None
         for i, user in enumerate(users):
             device = Device(self.root / f"device-{i:05d}", i, rng=np.random.default_rng([seed, i]))
             if len(device.store.days()) == 0:                 # a restarted device keeps its store
                 device.add_days(dataset.user_days(int(user)) if population is None
                                 else population.device_days(dataset, i))
-            if device.bundle is None or device.bundle.sha256 != bundle_sha256:
+            if device.bundle is None or (device.bundle.sha256 != bundle.sha256
+                                         and not _released_from(device, bundle.environment.cells)):
                 device.install_bundle(bundle_dir)
             self._rest(device)
             self.devices[i] = device
         self.device_ids = tuple(self.devices)
         log.info("%d emulated devices in %s", len(self.devices), self.root)
+
+    def move_to_table(self, released: np.ndarray, bundle_dir: Path) -> None:
+        """The run's privately released cell table is published as ``bundle_dir`` (the bundle on it, carrying
+        the public map and the cell each square moves to): every device installs it and from then on uses its
+        days moved onto the table (they stay on the public map in its store). ``released`` is what the
+        population fleet needs; an SDK device reads everything from the bundle."""
+        for device in self.devices.values():
+            device.install_bundle(bundle_dir)
+            if len(device.bundle.environment.cells) != len(released):      # type: ignore[union-attr]
+                raise PategailError(f"{bundle_dir}: the bundle is not on the released table of {len(released)} "
+                                    "squares")
+            self._rest(device)
+        log.info("%d emulated devices took the bundle on the released table of %d squares", len(self.devices),
+                 len(released))
 
     def request(self, device_id: int, message: bytes) -> bytes:
         device = self.devices[device_id]
@@ -102,6 +119,8 @@ class EmulatedFleet(InProcessFleet):
             device.release_sessions()
 
 
-def _sha(bundle_dir: Path) -> str:
-    from pategail.sdk.bundle import load_bundle
-    return load_bundle(bundle_dir).sha256
+def _released_from(device: Device, public_map: np.ndarray) -> bool:
+    """The device (restarted in a resumed run) already holds the bundle on a cell table released from
+    ``public_map``: it keeps it (and its discriminator), and takes the run's released table again."""
+    env = device.bundle.environment if device.bundle is not None else None
+    return env is not None and env.universe is not None and np.array_equal(env.universe, public_map)

@@ -45,7 +45,7 @@ def write_outputs(coordinator, dataset, run: Path, seed: int = 0, fleet: dict | 
     from pategail.metrics.guard import guard_line
     from pategail.metrics.spatial import format_spatial_table
     from pategail.plots import plot_density, plot_statistics
-    from pategail.sdk.bundle import Environment
+    from pategail.sdk.bundle import Environment, load_bundle
     from pategail.sdk.synthetic import write_synthetic_csv
     from pategail.server.privacy.summary import guarantee_lines, privacy_line
 
@@ -62,8 +62,11 @@ def write_outputs(coordinator, dataset, run: Path, seed: int = 0, fleet: dict | 
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed + 1)
         discriminator = Discriminator()
+    initial = run / "bundle-initial"          # where a released table's public map is, if the run has one
+    start = load_bundle(initial).environment if (initial / "manifest.json").is_file() else None
     env = Environment(dataset.cells, cfg.environment.alpha, cfg.environment.candidates, np.column_stack([homes, firsts]),
-                      np.full(len(homes), 1.0 / len(homes)), summary.explore_factors, summary.places)
+                      np.full(len(homes), 1.0 / len(homes)), summary.explore_factors, summary.places,
+                      universe=None if start is None else start.universe, table=None if start is None else start.table)
     export_bundle(coordinator.averaged_policy(), discriminator, run / "bundle", environment=env,
                   privacy=coordinator.declared_plan())
 

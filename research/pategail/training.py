@@ -70,13 +70,15 @@ def make_fleet(kind: str, dataset, users, population, run: Path, config, seed: i
     from pategail.emulator import EmulatedFleet
 
     if config.privacy.released_cells:
-        # the devices hold their days on the public map until the released table is published
-        if kind == "sdk":
-            raise PategailError("--cells released runs on the population fleet (its devices release their "
-                                "visited squares and move their days); add --fleet population")
+        # the devices hold their days on the public map until the released table is published; the bundle on
+        # it declares the cell release alone (a device answers nothing else under it)
+        from pategail.server.cell_table import load_or_make_cell_plan, public_map_declaration
+
         initial_bundle = run / "bundle-public-map"
         if not (initial_bundle / "manifest.json").is_file():
-            write_initial_bundle(config, dataset, seed, initial_bundle)
+            plan = load_or_make_cell_plan(config, dataset.n_cells, run / "checkpoint")
+            write_initial_bundle(config, dataset, seed, initial_bundle,
+                                 privacy=public_map_declaration(config, plan))
     else:
         initial_bundle = ensure_initial_bundle(config, dataset, seed, run)
     if kind == "sdk":
@@ -109,19 +111,21 @@ def release_cells(config, dataset, run: Path, fleet, seed: int, signing_key=None
     on_table = Dataset(dataset.cells[released], moved(dataset.train_days), dataset.train_users,
                        moved(dataset.test_days), dataset.test_users, meta, dataset.where,
                        moved(dataset.holdout_days), dataset.holdout_users)
-    fleet.move_to_table(released, ensure_initial_bundle(config, on_table, seed, run))
+    fleet.move_to_table(released, ensure_initial_bundle(config, on_table, seed, run,
+                                                        universe=(dataset.cells, mapping)))
     return on_table
 
 
-def ensure_initial_bundle(config, dataset, seed: int, run: Path) -> Path:
-    """``run/bundle-initial``, the bundle the devices start from (written once, declaring the run's plan)."""
+def ensure_initial_bundle(config, dataset, seed: int, run: Path, universe=None) -> Path:
+    """``run/bundle-initial``, the bundle the devices start from (written once, declaring the run's plan);
+    ``universe``: (the public map's squares, the cell each moves to) when the table was released from one."""
     from pategail.server.coordinator import run_plan
 
     initial_bundle = run / "bundle-initial"
     if not (initial_bundle / "manifest.json").is_file():
         write_initial_bundle(config, dataset, seed, initial_bundle,
                              privacy=run_plan(config, dataset.cells, run / "checkpoint").declare(
-                                 config.secagg.min_survivors, config.secagg.colluders))
+                                 config.secagg.min_survivors, config.secagg.colluders), universe=universe)
     return initial_bundle
 
 
@@ -261,9 +265,10 @@ def discriminator_training(config):
                           weight_decay=config.discriminator.weight_decay)
 
 
-def write_initial_bundle(config, dataset, seed: int, out: Path, privacy=None) -> Path:
+def write_initial_bundle(config, dataset, seed: int, out: Path, privacy=None, universe=None) -> Path:
     """The bundle the devices start from: the run's initial policy and a fresh discriminator (both seeded);
-    ``privacy``: the privacy plan it declares to the devices (private runs), or None."""
+    ``privacy``: the privacy plan it declares to the devices (private runs), or None; ``universe``: (squares,
+    cell of each) of the public map a released cell table was chosen from, or None."""
     import torch
 
     from pategail.export.bundle import export_bundle
@@ -279,7 +284,10 @@ def write_initial_bundle(config, dataset, seed: int, out: Path, privacy=None) ->
         discriminator = Discriminator()
     return export_bundle(policy0, discriminator, out, training_config=discriminator_training(config),
                          environment=Environment(dataset.cells, config.environment.alpha, config.environment.candidates,
-                                                       action_rates=config.uses_action_prior), privacy=privacy,
+                                                       action_rates=config.uses_action_prior,
+                                                       universe=None if universe is None else universe[0],
+                                                       table=None if universe is None else universe[1]),
+                         privacy=privacy,
                          policy_training=config.method != "pategail")
 
 

@@ -140,7 +140,6 @@ def test_a_resumed_run_reuses_the_journalled_release(public, run, tmp_path, caps
 @pytest.mark.parametrize("extra, message", [
     (["--no-privacy"], "--cells goes with --epsilon"),
     (["--mechanism", "laplace"], "composes with the Gaussian mechanism"),
-    (["--fleet", "sdk", "--devices", "3"], "add --fleet population"),
     (["--data-derived-cells"], "--cells released chooses the run's squares from a public map"),
 ])
 def test_what_cannot_work_is_refused_in_one_line(public, tmp_path, capsys, extra, message):

@@ -183,8 +183,9 @@ def run_serve(args) -> int:
     config = config.for_devices(args.min_devices, dataset.n_cells)    # a served run plans for its minimum of devices
     check_cell_table(config, dataset, args.data, args.data_derived_cells)
     if config.privacy.released_cells:
-        raise PategailError("--cells released runs on the population fleet of `pategail train` (devices over the "
-                            "network do not release their visited squares yet); serve a public map")
+        raise PategailError("--cells released runs with `pategail train` (--fleet sdk or population): a served "
+                            "device takes its bundle once, at enrolment, and the released table's bundle comes after "
+                            "the release; serve a public map")
     run = args.out
     check_run_marker(run, {"config": config.to_dict(), "seed": args.seed, "data": str(args.data.resolve()),
                            "fleet": "network"}, args.resume)

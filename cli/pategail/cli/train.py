@@ -164,9 +164,6 @@ def run_train(args) -> int:
                                 or args.population_threads is not None or args.population_processes is not None):
         raise PategailError("--ray-address/--ray-workers/--population-threads/--population-processes run the "
                             "population fleet; add --fleet population")
-    if config.privacy.released_cells and fleet_kind == "sdk":
-        raise PategailError("--cells released runs on the population fleet (its devices release their visited "
-                            "squares and move their days); add --fleet population")
     # What the run's journal and devices belong to: a resumed run must be the same run (a release in the
     # journal is re-used, so it must come from the same configuration, seed, data and devices).
     identity = {"config": config.to_dict(), "seed": args.seed, "data": str(args.data.resolve()),

@@ -17,8 +17,10 @@ Manifest, format version 1 (every file name is relative to the bundle directory)
                     labels: {expert: 1.0, generated: 0.0}, loss: formula, reward_output: "prob",
                     optimizer: {type, learning_rate, weight_decay, max_grad_norm, betas, eps, torch_equivalent}}
     environment: {cells: "cells.csv", n_cells, alpha, candidates, explore_factors?: [B floats],
-                  initial_states?: "initial_states.csv"}
-                 (absent in a models-only bundle; devices need it to featurise and generate days)
+                  initial_states?: "initial_states.csv", universe?: "universe.csv", n_universe?}
+                 (absent in a models-only bundle; devices need it to featurise and generate days;
+                 universe: a cell table privately released from a public map — every square of the map
+                 (square,lat,lon,cell) and the cell its days move to)
     MODEL = {file, ir_version, opset, inputs: [TENSOR], outputs: [TENSOR]}
     TENSOR = {name, dtype, shape}   shape: ints and axis names ("batch", "slots"); null for sequences
 

@@ -67,14 +67,14 @@ def device_ledger(root: Path, plan: DeclaredPlan | None) -> PrivacyLedger:
 
 
 def check_request_budget(root: Path, plan: DeclaredPlan | None, round_: int, n_queries: int,
-                         environment: bool = False) -> None:
+                         environment: bool = False, cells: bool = False) -> None:
     """Raise MessageError ``budget`` when answering a request of ``n_queries`` queries (the environment
-    request when ``environment``), at the declared plan's noise, would take the device at ``root`` past its
-    own budget (or its ledger cannot be read)."""
+    request when ``environment``, the cell-table release when ``cells``), at the declared plan's noise, would
+    take the device at ``root`` past its own budget (or its ledger cannot be read)."""
     if plan is None:
         return
     try:
-        after = device_ledger(root, plan).epsilon(plan.request_release(n_queries, environment))
+        after = device_ledger(root, plan).epsilon(plan.request_release(n_queries, environment, cells))
     except RoundRefused as err:             # an unreadable ledger: refusing is the safe answer
         raise MessageError(BUDGET, str(err)) from None
     if after > plan.target_epsilon:

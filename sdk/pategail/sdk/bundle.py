@@ -75,6 +75,7 @@ class ModelSpec:
 CELLS_FILE = "cells.csv"
 INITIAL_STATES_FILE = "initial_states.csv"
 RELEVANCE_FILE = "relevance.csv"
+UNIVERSE_FILE = "universe.csv"
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,27 @@ class Environment:
     """Devices add the action-rate part to their environment vector (manifest "environment.action_rates";
     pategail.sdk.action_rates) — for the coordinator's rule-model warm start. Absent: False, the layout as
     before."""
+    universe: np.ndarray | None = None
+    """A privately released cell table (``cells`` chosen from a public map by the run's first release:
+    pategail.sdk.cell_universe): float64 (n_squares, 2) lat, lon of every square of that public map. The
+    device's days stay on the public map (the app records them there); it moves them onto ``cells`` with
+    ``table`` whenever it uses them. None: the days are on ``cells`` themselves."""
+    table: np.ndarray | None = None
+    """int64 (n_squares,): the cell of ``cells`` each square of ``universe`` moves to (a released square to
+    itself, another to the nearest released one: pategail.sdk.cell_universe.release_mapping)."""
+
+    @property
+    def n_day_cells(self) -> int:
+        """The number of cells the device's stored days are on: the public map's squares, or the cells."""
+        return len(self.cells) if self.universe is None else len(self.universe)
+
+    def on_table(self, days: np.ndarray) -> np.ndarray:
+        """``days`` (cell ids on the public map when the table was released from one) on ``cells``."""
+        days = np.asarray(days)
+        if self.table is None:
+            return days
+        moved: np.ndarray = self.table.astype(days.dtype)[days]
+        return moved
 
     def write(self, root: Path) -> dict[str, Any]:
         """Write the files into ``root``; return the manifest's "environment" section."""
@@ -126,6 +148,16 @@ class Environment:
             section["return_last"] = self.places.return_last
         if self.action_rates:
             section["action_rates"] = True
+        if self.universe is not None:
+            assert self.table is not None        # given together
+            try:
+                _check_universe(self.cells, self.universe, self.table)
+            except ValueError as e:
+                raise BundleError(f"environment: {e}") from None
+            rows = "".join(f"{i},{lat!r},{lon!r},{c}\n" for i, ((lat, lon), c) in
+                           enumerate(zip(self.universe.tolist(), self.table.tolist())))
+            (root / UNIVERSE_FILE).write_text("square,lat,lon,cell\n" + rows, encoding="utf-8")
+            section["universe"], section["n_universe"] = UNIVERSE_FILE, len(self.universe)
         return section
 
     @classmethod
@@ -159,9 +191,37 @@ class Environment:
         action_rates = section.get("action_rates", False)
         if not isinstance(action_rates, bool):
             raise BundleError(f"{root / MANIFEST}: environment: action_rates must be true or false")
+        universe = moves = None
+        if "universe" in section:
+            rows = _read_table(root / section["universe"], "square,lat,lon,cell", float)
+            try:
+                if len(rows) != section["n_universe"] or (rows[:, 0] != np.arange(len(rows))).any():
+                    raise ValueError("one row per square of the public map, in order")
+                universe, column = rows[:, 1:3], rows[:, 3]
+                if (column != np.round(column)).any():
+                    raise ValueError("cell ids must be integers")
+                moves = column.astype(np.int64)
+                _check_universe(cells, universe, moves)
+            except (ValueError, TypeError) as e:
+                raise BundleError(f"{root / section['universe']}: invalid public map ({e})") from None
         return cls(cells=cells, alpha=float(section["alpha"]), candidates=int(section["candidates"]),
                    initial_states=states, initial_weights=weights, explore_factors=factors, places=places,
-                   action_rates=action_rates)
+                   action_rates=action_rates, universe=universe, table=moves)
+
+
+def _check_universe(cells: np.ndarray, universe: np.ndarray, table: np.ndarray) -> None:
+    """ValueError unless ``table`` moves every square of ``universe`` to a cell of ``cells`` and every cell is a
+    square of the public map that moves to itself (the released table is a subset of the map)."""
+    universe, table = np.asarray(universe, dtype=np.float64), np.asarray(table)
+    if universe.ndim != 2 or universe.shape[1] != 2 or table.shape != (len(universe),):
+        raise ValueError("the public map needs (lat, lon) and a cell for every square")
+    if not np.isfinite(universe).all() or (np.abs(universe) > [90, 180]).any():
+        raise ValueError("coordinates out of range")
+    if len(table) and (table.min() < 0 or table.max() >= len(cells)):
+        raise ValueError(f"a square moves to a cell outside the table of {len(cells)}")
+    itself = np.all(universe == np.asarray(cells)[table], axis=1)
+    if (np.bincount(table[itself], minlength=len(cells)) == 0).any():
+        raise ValueError("a cell of the table is no square of the public map that moves to itself")
 
 
 def _read_table(path: Path, header: str, dtype: Callable[[str], float]) -> np.ndarray:
@@ -328,7 +388,7 @@ def load_bundle(path: str | os.PathLike[str], *, onnxruntime_version: str | None
         environment = None
         if "environment" in manifest:
             env = manifest["environment"]
-            for key in ("cells", "initial_states", "relevance"):
+            for key in ("cells", "initial_states", "relevance", "universe"):
                 if key in env and env[key] not in files:
                     raise BundleError(f"{manifest_path}: {env[key]} is used but has no hash in 'files'")
             environment = Environment.read(root, env)

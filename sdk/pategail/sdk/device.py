@@ -3,7 +3,9 @@
 A :class:`Device` owns one directory — the app's private storage; in the emulator, one directory per
 device — and everything in it:
 
-- ``days.npy``               the owner's days (:class:`~pategail.sdk.store.TrajectoryStore`); never sent;
+- ``days.npy``               the owner's days (:class:`~pategail.sdk.store.TrajectoryStore`); never sent. On
+  a privately released cell table they stay on the public map it was released from, and are moved onto the
+  table whenever they are used (the bundle's ``Environment.table``);
 - ``bundle/``                the verified model bundle (:mod:`pategail.sdk.install`);
 - ``discriminator.ckpt``     the personal discriminator D_u and its bundle tag (:mod:`pategail.sdk.checkpoint`);
 - ``policy.onnx``, ``policy.json``  the latest policy accepted from the coordinator
@@ -19,8 +21,9 @@ device — and everything in it:
 The coordinator reaches the device only through :meth:`Device.handle` (bytes in, bytes out; see
 :mod:`pategail.sdk.messages`) and, for the secure aggregation that follows, through
 :meth:`Device.secagg_step` (frames in, frame out), whose masked upload carries the device's pending vector —
-the clipped scores D_u(s, a) of the last RoundRequest (:mod:`pategail.sdk.discriminator_round`), or its environment
-contribution (:mod:`pategail.sdk.contribution`). The caller never supplies (or sees) that vector. A refused
+the clipped scores D_u(s, a) of the last RoundRequest (:mod:`pategail.sdk.discriminator_round`), its environment
+contribution (:mod:`pategail.sdk.contribution`), its clipped model delta (DP-FedAvg) or its visited squares of the
+public map (a run's cell-table release, :mod:`pategail.sdk.cell_universe`). The caller never supplies (or sees) that vector. A refused
 request changes nothing: checkpoint, pending vector and policy stay as they were. A device whose bundle
 declares the run's privacy plan refuses a request past its own budget (ErrorReply ``budget``) and a signed
 round configuration below the plan's floors (:class:`~pategail.sdk.secagg.policy.DevicePolicy`).
@@ -49,14 +52,15 @@ from pategail.sdk.environment_vector import environment_vector
 from pategail.sdk.discriminator_round import positive_pairs, train_and_score
 from pategail.sdk.epr import CellGeometry
 from pategail.sdk.errors import BundleError, DeviceError
-from pategail.sdk.features import N_PAIR_FEATURES
+from pategail.sdk.features import N_PAIR_FEATURES, infer_home
 from pategail.sdk.generate import GeneratedDays, generate_days
 from pategail.sdk.identity import IDENTITY_FILE, load_or_create_identity
 from pategail.sdk.install import BUNDLE_DIR, install_bundle, open_installed
-from pategail.sdk.messages import (DEFAULT_LIMITS, INCOMPATIBLE, KIND_FEDAVG_REQUEST, KIND_INITIAL_STATES_REQUEST,
-                                   KIND_NAMES, KIND_POLICY_UPDATE, KIND_ROUND_REQUEST, NON_FINITE, NOT_READY, Ack,
-                                   ErrorReply, FedAvgRequest, InitialStatesRequest, MessageError, MessageLimits,
-                                   PolicyUpdate, RoundRequest, from_bytes, peek_round)
+from pategail.sdk.messages import (BUDGET, DEFAULT_LIMITS, INCOMPATIBLE, KIND_CELL_RELEASE_REQUEST,
+                                   KIND_FEDAVG_REQUEST, KIND_INITIAL_STATES_REQUEST, KIND_NAMES, KIND_POLICY_UPDATE,
+                                   KIND_ROUND_REQUEST, NON_FINITE, NOT_READY, Ack, CellReleaseRequest, ErrorReply,
+                                   FedAvgRequest, InitialStatesRequest, MessageError, MessageLimits, PolicyUpdate,
+                                   RoundRequest, from_bytes, peek_round)
 from pategail.sdk.secagg.client import SecAggClient
 from pategail.sdk.secagg.config import DevicePublicKeys, KeyDirectory
 from pategail.sdk.secagg.policy import DeclaredPlan
@@ -100,6 +104,7 @@ class Device:
         self._step_session: ort.InferenceSession | None = None
         self._pending = PendingVector()
         self._positives: np.ndarray | None = None
+        self._home: int | None = None                 # the owner's home on the bundle's cell table
         self._geometry: CellGeometry | None = None
         self._secagg: SecAggClient | None = None
         self._secagg_directory: KeyDirectory | None = None
@@ -119,12 +124,31 @@ class Device:
         """Store more of the owner's days (int (n, 48); cell ids checked against the bundle's cell table once
         one is installed). Returns the number of days stored."""
         n = self.store.add_days(days)
-        self._positives = self._labelled = None
+        self._positives = self._labelled = self._home = None
         return n
 
     @property
     def n_cells(self) -> int | None:
+        """The cells of the installed bundle's table (what requests and generated days refer to)."""
         return None if self.bundle is None else len(self._environment.cells)
+
+    def days(self) -> np.ndarray:
+        """int32 (n, 48): the owner's days on the installed bundle's cell table (moved there from the public
+        map when the table was released from one); the stored days as they are without a bundle."""
+        days = self.store.days()
+        return days if self.bundle is None else self._environment.on_table(days)
+
+    @property
+    def home(self) -> int:
+        """The owner's home cell on the installed bundle's table (the most visited night cell of
+        :meth:`days`), cached until days are added or another table is installed. DataError without days."""
+        if self.bundle is None or self._environment.table is None:
+            return self.store.home
+        if self._home is None:
+            if not len(self.store):
+                return self.store.home                   # the store's own error
+            self._home = infer_home(self.days())
+        return self._home
 
     @property
     def _installed(self) -> Bundle:
@@ -179,14 +203,14 @@ class Device:
         leaves the device."""
         if self.bundle is None:
             raise DeviceError("no model bundle installed")
-        days = self.store.days()
+        days = self.days()
         if not len(days):
             raise DeviceError("the device holds no days to take initial states from")
         env = self._environment
         if self._geometry is None:
             self._geometry = CellGeometry.build(env.cells, env.candidates, lazy=True)
         first = rng.choice(days[:, 0], size=int(n_days))
-        homes = np.full(int(n_days), self.store.home, dtype=np.int32)
+        homes = np.full(int(n_days), self.home, dtype=np.int32)
         return generate_days(self._generation_session(), self._geometry, homes, first, rng, alpha=env.alpha,
                              explore_factors=env.explore_factors, places=env.places)
 
@@ -206,7 +230,7 @@ class Device:
     def positive_pairs(self) -> np.ndarray:
         """float32 (n_days · 47, 15): the owner's real (state, action) pairs (cached until days are added)."""
         if self._positives is None:
-            self._positives = positive_pairs(self._require_days(), self.store.home, self._environment.cells)
+            self._positives = positive_pairs(self._require_days(), self.home, self._environment.cells)
         return self._positives
 
     def release_sessions(self) -> None:
@@ -222,8 +246,15 @@ class Device:
         """Verify the bundle at ``bundle_dir`` (hashes, versions, runtime; ``expected_sha256`` if given),
         copy it into the device directory and open it. The discriminator checkpoint is kept if it belongs to
         this very bundle; otherwise (another bundle, or unreadable) the device starts again from the bundle's
-        checkpoint and logs a warning. Raises BundleError (nothing changed) when the bundle is refused."""
-        self._open(install_bundle(self.root, bundle_dir, expected_sha256, self.store.max_cell()))
+        checkpoint and logs a warning. A bundle on a cell table released from a public map is taken only over
+        days on that very map (the installed bundle's table or public map). Raises BundleError (nothing
+        changed) when the bundle is refused."""
+        day_cells, released = None, False
+        if self.bundle is not None and len(self.store):
+            env = self._environment
+            day_cells, released = (env.cells, False) if env.universe is None else (env.universe, True)
+        self._open(install_bundle(self.root, bundle_dir, expected_sha256, self.store.max_cell(), day_cells,
+                                  released))
         return self._installed
 
     def _open(self, bundle: Bundle) -> None:
@@ -231,7 +262,7 @@ class Device:
         # compare with the hash remembered at the last opening: Bundle.sha256 re-reads the (replaced) manifest
         changed = sha != self._bundle_sha256
         self.bundle, self._bundle_sha256 = bundle, sha
-        self.store.n_cells = len(self._environment.cells)
+        self.store.n_cells = self._environment.n_day_cells
         if bundle.privacy is not None:
             plan_in_force(self.root, bundle.privacy)   # remembered: a later bundle without one keeps it in force
         self._session = checkpoint.open_checkpoint(self.root, bundle, self.device_id)
@@ -239,7 +270,7 @@ class Device:
         self._policy_path, self._policy_sha256 = policy_update.policy_in_use(self.root, bundle, self.device_id)
         if changed:
             self._pending.set(None)
-            self._positives = self._geometry = self._labelled = None
+            self._positives = self._geometry = self._labelled = self._home = None
         self._trainer = None
 
     # -- protocol --------------------------------------------------------------------------------------------
@@ -249,13 +280,16 @@ class Device:
         device's state (checkpoint, pending vector, policy) is exactly as before."""
         try:
             msg = from_bytes(request, limits=self.limits, n_cells=self.n_cells,
-                             expect=(PolicyUpdate, RoundRequest, InitialStatesRequest, FedAvgRequest))
+                             expect=(PolicyUpdate, RoundRequest, InitialStatesRequest, FedAvgRequest,
+                                     CellReleaseRequest))
             if isinstance(msg, PolicyUpdate):
                 reply = self._on_policy_update(msg)
             elif isinstance(msg, RoundRequest):
                 reply = self._on_round_request(msg)
             elif isinstance(msg, FedAvgRequest):
                 reply = self._on_fedavg_request(msg)
+            elif isinstance(msg, CellReleaseRequest):
+                reply = self._on_cell_release_request(msg)
             else:
                 assert isinstance(msg, InitialStatesRequest)        # the only kind ``expect`` leaves
                 reply = self._on_initial_states_request(msg)
@@ -272,7 +306,7 @@ class Device:
         return self._session
 
     def _require_days(self) -> np.ndarray:
-        days = self.store.days()
+        days = self.days()
         if not len(days):
             raise MessageError(NOT_READY, "the device holds no days yet")
         return days
@@ -329,7 +363,7 @@ class Device:
         if self._trainer is None:
             self._trainer = PolicyTrainer(self._installed)
         if self._labelled is None:
-            self._labelled = labelled_days(days, self.store.home, self._environment.cells)
+            self._labelled = labelled_days(days, self.home, self._environment.cells)
         delta = local_update(self._trainer, self._labelled, msg.parameters, epochs=msg.epochs,
                              batch_size=msg.batch_size, learning_rate=msg.learning_rate, rng=self.rng)
         try:
@@ -343,11 +377,32 @@ class Device:
         self._require_session()
         days = self._require_days()
         env = self._environment
-        contribution = environment_vector(days, self.store.home, env.cells, env.alpha, env.candidates,
+        contribution = environment_vector(days, self.home, env.cells, env.alpha, env.candidates,
                                           msg.region_cells, env.action_rates)
         check_request_budget(self.root, self._plan(), msg.round, len(contribution), environment=True)
         self._pending.set(contribution, environment=True, env_l1_bound=env_l1_bound(env.action_rates))
         return Ack(msg.round, KIND_NAMES[KIND_INITIAL_STATES_REQUEST], len(self._pending))
+
+    def _on_cell_release_request(self, msg: CellReleaseRequest) -> Ack:
+        """A run's cell-table release: the squares of the public map this device visits most, as a 0/1 vector
+        (at most ``max_cells`` ones: L2 ≤ √max_cells whatever its days hold), pending for a Gaussian round held
+        to the plan's cell-release floor. Only on the public map itself, and only under a plan that declares
+        the release (a device never marks its squares for a run that did not plan to add noise to them)."""
+        from pategail.sdk.cell_universe import visited_vector
+
+        self._require_session()
+        env = self._environment
+        if env.universe is not None:
+            raise MessageError(INCOMPATIBLE, "the installed bundle is already on a released cell table; a cell "
+                                             "release is made on the public map")
+        plan = self._plan()
+        if plan is None or plan.cells_noise_multiplier <= 0:
+            raise MessageError(BUDGET, f"round {msg.round}: the privacy plan in force declares no cell-table "
+                                       "release; refused")
+        days = self._require_days()
+        check_request_budget(self.root, plan, msg.round, len(env.cells), cells=True)
+        self._pending.set(visited_vector(days, len(env.cells), msg.max_cells), cells=True)
+        return Ack(msg.round, KIND_NAMES[KIND_CELL_RELEASE_REQUEST], len(self._pending))
 
     # -- secure aggregation ----------------------------------------------------------------------------------
     def secagg_step(self, directory: KeyDirectory, step: str, *frames: bytes) -> bytes:
@@ -377,7 +432,7 @@ class Device:
             if step == "advertise":
                 signed_config, envelope = frames                 # two: checked above
                 return client.start_round(signed_config, envelope, environment=self._pending.environment,
-                                          env_l1_bound=self._pending.env_l1_bound)
+                                          env_l1_bound=self._pending.env_l1_bound, cells=self._pending.cells)
             method = {"share": client.share_keys, "ack": client.consistency_check, "unmask": client.unmask}[step]
             return method(*frames)
         except SecAggError:

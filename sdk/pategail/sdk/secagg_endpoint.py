@@ -17,7 +17,8 @@ if TYPE_CHECKING:
 
 class PendingVector:
     """The vector the next secure aggregation will upload (masked): the clipped scores of the last
-    RoundRequest or the environment contribution of the last InitialStatesRequest. Uploaded at most once."""
+    RoundRequest, the environment contribution of the last InitialStatesRequest, the clipped model delta of the
+    last FedAvgRequest or the visited vector of the last CellReleaseRequest. Uploaded at most once."""
 
     def __init__(self) -> None:
         self._vector: np.ndarray | None = None
@@ -26,9 +27,14 @@ class PendingVector:
         vector query: ``pategail.sdk.secagg.client``)."""
         self.env_l1_bound = ENV_L1_BOUND
         """The L1 bound of that environment vector's layout (pategail.sdk.contribution.env_l1_bound)."""
+        self.cells = False
+        """The pending vector is the device's visited vector of a cell-table release
+        (:class:`~pategail.sdk.messages.CellReleaseRequest`)."""
 
-    def set(self, vector: np.ndarray | None, environment: bool = False, env_l1_bound: float = ENV_L1_BOUND) -> None:
+    def set(self, vector: np.ndarray | None, environment: bool = False, env_l1_bound: float = ENV_L1_BOUND,
+            cells: bool = False) -> None:
         self._vector, self.environment = vector, bool(environment and vector is not None)
+        self.cells = bool(cells and vector is not None)
         self.env_l1_bound = float(env_l1_bound)
 
     def peek(self) -> np.ndarray | None:

@@ -17,8 +17,10 @@ from pathlib import Path
 
 import numpy as np
 
+from pategail.sdk.features import SLOTS
 from pategail.sdk.files import write_atomic
 from pategail.sdk.messages import CellReleaseRequest, to_bytes
+from pategail.sdk.secagg.policy import DeclaredPlan
 from pategail.server.config import TrainConfig
 from pategail.server.errors import PategailError
 from pategail.server.fleet import Fleet
@@ -62,6 +64,17 @@ def load_or_make_cell_plan(config: TrainConfig, universe: int, ckpt_dir: Path) -
     return plan
 
 
+def public_map_declaration(config: TrainConfig, plan: CellReleasePlan) -> DeclaredPlan:
+    """What the bundle on the public map tells the devices before the release: the run's target and the cell
+    release's noise multiplier, and no other release (its reward and environment multipliers 0, which a device
+    holds to: under it, it answers the cell-table release only). The run's bundles on the released table
+    declare the whole plan."""
+    privacy = config.privacy
+    assert privacy.epsilon is not None and privacy.delta is not None, "a private, resolved config"
+    return DeclaredPlan(privacy.epsilon, privacy.delta, 0.0, 0.0, config.secagg.min_survivors, config.secagg.colluders,
+                        GAUSSIAN_PLAN.name, 0.0, 0.0, plan.release().noise_multiplier)
+
+
 def load_cell_plan(ckpt_dir: Path) -> CellReleasePlan:
     """The plan of a run's cell release (made by :func:`release_cell_table` before anything else)."""
     path = Path(ckpt_dir) / CELL_PLAN_FILE
@@ -88,10 +101,11 @@ def release_cell_table(config: TrainConfig, fleet: Fleet, universe_cells: np.nda
     release, _, _ = releases.release(CELL_TABLE_ROUND, "cells", participants, universe, noise)
     threshold = plan.threshold_for(release.n_survivors, releases.honest_shares())
     released = plan.select(release.sum, threshold)
-    if not len(released):
-        raise PategailError(f"no square of the public map cleared the release's threshold ({threshold:.3g} devices "
-                            f"for noise std {plan.noise_std:.3g}): too few devices for a released table at this ε; "
-                            "use the public map (leave out --cells released)")
+    if len(released) <= SLOTS:          # a day's explorations could then use up every square
+        raise PategailError(f"{len(released)} square(s) of the public map cleared the release's threshold "
+                            f"({threshold:.3g} devices for noise std {plan.noise_std:.3g}); a table needs more than "
+                            f"a day's {SLOTS} slots: too few devices for a released table at this ε; use the public "
+                            "map (leave out --cells released)")
     write_atomic(Path(run) / CELL_TABLE_FILE, (json.dumps({
         "universe": universe, "released": released.tolist(), "threshold": threshold,
         "contributors": release.n_survivors, "plan": vars(plan)}, indent=1) + "\n").encode())

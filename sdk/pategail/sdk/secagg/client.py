@@ -143,15 +143,16 @@ class SecAggClient:
 
     # -- protocol ------------------------------------------------------------------------------------------
     def start_round(self, signed_config: bytes, envelope: bytes, environment: bool = False,
-                    env_l1_bound: float = ENV_L1_BOUND) -> bytes:
+                    env_l1_bound: float = ENV_L1_BOUND, cells: bool = False) -> bytes:
         """Verify the coordinator-signed config, open the checksum envelope, advertise fresh keys.
         ``environment``: the vector this round will upload is the device's environment vector, whose honest
-        L1 norm is at most ``env_l1_bound`` (pategail.sdk.contribution.env_l1_bound)."""
+        L1 norm is at most ``env_l1_bound`` (pategail.sdk.contribution.env_l1_bound); ``cells``: its visited
+        vector (a cell-table release, held to the plan's floor for that release)."""
         cfg = RoundConfig.from_signed_bytes(signed_config, self._directory.coordinator)
         self._round_log.check(self._directory.coordinator, cfg.round_id)
         if self.device_id not in cfg.participants:
             raise ProtocolError(f"device {self.device_id} is not a participant of round {cfg.round_id}")
-        self.policy.check(cfg, environment, env_l1_bound)  # a signature says who chose it, not that it is safe
+        self.policy.check(cfg, environment, env_l1_bound, cells)  # a signature says who chose it, not that it is safe
         self.ledger.check(cfg, environment, env_l1_bound)
         env = ChecksumEnvelope.decode(envelope)
         if (env.round_id, env.device) != (cfg.round_id, self.device_id):

@@ -135,8 +135,10 @@ class Mechanism(ABC):
         device prepares anything)."""
 
     @abstractmethod
-    def refusal(self, policy: DevicePolicy, cfg: RoundConfig, environment: bool, env_l1_bound: float) -> str | None:
-        """Why ``cfg``'s noise is below ``policy``'s floors, or None."""
+    def refusal(self, policy: DevicePolicy, cfg: RoundConfig, environment: bool, env_l1_bound: float,
+                cells: bool = False) -> str | None:
+        """Why ``cfg``'s noise is below ``policy``'s floors, or None; ``cells``: the round would upload the
+        device's visited vector (a cell-table release)."""
 
     @abstractmethod
     def plan_is_valid(self, plan: DeclaredPlan) -> bool:
@@ -198,7 +200,10 @@ class Laplace(Mechanism):
             return QueryRelease(plan.env_noise_multiplier, None, 1)
         return QueryRelease(plan.sum_noise_scale, plan.sq_sum_noise_scale, values)
 
-    def refusal(self, policy: DevicePolicy, cfg: RoundConfig, environment: bool, env_l1_bound: float) -> str | None:
+    def refusal(self, policy: DevicePolicy, cfg: RoundConfig, environment: bool, env_l1_bound: float,
+                cells: bool = False) -> str | None:
+        if cells:
+            return "a cell table is released with the Gaussian mechanism only"
         if environment and policy.min_env_noise_multiplier > 0:   # else (a plan without it): per-value floors
             b = min(cfg.sum_noise_scale, cfg.sq_sum_noise_scale)
             z = b / laplace_vector_sensitivity(env_l1_bound, cfg.num_queries)
@@ -280,9 +285,13 @@ class Gaussian(Mechanism):
     def request_release(self, plan: DeclaredPlan, values: int, environment: bool = False) -> Release:
         return GaussianRelease(plan.env_noise_multiplier if environment else plan.noise_multiplier, 1.0, 1)
 
-    def refusal(self, policy: DevicePolicy, cfg: RoundConfig, environment: bool, env_l1_bound: float) -> str | None:
-        kind, floor = (("environment", policy.min_env_noise_multiplier) if environment
+    def refusal(self, policy: DevicePolicy, cfg: RoundConfig, environment: bool, env_l1_bound: float,
+                cells: bool = False) -> str | None:
+        kind, floor = (("cell-table", policy.min_cells_noise_multiplier) if cells
+                       else ("environment", policy.min_env_noise_multiplier) if environment
                        else ("reward", policy.min_noise_multiplier))
+        if policy.mechanism and floor <= 0:       # a plan in force that plans no release of this kind
+            return f"the declared privacy plan plans no {kind} release"
         z = cfg.sum_noise_scale / gaussian_sensitivity(cfg.clip_norm, cfg.num_queries)
         if z < floor * (1 - 1e-12) or (policy.mechanism and cfg.sum_noise_scale <= 0):
             return (f"{kind} noise multiplier {z:.6g} (σ {cfg.sum_noise_scale:.6g}, clip norm "
@@ -290,11 +299,17 @@ class Gaussian(Mechanism):
         return None
 
     def plan_is_valid(self, plan: DeclaredPlan) -> bool:
-        return plan.noise_multiplier > 0 and plan.env_noise_multiplier > 0
+        # a run's plan, or the plan of a bundle on the public map that plans the cell-table release only
+        multipliers = (plan.noise_multiplier, plan.env_noise_multiplier)
+        return plan.cells_noise_multiplier >= 0 and (min(multipliers) > 0 or (
+            max(multipliers) == 0 and plan.cells_noise_multiplier > 0))
 
     def manifest_fields(self, plan: DeclaredPlan) -> dict[str, float | str]:
-        return {"mechanism": self.name, "noise_multiplier": plan.noise_multiplier,
-                "env_noise_multiplier": plan.env_noise_multiplier}
+        out: dict[str, float | str] = {"mechanism": self.name, "noise_multiplier": plan.noise_multiplier,
+                                       "env_noise_multiplier": plan.env_noise_multiplier}
+        if plan.cells_noise_multiplier > 0:
+            out["cells_noise_multiplier"] = plan.cells_noise_multiplier
+        return out
 
 
 LAPLACE = Laplace()

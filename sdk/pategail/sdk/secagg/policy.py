@@ -15,7 +15,10 @@ before its first message of the round:
 - each release kind below its own floor: a reward round's noise multiplier below the plan's reward
   multiplier, an environment round's below the plan's environment multiplier (``min_env_noise_multiplier``:
   σ / Δ₂ for the Gaussian mechanism, the scale over the release's L1 sensitivity for Laplace's one vector
-  query) — never the smaller of the two for both.
+  query), a cell-table round's below the plan's cell-release multiplier — never the smaller of them for all;
+- under a Gaussian plan, a release of a kind the plan does not plan at all (a cell-table round under a plan
+  without a cell release; a reward or environment round under the plan of a bundle on the public map, which
+  plans the cell-table release only).
 """
 from __future__ import annotations
 
@@ -23,7 +26,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from pategail.sdk.accounting import Release
+from pategail.sdk.accounting import GaussianRelease, Release
 from pategail.sdk.contribution import ENV_L1_BOUND
 
 from .config import RoundConfig
@@ -63,6 +66,9 @@ class DevicePolicy:
     σ / Δ₂ (Gaussian), or b / Δ₁ (Laplace: the smaller of the two halves' scales over the release's L1
     sensitivity, ``laplace_vector_sensitivity(ENV_L1_BOUND, M)``); 0 for Laplace (a plan that declares
     none): the per-value floors above apply to the environment round too."""
+    min_cells_noise_multiplier: float = 0.0
+    """Cell-table rounds (Gaussian): the smallest σ / Δ₂ the plan declares for the release of the visited
+    squares (pategail.sdk.cell_universe); 0: the plan releases no cell table."""
     min_threshold_share: float | None = None
     """None (every product setting): the threshold floor is
     :func:`~pategail.sdk.secagg.graph.secure_threshold`. A share s instead makes it floor(s · h) + 1 of the h
@@ -73,12 +79,14 @@ class DevicePolicy:
             raise ValueError("min_n_min >= 1, min_survivor_share in [0, 1], min_colluders >= 0")
         if self.min_threshold_share is not None and not 0 < self.min_threshold_share < 1:
             raise ValueError("min_threshold_share must be None or in (0, 1)")
-        if self.min_sum_noise_scale < 0 or self.min_sq_sum_noise_scale < 0 or self.min_env_noise_multiplier < 0:
+        if min(self.min_sum_noise_scale, self.min_sq_sum_noise_scale, self.min_env_noise_multiplier,
+               self.min_cells_noise_multiplier) < 0:
             raise ValueError("noise-scale floors must be >= 0")
 
-    def check(self, cfg: RoundConfig, environment: bool = False, env_l1_bound: float = ENV_L1_BOUND) -> None:
+    def check(self, cfg: RoundConfig, environment: bool = False, env_l1_bound: float = ENV_L1_BOUND,
+              cells: bool = False) -> None:
         """Raise RoundRefused (code ``POLICY``) naming the first floor ``cfg`` is below; ``environment``: the
-        round would upload the device's environment vector."""
+        round would upload the device's environment vector, ``cells``: its visited vector."""
         def refuse(reason: str) -> NoReturn:
             raise RoundRefused(POLICY, f"round {cfg.round_id}: {reason}; refusing to take part")
 
@@ -97,7 +105,7 @@ class DevicePolicy:
             refuse(f"noise sized for {cfg.colluders} colluders, the plan declares {self.min_colluders}")
         if self.mechanism is not None and cfg.mechanism != self.mechanism:
             refuse(f"a {cfg.mechanism} round, the declared privacy plan's mechanism is {self.mechanism}")
-        reason = cfg.noise.refusal(self, cfg, environment, env_l1_bound)
+        reason = cfg.noise.refusal(self, cfg, environment, env_l1_bound, cells)
         if reason is not None:
             refuse(reason)
 
@@ -125,6 +133,11 @@ class DeclaredPlan:
     env_noise_multiplier: float = 0.0
     """σ / Δ₂ of the environment release (Gaussian); b / Δ₁, its Laplace scale over its L1 sensitivity
     (Laplace: one vector query with its own budget share)."""
+    cells_noise_multiplier: float = 0.0
+    """σ / Δ₂ of the release of the visited squares a run that releases its cell table makes first (Gaussian;
+    0: none). The bundle on the public map that precedes that release declares it alone (its reward and
+    environment multipliers 0: no other release is planned under it); the run's bundles declare it with the
+    rest."""
 
     def __post_init__(self) -> None:
         try:
@@ -141,11 +154,16 @@ class DeclaredPlan:
         return DevicePolicy(min_survivor_share=self.min_survivors, min_sum_noise_scale=self.sum_noise_scale,
                             min_sq_sum_noise_scale=self.sq_sum_noise_scale, min_colluders=self.colluders,
                             mechanism=self.mechanism, min_noise_multiplier=self.noise_multiplier,
-                            min_env_noise_multiplier=self.env_noise_multiplier)
+                            min_env_noise_multiplier=self.env_noise_multiplier,
+                            min_cells_noise_multiplier=self.cells_noise_multiplier)
 
-    def request_release(self, values: int, environment: bool = False) -> Release:
+    def request_release(self, values: int, environment: bool = False, cells: bool = False) -> Release:
         """The release answering a request of ``values`` values costs at this plan's noise (a device's
-        budget check before it prepares anything)."""
+        budget check before it prepares anything); ``cells``: the cell-table release (Gaussian, one vector)."""
+        if cells:
+            if self.cells_noise_multiplier <= 0:
+                raise ValueError("the plan releases no cell table")
+            return GaussianRelease(self.cells_noise_multiplier, 1.0, 1)
         return mechanism_named(self.mechanism).request_release(self, values, environment)
 
     def to_manifest(self) -> dict[str, Any]:
@@ -162,4 +180,4 @@ class DeclaredPlan:
                    float(section["sum_noise_scale"]), float(section["sq_sum_noise_scale"]),
                    float(section["min_survivors"]), int(section.get("colluders", 0)),
                    str(section.get("mechanism", "laplace")), float(section.get("noise_multiplier", 0.0)),
-                   float(section.get("env_noise_multiplier", 0.0)))
+                   float(section.get("env_noise_multiplier", 0.0)), float(section.get("cells_noise_multiplier", 0.0)))

@@ -387,8 +387,10 @@ class GaussianPlanning(PlannedMechanism):
 
     def declare(self, plan: PrivacyPlan, min_survivors: float, colluders: int) -> DeclaredPlan:
         assert plan.target_epsilon is not None and plan.gaussian is not None
+        cells = plan.cell_release
         return DeclaredPlan(plan.target_epsilon, plan.target_delta, 0.0, 0.0, min_survivors, colluders,
-                            self.name, plan.gaussian["noise_multiplier"], plan.gaussian["env_noise_multiplier"])
+                            self.name, plan.gaussian["noise_multiplier"], plan.gaussian["env_noise_multiplier"],
+                            0.0 if cells is None else cells.release().noise_multiplier)
 
     def noise_on_mean(self, plan: PrivacyPlan, devices: int) -> float:
         noise_std: float = (plan.gaussian or {})["noise_std"]   # σ on the sum, divided by the fixed count
