@@ -21,12 +21,13 @@ device — and everything in it:
 The coordinator reaches the device only through :meth:`Device.handle` (bytes in, bytes out; see
 :mod:`pategail.sdk.messages`) and, for the secure aggregation that follows, through
 :meth:`Device.secagg_step` (frames in, frame out), whose masked upload carries the device's pending vector —
-the clipped scores D_u(s, a) of the last RoundRequest (:mod:`pategail.sdk.discriminator_round`), its environment
-contribution (:mod:`pategail.sdk.contribution`), its clipped model delta (DP-FedAvg) or its visited squares of the
-public map (a run's cell-table release, :mod:`pategail.sdk.cell_universe`). The caller never supplies (or sees) that vector. A refused
-request changes nothing: checkpoint, pending vector and policy stay as they were. A device whose bundle
-declares the run's privacy plan refuses a request past its own budget (ErrorReply ``budget``) and a signed
-round configuration below the plan's floors (:class:`~pategail.sdk.secagg.policy.DevicePolicy`).
+the clipped scores D_u(s, a) of the last RoundRequest (:mod:`pategail.sdk.discriminator_round`), its
+environment contribution (:mod:`pategail.sdk.contribution`), its clipped model delta (DP-FedAvg) or its visited
+squares of the public map (a run's cell-table release, :mod:`pategail.sdk.cell_universe`). The caller never
+supplies (or sees) that vector. A refused request changes nothing: checkpoint, pending vector and policy stay as
+they were. A device whose bundle declares the run's privacy plan refuses a request past its own budget
+(ErrorReply ``budget``) and a signed round configuration below the plan's floors
+(:class:`~pategail.sdk.secagg.policy.DevicePolicy`).
 
 Torch-free: numpy, onnxruntime (training build) and cryptography only.
 """
