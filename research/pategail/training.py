@@ -70,15 +70,7 @@ def make_fleet(kind: str, dataset, users, population, run: Path, config, seed: i
     from pategail.emulator import EmulatedFleet
 
     if config.privacy.released_cells:
-        # the devices hold their days on the public map until the released table is published; the bundle on
-        # it declares the cell release alone (a device answers nothing else under it)
-        from pategail.server.cell_table import load_or_make_cell_plan, public_map_declaration
-
-        initial_bundle = run / "bundle-public-map"
-        if not (initial_bundle / "manifest.json").is_file():
-            plan = load_or_make_cell_plan(config, dataset.n_cells, run / "checkpoint")
-            write_initial_bundle(config, dataset, seed, initial_bundle,
-                                 privacy=public_map_declaration(config, plan))
+        initial_bundle = public_map_bundle(config, dataset, seed, run)
     else:
         initial_bundle = ensure_initial_bundle(config, dataset, seed, run)
     if kind == "sdk":
@@ -89,6 +81,19 @@ def make_fleet(kind: str, dataset, users, population, run: Path, config, seed: i
                            initial_bundle, seed=seed, state_dir=run / "population",
                            ray_address=ray_address, ray_workers=ray_workers,
                            workers=threads, processes=processes)
+
+
+def public_map_bundle(config, dataset, seed: int, run: Path) -> Path:
+    """``run/bundle-public-map``, the bundle the devices of a run that releases its cell table start from
+    (written once): on the public map, where they hold their days until the released table is published, and
+    declaring the cell release alone (a device answers nothing else under it)."""
+    from pategail.server.cell_table import load_or_make_cell_plan, public_map_declaration
+
+    bundle = run / "bundle-public-map"
+    if not (bundle / "manifest.json").is_file():
+        plan = load_or_make_cell_plan(config, dataset.n_cells, run / "checkpoint")
+        write_initial_bundle(config, dataset, seed, bundle, privacy=public_map_declaration(config, plan))
+    return bundle
 
 
 def release_cells(config, dataset, run: Path, fleet, seed: int, signing_key=None):

@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from pategail.server.errors import PategailError
+from pategail.server.releases import release_of
 from pategail.population.fleet import PopulationFleet, _picklable
 from pategail.population.resample import resample_population
 
@@ -39,7 +40,7 @@ class KilledInRound:
         return self._fleet.request(device_id, message)
 
     def secure_sum(self, participants, config, *args):
-        if config.round_id >> 16 == self._round:
+        if release_of(config.round_id) == self._round:
             raise Killed()
         return self._fleet.secure_sum(participants, config, *args)
 

@@ -169,7 +169,8 @@ def run_serve(args) -> int:
     from pategail.server.net.roster import Roster
     from pategail.server.net.service import RunStatus, Service, ServiceLimits
     from pategail.cli.train import build_config
-    from pategail.training import check_cell_table, check_run_marker, ensure_initial_bundle, run_coordinator, run_log
+    from pategail.training import (check_cell_table, check_run_marker, ensure_initial_bundle, public_map_bundle,
+                                   release_cells, run_coordinator, run_log)
 
     config = build_config(args)
     if config.secagg.aggregator != "coordinator":
@@ -182,10 +183,6 @@ def run_serve(args) -> int:
     dataset = load_dataset(args.data)
     config = config.for_devices(args.min_devices, dataset.n_cells)    # a served run plans for its minimum of devices
     check_cell_table(config, dataset, args.data, args.data_derived_cells)
-    if config.privacy.released_cells:
-        raise PategailError("--cells released runs with `pategail train` (--fleet sdk or population): a served "
-                            "device takes its bundle once, at enrolment, and the released table's bundle comes after "
-                            "the release; serve a public map")
     run = args.out
     check_run_marker(run, {"config": config.to_dict(), "seed": args.seed, "data": str(args.data.resolve()),
                            "fleet": "network"}, args.resume)
@@ -200,7 +197,12 @@ def run_serve(args) -> int:
                 tqdm.write(f"pategail serve: {line}")
 
         admission, issued = _admission(args, run)
-        initial_bundle = ensure_initial_bundle(config, dataset, args.seed, run)
+        if not config.privacy.released_cells:
+            initial_bundle = ensure_initial_bundle(config, dataset, args.seed, run)
+        elif (run / "bundle-initial" / "manifest.json").is_file():    # resumed after the release: its table
+            initial_bundle = run / "bundle-initial"
+        else:                                 # the devices enrol on the public map; the release comes first
+            initial_bundle = public_map_bundle(config, dataset, args.seed, run)
         key = load_or_create_key(run / KEY_FILE)
         operator_token = _operator_token(run / OPERATOR_TOKEN_FILE)
 
@@ -243,7 +245,8 @@ def run_serve(args) -> int:
                 if first and config.uses_action_prior:
                     say("fitting the warm start on the released rule model before round 1 (no device work)")
 
-            fleet = NetworkFleet(devices, hub, args.round_deadline, on_release=on_release)
+            fleet = NetworkFleet(devices, hub, args.round_deadline, on_release=on_release,
+                                 publish_bundle=service.publish_bundle)
             status.update(phase="starting", devices=len(devices))
 
             def on_progress(coordinator):
@@ -260,6 +263,9 @@ def run_serve(args) -> int:
                               if config.private else 0.0)
 
             service.fix_directory(KeyDirectory(service.coordinator_public, devices))
+            if config.privacy.released_cells:     # the run's first release; then everything is on its table
+                status.update(phase="releasing the cell table")
+                dataset = release_cells(config, dataset, run, fleet, args.seed, signing_key=key)
             code = run_coordinator(config, dataset, run, fleet, seed=args.seed, resume=args.resume,
                                    progress=not args.no_progress, downstream_config=downstream_config,
                                    console_level=console_level, signing_key=key, on_progress=on_progress)

@@ -27,13 +27,10 @@ from pategail.server.fleet import Fleet
 from pategail.server.privacy.cell_release import CellReleasePlan, plan_cell_release
 from pategail.server.privacy.mechanisms import GAUSSIAN_PLAN
 from pategail.server.privacy.plan import ReleaseNoise
-from pategail.server.releases import SecureReleases
+from pategail.server.releases import CELL_TABLE_ROUND, SecureReleases
 
 log = logging.getLogger(__name__)
 
-CELL_TABLE_ROUND = 1 << 40
-"""The journal's and the secure round ids' number for the cell release: distinct from the environment's
-round 0 and from every training round (a round id is ``round << 16 | attempt`` in 64 bits)."""
 CELL_PLAN_FILE = "cell-release-plan.json"
 """The cell release's plan, kept in the run's checkpoint directory (made once, before the release)."""
 CELL_TABLE_FILE = "cell-table.json"

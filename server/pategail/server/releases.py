@@ -30,6 +30,26 @@ from pategail.server.secagg import SecAggAbort, SecAggCoordinator, SecureRoundCo
 log = logging.getLogger(__name__)
 
 
+CELL_TABLE_ROUND = 1 << 40
+"""The journal's number for the cell release (pategail.server.cell_table): distinct from the environment's round 0
+and from every training round."""
+
+
+def secure_round_id(round_: int, attempt: int) -> int:
+    """The secure-aggregation round id of attempt ``attempt`` (< 2^16) of release ``round_``. A device takes part
+    only in rounds newer than the last one it joined under a coordinator key (its replay guard), so the ids
+    increase in the order a run makes its releases: the cell table's (made first) in block 0, release r in
+    block r + 1."""
+    block = 0 if round_ == CELL_TABLE_ROUND else round_ + 1
+    return (block << 16) | attempt
+
+
+def release_of(round_id: int) -> int:
+    """The release a secure round id belongs to (the inverse of :func:`secure_round_id`, attempt dropped)."""
+    block = round_id >> 16
+    return CELL_TABLE_ROUND if block == 0 else block - 1
+
+
 class SecureReleases:
     """The releases of one run in ``ckpt_dir``: the fleet, the coordinator's secure-aggregation keys (every
     device of the fleet enrolled; ``signing_key``: the coordinator's Ed25519 key, a fresh one when None), the
@@ -154,14 +174,14 @@ class SecureReleases:
                                 f"(min_survivors of {n_devices} devices)")
         degree = secagg_degree_for(len(participants), self.config.secagg.degree,   # None: from the cohort size
                                    1.0 - self.config.secagg.min_survivors, self.config.secagg.colluders)
-        config = SecureRoundConfig(round_id=round_ << 16, n_min=n_min, sum_noise_scale=sum_scale,
+        config = SecureRoundConfig(round_id=secure_round_id(round_, 0), n_min=n_min, sum_noise_scale=sum_scale,
                                    sq_sum_noise_scale=sq_scale, degree=degree,
                                    aggregator=self.config.secagg.aggregator, colluders=self.config.secagg.colluders,
                                    mechanism=noise.mechanism, block=noise.block, clip_norm=noise.clip_norm)
         intent = journal_intent(self.ckpt_dir, round_, sum_scale, sq_scale, length,   # counted from here on
                                 noise=noise, shares=self._shares())
         attempt = int(intent.stem.rsplit("-", 1)[1])
-        config = replace(config, round_id=(round_ << 16) | attempt)
+        config = replace(config, round_id=secure_round_id(round_, attempt))
         if noise.noisy:                                     # so it has a release
             self.accountant.record_release(noise.accounting(length, self._shares()),  # type: ignore[arg-type]
                                            kind=noise.kind)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import threading
 import time
 from dataclasses import dataclass
@@ -30,8 +31,8 @@ from pategail.sdk.files import write_atomic
 from pategail.sdk.identity import IDENTITY_FILE, load_or_create_identity
 from pategail.sdk.messages import peek_round
 from pategail.sdk.net import auth
-from pategail.sdk.net.frames import (ANY_ID, WORK_PING, WORK_REQUEST, Enrolled, Enrolment, Order, Pong,
-                                     directory_from_bytes)
+from pategail.sdk.net.frames import (ANY_ID, WORK_BUNDLE, WORK_PING, WORK_REQUEST, Enrolled, Enrolment, Order,
+                                     Pong, directory_from_bytes)
 from pategail.sdk.secagg.config import DevicePublicKeys, KeyDirectory
 from pategail.sdk.secagg.crypto import DeviceIdentity
 from pategail.sdk.secagg.errors import MessageRejected
@@ -263,6 +264,14 @@ class DeviceClient:
         assert self.device is not None and self.device_id is not None     # orders come after prepare()
         if order.work == WORK_PING:
             return Pong(self.device_id, order.seq).to_bytes(self.identity.sign)
+        if order.work == WORK_BUNDLE:     # the run's bundle changed (a released cell table): take it
+            if len(order.parts) != 1 or not re.fullmatch(rb"[0-9a-f]{64}", order.parts[0]):
+                raise MessageRejected("a bundle order carries one SHA-256 in hex")
+            sha256 = order.parts[0].decode("ascii")
+            if self.device.bundle is None or self.device.bundle.sha256 != sha256:
+                self._install_bundle(self.device, sha256)
+            log.info("device %d: bundle %s installed", self.device_id, sha256[:12])
+            return Pong(self.device_id, order.seq).to_bytes(self.identity.sign)     # signed: done
         if order.work == WORK_REQUEST:
             if len(order.parts) != 1:
                 raise MessageRejected(f"a request order carries one message, not {len(order.parts)}")

@@ -38,7 +38,11 @@ WORK_REQUEST = "request"
 """Order work: a device-protocol request for :meth:`pategail.sdk.device.Device.handle`."""
 WORK_PING = "ping"
 """Order work: a liveness check, answered with a :class:`Pong`."""
-WORKS = (WORK_REQUEST,) + SECAGG_STEPS + (WORK_PING,)
+WORK_BUNDLE = "bundle"
+"""Order work: install the bundle the service now serves (``parts``: its SHA-256, 64 hex characters), answered
+with the device's :class:`Pong` once that very bundle is installed (an empty reply otherwise) — the bundle on a
+privately released cell table, published after the release."""
+WORKS = (WORK_REQUEST,) + SECAGG_STEPS + (WORK_PING, WORK_BUNDLE)
 _DOMAIN = b"pategail-net-v1/frame"
 MAX_PARTS = 4
 
@@ -141,8 +145,9 @@ def directory_from_bytes(data: bytes, coordinator: bytes) -> KeyDirectory:
 
 @dataclass(frozen=True)
 class Order:
-    """One piece of work for one device: ``work`` is ``WORK_REQUEST`` (``parts``: one device-protocol frame)
-    or a secure-aggregation step (``parts``: its inbox frames); ``seq`` increases with every order."""
+    """One piece of work for one device: ``work`` is ``WORK_REQUEST`` (``parts``: one device-protocol frame),
+    a secure-aggregation step (``parts``: its inbox frames), ``WORK_PING`` (none) or ``WORK_BUNDLE`` (the
+    bundle's SHA-256); ``seq`` increases with every order."""
 
     device_id: int
     seq: int

@@ -8,16 +8,21 @@ aggregates (``aggregator="coordinator"``): devices reach only the service, never
 """
 from __future__ import annotations
 
+import logging
 from typing import Callable, Sequence
 
 import numpy as np
 
 from pategail.server.errors import PategailError
-from pategail.sdk.net.frames import WORK_REQUEST
+from pathlib import Path
+
+from pategail.sdk.net.frames import WORK_BUNDLE, WORK_REQUEST
 from pategail.sdk.secagg.config import DevicePublicKeys
 from pategail.server.secagg.round import drive_secure_round
 
 from .hub import Hub
+
+log = logging.getLogger(__name__)
 
 
 class DeviceUnavailable(Exception):
@@ -28,13 +33,16 @@ class NetworkFleet:
     """The frozen roster's devices, reached through ``hub``; every exchange waits ``deadline_s`` at most."""
 
     def __init__(self, devices: dict[int, DevicePublicKeys], hub: Hub, deadline_s: float,
-                 on_release: Callable[[int], None] | None = None):
+                 on_release: Callable[[int], None] | None = None,
+                 publish_bundle: Callable[[Path], str] | None = None):
         self._keys = dict(devices)
         self.device_ids = tuple(sorted(devices))
         self.hub = hub
         self.deadline_s = float(deadline_s)
         self.on_release = on_release
         """Called with the number of participants after each secure sum (the service's status)."""
+        self.publish_bundle = publish_bundle
+        """The service's :meth:`~pategail.server.net.service.Service.publish_bundle` (a released cell table)."""
 
     def public_keys(self) -> dict[int, DevicePublicKeys]:
         return dict(self._keys)
@@ -54,6 +62,24 @@ class NetworkFleet:
         """The same request to every device at once: reply per device, None where none came in time."""
         replies = self.hub.exchange(WORK_REQUEST, {d: (message,) for d in device_ids}, self.deadline_s)
         return {d: replies.get(d) for d in device_ids}
+
+    def move_to_table(self, released: np.ndarray, bundle_dir: Path) -> None:
+        """The run's privately released cell table is published as ``bundle_dir``: the service serves it from
+        now on (``publish_bundle``, the service's) and every device is ordered to install it (its days stay on
+        the public map and are read through the table: :meth:`pategail.sdk.device.Device.days`). A device
+        that does not confirm within the deadline keeps the public map's bundle, which answers no request of the
+        rest of the run: it drops out of every round, as a device that stopped would."""
+        if self.publish_bundle is None:
+            raise PategailError("this fleet cannot publish a bundle (no service was given to it)")
+        sha256 = self.publish_bundle(Path(bundle_dir))
+        replies = self.hub.exchange(WORK_BUNDLE, {d: (sha256.encode("ascii"),) for d in self.device_ids},
+                                    self.deadline_s)
+        took = sorted(replies)          # a device's Pong: it installed that very bundle (else an empty reply)
+        log.info("the bundle on the released table of %d squares (%s): %d of %d devices installed it", len(released),
+                 sha256[:12], len(took), len(self.device_ids))
+        if not took:
+            raise PategailError("no device installed the bundle on the released cell table within "
+                                f"{self.deadline_s:g} s")
 
     def secure_sum(self, participants: Sequence[int], config, coordinator, rng: np.random.Generator,
                    num_queries: int):

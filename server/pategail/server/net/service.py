@@ -7,7 +7,9 @@ Routes (bodies are the binary frames of :mod:`pategail.sdk.net.frames`, :mod:`pa
                             coordinator-signed Enrolled (403 for a device the admission rule refuses, and once
                             the run's devices are fixed, for keys it does not know);
 - ``GET  /v1/coordinator``  the coordinator's Ed25519 public key (32 bytes; what a device checks its pin against);
-- ``GET  /v1/bundle/NAME``  the run's initial bundle, file by file (public; the device checks the hashes);
+- ``GET  /v1/bundle/NAME``  the run's bundle, file by file (public; the device checks the hashes): the initial
+                            one, or the one published since (:meth:`Service.publish_bundle`: the bundle on a
+                            privately released cell table);
 - ``GET  /v1/directory``    the signed public-key directory (503 until training starts);
 - ``GET  /v1/poll``         the device's next signed order (200), nothing for now (204) or the run is over (410);
 - ``POST /v1/reply``        the device's reply to order ``X-Pategail-Seq`` (204; 409 for an order not awaiting one;
@@ -97,6 +99,9 @@ class Service:
     """The HTTP service of one run: ``roster`` (enrolment), ``hub`` (orders and replies), the coordinator's
     ``signing_key``, the initial ``bundle_dir`` and the ``status`` board."""
 
+    bundle_sha256: str
+    """SHA-256 of the bundle the service serves (and names in every Enrolled)."""
+
     def __init__(self, roster: Roster, hub: Hub, signing_key, bundle_dir: Path, status: RunStatus,
                  limits: ServiceLimits = ServiceLimits(), operator_token: str | None = None):
         self.roster, self.hub, self.status, self.limits = roster, hub, status, limits
@@ -104,11 +109,7 @@ class Service:
         self._signing_key = signing_key
         self._sign = signing_key.sign
         self.coordinator_public = crypto.public_bytes(signing_key)
-        self.bundle_dir = Path(bundle_dir)
-        from pategail.sdk.bundle import load_bundle
-        bundle = load_bundle(self.bundle_dir)
-        self.bundle_sha256 = bundle.sha256
-        self._bundle_files = {"manifest.json"} | set(bundle.manifest["files"])
+        self.publish_bundle(bundle_dir)
         self._nonces: dict[int, int] = {}
         self._buckets: dict[int, TokenBucket] = {}
         self._directory: bytes | None = None
@@ -119,6 +120,20 @@ class Service:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._runner: web.AppRunner | None = None
         self._thread: threading.Thread | None = None
+
+    def publish_bundle(self, bundle_dir: Path) -> str:
+        """Serve the bundle at ``bundle_dir`` from now on (checked first) and name it in every Enrolled; returns
+        its SHA-256. Requests in flight get the old bundle's files or the new one's, never a mix of names."""
+        from pategail.sdk.bundle import load_bundle
+        bundle = load_bundle(bundle_dir)
+        self._bundle = (Path(bundle_dir), frozenset({"manifest.json", *bundle.manifest["files"]}))
+        self.bundle_sha256 = bundle.sha256
+        return bundle.sha256
+
+    @property
+    def bundle_dir(self) -> Path:
+        """The directory of the bundle the service serves."""
+        return self._bundle[0]
 
     # -- the application -----------------------------------------------------------------------------------
     def app(self) -> web.Application:
@@ -253,9 +268,10 @@ class Service:
 
     async def bundle_file(self, request: web.Request) -> web.StreamResponse:
         name = request.match_info["name"]
-        if name not in self._bundle_files:
+        root, files = self._bundle
+        if name not in files:
             raise web.HTTPNotFound(text="no such bundle file")
-        return web.FileResponse(self.bundle_dir / name)
+        return web.FileResponse(root / name)
 
     async def directory(self, request: web.Request) -> web.Response:
         await self._authenticated(request)
