@@ -463,13 +463,42 @@ public final class Bundle {
                     throw new NumberFormatException();
                 }
                 for (int j = 0; j < width; j++) {
-                    rows[i - 1][j] = Double.parseDouble(parts[j]);
+                    rows[i - 1][j] = pythonFloat(parts[j]);
                 }
             } catch (NumberFormatException err) {
                 throw new BundleException(f + ": malformed row");
             }
         }
         return rows;
+    }
+
+    private static final java.util.regex.Pattern FLOAT = java.util.regex.Pattern.compile(
+            "[+-]?(?:inf|infinity|nan|(?:\\d(?:_?\\d)*(?:\\.(?:\\d(?:_?\\d)*)?)?|\\.\\d(?:_?\\d)*)"
+                    + "(?:e[+-]?\\d(?:_?\\d)*)?)", java.util.regex.Pattern.CASE_INSENSITIVE);
+
+    /** A number as Python's {@code float(text)} reads it ("nan", "inf", "1_000", surrounding blanks); else
+     * NumberFormatException. */
+    static double pythonFloat(String text) {
+        int a = 0, b = text.length();
+        while (a < b && Character.isWhitespace(text.charAt(a))) {
+            a++;
+        }
+        while (b > a && Character.isWhitespace(text.charAt(b - 1))) {
+            b--;
+        }
+        String t = text.substring(a, b);
+        if (!FLOAT.matcher(t).matches()) {
+            throw new NumberFormatException(text);
+        }
+        String body = t.replaceFirst("^[+-]", "").toLowerCase(java.util.Locale.ROOT);
+        boolean negative = t.startsWith("-");
+        if (body.startsWith("inf")) {
+            return negative ? Double.NEGATIVE_INFINITY : Double.POSITIVE_INFINITY;
+        }
+        if (body.equals("nan")) {
+            return Double.NaN;
+        }
+        return Double.parseDouble(t.replace("_", ""));
     }
 
     private static double[][] readCells(File f, int nCells) throws IOException, BundleException {

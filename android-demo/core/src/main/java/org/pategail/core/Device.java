@@ -695,7 +695,8 @@ public final class Device {
     /**
      * MessageError "budget" when answering a request of {@code values} values (the environment request when
      * {@code environment}, the cell-table release when {@code cells}), at the declared plan's noise, would take this device past its own budget (the Python
-     * SDK's {@code check_request_budget}, with the ledger's rule for Laplace-only ledgers), or its ledger or
+     * SDK's {@code check_request_budget}, with the ledger's rule for Laplace-only ledgers), when the plan plans no
+     * release of that kind (a bundle on a public map plans the cell-table release alone), or its ledger or
      * remembered plan cannot be read. Nothing is prepared before it passes.
      */
     private void checkRequestBudget(long round, int values, boolean environment, boolean cells) throws MessageError {
@@ -704,6 +705,12 @@ public final class Device {
             return;
         }
         PrivacyPlan plan = PrivacyPlan.fromManifest(declared);
+        try {
+            plan.requestRelease(values, environment, cells);
+        } catch (IllegalArgumentException err) {  // no noise planned for it: ε = ∞
+            throw new MessageError(DeviceMessages.BUDGET, "round " + round + ": the privacy plan in force plans no "
+                    + (cells ? "cell-table" : environment ? "environment" : "reward") + " release; refused");
+        }
         String refusal;
         try {
             refusal = ledger(plan).requestRefusal(plan, round, values, environment, cells);

@@ -86,8 +86,8 @@ public final class PrivacyPlan {
         return requestRelease(values, environment, false);
     }
 
-    /** The same; {@code cells}: the cell-table release (Gaussian, one vector; IllegalArgumentException when the
-     * plan declares none). */
+    /** The same; {@code cells}: the cell-table release (Gaussian, one vector). IllegalArgumentException when the
+     * plan plans no noise for the release asked for. */
     public Accounting.Release requestRelease(int values, boolean environment, boolean cells) {
         if (cells) {
             if (cellsNoiseMultiplier <= 0) {
@@ -96,7 +96,12 @@ public final class PrivacyPlan {
             return Accounting.Release.gaussian(cellsNoiseMultiplier, 1.0, 1, 1);
         }
         if (isGaussian()) {
-            return Accounting.Release.gaussian(environment ? envNoiseMultiplier : noiseMultiplier, 1.0, 1, 1);
+            double z = environment ? envNoiseMultiplier : noiseMultiplier;
+            if (z <= 0) {        // the plan of a bundle on a public map plans the cell-table release alone
+                throw new IllegalArgumentException("the plan plans no " + (environment ? "environment" : "reward")
+                        + " release");
+            }
+            return Accounting.Release.gaussian(z, 1.0, 1, 1);
         }
         if (environment && envNoiseMultiplier > 0) {
             return Accounting.Release.laplace(envNoiseMultiplier, 0.0, 1);
