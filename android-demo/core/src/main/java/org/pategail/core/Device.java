@@ -26,7 +26,8 @@ import org.pategail.core.secagg.SecAggException;
  * bytes out) and uploads its pending vector only masked, through {@link #maskedInput}.
  *
  * <p>A refused request changes nothing (checkpoint, pending vector and policy stay as they were). Raw days
- * never leave this class: what goes out is an Ack / ErrorReply, or the masked secure-aggregation upload.
+ * never leave the device: what goes to the coordinator is an Ack / ErrorReply, or the masked secure-aggregation
+ * upload ({@link #days()} is for the app itself).
  */
 public final class Device {
     static final String BUNDLE_DIR = "bundle";
