@@ -12,8 +12,8 @@ checksum-key commitments, signed configurations with envelopes the client must o
 features of real days, the environment contributions (the action-rate part too), one RoundRequest as the Python
 device answers it (the losses and scores its ONNX Runtime training session produced), what the device's floors
 decide on signed configurations under declared privacy plans (policy.json), and the network frames and request
-signature between a device and the coordinator's service (net.json), the Gaussian mechanism (gaussian.json)
-and the PLD accountant of Laplace ledgers (pld.json). Where the SDK draws from the operating
+signature between a device and the coordinator's service (net.json), the Gaussian mechanism (gaussian.json),
+the PLD accountant of Laplace ledgers (pld.json) and a privately released cell table (cells.json). Where the SDK draws from the operating
 system's CSPRNG (AES-GCM nonces, Shamir coefficients) the draws are replaced by a seeded stream while
 generating, so the files are reproducible; the bundle (its manifest has a creation time) is made only with
 ``--bundle``.
@@ -23,11 +23,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import shutil
 import struct
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from unittest import mock
 
@@ -273,6 +275,8 @@ def message_vectors(request: bytes) -> dict:
         "ack_round": dm.Ack(5, "round_request", 141),
         "ack_policy": dm.Ack(0, "policy_update", 0),
         "ack_initial": dm.Ack(2**40, "initial_states_request", 8444),
+        "cell_release_request": dm.CellReleaseRequest(2**33 + 5, 32),
+        "ack_cells": dm.Ack(2**33 + 5, "cell_release_request", 4210),
         "error": dm.ErrorReply(dm.NO_ROUND, dm.MALFORMED, "not a device-protocol message"),
         "error_unicode": dm.ErrorReply(7, dm.CELL_RANGE, "days: values must be in [0, 4210) — ünïcödé"),
     }
@@ -298,6 +302,11 @@ def message_vectors(request: bytes) -> dict:
         "bad_action": (request[:-1] + b"\x04", dm.MALFORMED),
         "ack_kind": (head(4, struct.pack(">qBI", 1, 4, 0)), dm.MALFORMED),
         "error_code": (head(5, struct.pack(">qI", 1, 3) + b"bad" + struct.pack(">I", 0)), dm.MALFORMED),
+        "cells_no_max": (head(7, struct.pack(">q", 6)), dm.MALFORMED),
+        "cells_zero_max": (head(7, struct.pack(">qI", 6, 0)), dm.MALFORMED),
+        "cells_max_too_large": (head(7, struct.pack(">qI", 6, 2**31)), dm.MALFORMED),
+        "cells_negative_round": (head(7, struct.pack(">qI", -2, 32)), dm.MALFORMED),
+        "cells_trailing": (head(7, struct.pack(">qIB", 6, 32, 0)), dm.MALFORMED),
     }
     out["device_refused"] = {}
     for name, (frame, code) in refused.items():
@@ -310,6 +319,8 @@ def message_vectors(request: bytes) -> dict:
                                            "reply": hx(dm.ErrorReply.from_error(dm.peek_round(frame), err).to_bytes())}
         else:
             raise SystemExit(f"vector {name}: the SDK accepts it")
+    cr = dm.CellReleaseRequest.from_bytes(device["cell_release_request"].to_bytes())
+    out["cell_release_request_fields"] = {"round": cr.round, "max_cells": cr.max_cells}
     out["round_request_fields"] = {"round": rr.round, "k_steps": rr.k_steps, "batch_size": rr.batch_size,
                                    "n_days": len(rr.days), "days_row0": rr.days[0].tolist(), "homes": rr.homes.tolist(),
                                    "actions_row0": rr.actions[0].tolist()}
@@ -403,6 +414,7 @@ def policy_vectors() -> dict:
     none) make of each: accepted, or the refusal's one line, word for word."""
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+    from pategail.sdk.accounting import gaussian_sensitivity
     from pategail.sdk.secagg import crypto
     from pategail.sdk.secagg.config import RoundConfig
     from pategail.sdk.secagg.errors import RoundRefused
@@ -410,9 +422,13 @@ def policy_vectors() -> dict:
 
     key = lambda i: bytes((i * 29 + j * 13) % 256 for j in range(32))  # noqa: E731
     coordinator = Ed25519PrivateKey.from_private_bytes(key(0))
+    cells_only = DeclaredPlan(8.0, 1e-5, 0.0, 0.0, 0.6, colluders=1, mechanism="gaussian", cells_noise_multiplier=1.2)
     plans = {"laplace": DeclaredPlan(8.0, 1e-5, 2.0, 3.0, 0.6, colluders=1, env_noise_multiplier=0.4).to_manifest(),
              "gaussian": DeclaredPlan(8.0, 1e-5, 0.0, 0.0, 0.6, colluders=1, mechanism="gaussian",
-                                      noise_multiplier=1.1, env_noise_multiplier=2.0).to_manifest()}
+                                      noise_multiplier=1.1, env_noise_multiplier=2.0).to_manifest(),
+             # the plan of a bundle on a public map (the cell-table release alone), and a run's plan with it
+             "cells_only": cells_only.to_manifest(),
+             "gaussian_cells": replace(cells_only, noise_multiplier=1.1, env_noise_multiplier=2.0).to_manifest()}
     cases = [  # name, plan, (n_min, threshold, colluders, sum scale, sq-sum scale, M), environment, L1 bound
         ("reward_accepted", "laplace", (3, 4, 1, 2.0, 3.0, 94), False, 9.0),
         ("n_min_below_share", "laplace", (2, 4, 1, 2.0, 3.0, 94), False, 9.0),
@@ -437,10 +453,28 @@ def policy_vectors() -> dict:
         ("gaussian_n_min_below_share", "gaussian", (2, 4, 1, 2.2, 2.0, 32), False, 9.0),
         ("no_plan_gaussian_no_noise", None, (2, 4, 1, 0.0, 2.0, 32), False, 9.0),
     ]
+    # a cell-table round (the visited vector: M squares of the public map, clip √32), at σ = z · Δ₂
+    clip, squares = math.sqrt(32), 4210
+    at_floor = 1.2 * gaussian_sensitivity(clip, squares)
+    cells_cases = [  # name, plan, (n_min, threshold, colluders, σ or b, clip or b_sq, M), environment, cells, mechanism
+        ("cells_accepted", "cells_only", (3, 4, 1, at_floor, clip, squares), False, True, "gaussian"),
+        ("cells_below", "cells_only", (3, 4, 1, 0.99 * at_floor, clip, squares), False, True, "gaussian"),
+        ("cells_larger_clip", "cells_only", (3, 4, 1, at_floor, 2 * clip, squares), False, True, "gaussian"),
+        ("cells_only_reward", "cells_only", (3, 4, 1, 100 * at_floor, clip, squares), False, False, "gaussian"),
+        ("cells_only_environment", "cells_only", (3, 4, 1, 100 * at_floor, clip, squares), True, False, "gaussian"),
+        ("plan_without_cells", "gaussian", (3, 4, 1, 100 * at_floor, clip, squares), False, True, "gaussian"),
+        ("run_plan_cells_accepted", "gaussian_cells", (3, 4, 1, at_floor, clip, squares), False, True, "gaussian"),
+        ("run_plan_reward_accepted", "gaussian_cells", (3, 4, 1, 2.3, 2.0, 32), False, False, "gaussian"),
+        ("laplace_cells", "laplace", (3, 4, 1, 2.0, 3.0, 94), False, True, "laplace"),
+        ("no_plan_laplace_cells", None, (3, 4, 1, 2.0, 3.0, 94), False, True, "laplace"),
+        ("no_plan_gaussian_cells", None, (3, 4, 1, 0.0, clip, squares), False, True, "gaussian"),
+    ]
     out = {"coordinator_public": hx(crypto.public_bytes(coordinator)), "plans": plans, "cases": []}
-    for i, (name, plan, (n_min, threshold, colluders, b, b_sq, m), environment, l1) in enumerate(
-            cases + gaussian_cases):
-        gaussian = i >= len(cases)
+    rows = [(*c, False, "laplace") for c in cases] + [(*c, False, "gaussian") for c in gaussian_cases] + \
+        [(name, plan, numbers, environment, 9.0, cells, mechanism)
+         for name, plan, numbers, environment, cells, mechanism in cells_cases]
+    for i, (name, plan, (n_min, threshold, colluders, b, b_sq, m), environment, l1, cells, kind) in enumerate(rows):
+        gaussian = kind == "gaussian"
         mechanism = dict(mechanism="gaussian", clip_norm=b_sq) if gaussian else {}
         cfg = RoundConfig(round_id=100 + i, participants=(3, 5, 8, 11, 13), num_queries=m, n_min=n_min,
                           threshold=threshold, degree=0, sum_noise_scale=b, sq_sum_noise_scale=0.0 if gaussian else b_sq,
@@ -448,12 +482,29 @@ def policy_vectors() -> dict:
                           **mechanism)
         policy = DevicePolicy() if plan is None else DeclaredPlan.from_manifest(plans[plan]).policy()
         try:
-            policy.check(cfg, environment, l1)
+            policy.check(cfg, environment, l1, cells)
             refused = None
         except RoundRefused as err:
             refused = str(err)
         out["cases"].append({"name": name, "plan": plan, "config": hx(cfg.to_signed_bytes(coordinator.sign)),
-                             "environment": environment, "env_l1_bound": l1, "refused": refused})
+                             "environment": environment, "env_l1_bound": l1, "cells": cells, "refused": refused})
+    # which plans the SDK takes: a Gaussian plan plans the reward and environment releases together, or the
+    # cell-table release alone (a bundle on a public map); the cell release's multiplier is never negative
+    gaussian_plan = plans["gaussian"]
+    out["plan_validity"] = []
+    for name, section in (("run", plans["gaussian"]), ("cells_only", plans["cells_only"]),
+                          ("run_with_cells", plans["gaussian_cells"]),
+                          ("reward_without_environment", gaussian_plan | {"env_noise_multiplier": 0.0}),
+                          ("cells_with_reward_only", plans["cells_only"] | {"noise_multiplier": 1.1}),
+                          ("nothing_planned", plans["cells_only"] | {"cells_noise_multiplier": 0.0}),
+                          ("negative_cells", gaussian_plan | {"cells_noise_multiplier": -1.0}),
+                          ("laplace_with_cells", plans["laplace"] | {"cells_noise_multiplier": 1.2})):
+        try:
+            DeclaredPlan.from_manifest(section)
+            valid = True
+        except ValueError:
+            valid = False
+        out["plan_validity"].append({"name": name, "plan": section, "valid": valid})
     return out
 
 
@@ -626,6 +677,9 @@ def main(argv=None) -> int:
     from pld_vectors import pld_vectors
 
     write_json(args.out / "pld.json", pld_vectors())
+    from cells_vectors import cells_vectors
+
+    write_json(args.out / "cells.json", cells_vectors(bundle_dir, days, len(env.cells)))
     return 0
 
 

@@ -219,3 +219,26 @@ def test_too_small_a_released_table_is_refused_in_one_line(run, tmp_path, capsys
                  "--no-downstream", "--no-progress"])           # the data set's 10 users: a handful of squares
     err = capsys.readouterr().err.strip().splitlines()
     assert code != 0 and len(err) == 1 and "a table needs more than a day's 48 slots" in err[0]
+
+
+def test_under_the_public_maps_plan_other_requests_are_refused_before_anything_is_prepared(
+        make_device, bundle_dir, round_request, tmp_path):
+    """A bundle on the public map plans the cell-table release alone: the environment and reward requests are
+    refused with ErrorReply ``budget`` (no noise is planned for them), the cell request is answered."""
+    from pategail.sdk.messages import InitialStatesRequest
+    from pategail.sdk.secagg.policy import DeclaredPlan
+
+    plan = DeclaredPlan(EPSILON, 1e-5, 0.0, 0.0, 0.6, mechanism="gaussian", cells_noise_multiplier=1.2)
+    public = tmp_path / "public-map"
+    shutil.copytree(bundle_dir, public)
+    manifest = json.loads((public / "manifest.json").read_text())
+    (public / "manifest.json").write_text(json.dumps(manifest | {"privacy": plan.to_manifest()}))
+    device = make_device(install=False)
+    device.install_bundle(public)
+    for request, kind in ((InitialStatesRequest(4), "environment"), (round_request, "reward")):
+        reply = from_bytes(device.handle(request.to_bytes()))
+        assert isinstance(reply, ErrorReply) and reply.code == "budget", reply
+        assert reply.message == f"round {request.round}: the privacy plan in force plans no {kind} release; refused"
+        assert device.pending is None
+    reply = from_bytes(device.handle(CellReleaseRequest(4, MAX_CELLS).to_bytes()))
+    assert reply.kind == "cell_release_request" and device.pending.sum() == MAX_CELLS

@@ -70,11 +70,18 @@ def check_request_budget(root: Path, plan: DeclaredPlan | None, round_: int, n_q
                          environment: bool = False, cells: bool = False) -> None:
     """Raise MessageError ``budget`` when answering a request of ``n_queries`` queries (the environment
     request when ``environment``, the cell-table release when ``cells``), at the declared plan's noise, would
-    take the device at ``root`` past its own budget (or its ledger cannot be read)."""
+    take the device at ``root`` past its own budget (or its ledger cannot be read), or when the plan plans no
+    release of that kind (the plan of a bundle on a public map plans the cell-table release alone)."""
     if plan is None:
         return
     try:
-        after = device_ledger(root, plan).epsilon(plan.request_release(n_queries, environment, cells))
+        release = plan.request_release(n_queries, environment, cells)
+    except ValueError:                      # no noise planned for it: ε = ∞
+        kind = "cell-table" if cells else "environment" if environment else "reward"
+        raise MessageError(BUDGET, f"round {round_}: the privacy plan in force plans no {kind} release; "
+                                   "refused") from None
+    try:
+        after = device_ledger(root, plan).epsilon(release)
     except RoundRefused as err:             # an unreadable ledger: refusing is the safe answer
         raise MessageError(BUDGET, str(err)) from None
     if after > plan.target_epsilon:

@@ -54,6 +54,15 @@ public final class Bundle {
     public final String policySha256;
     /** The policy's maximum-likelihood training artifacts (DP-FedAvg runs); null in other bundles. */
     public final PolicyTraining policyTraining;
+    /**
+     * A privately released cell table ({@code cells} chosen from a public map by the run's first release): the
+     * (lat, lon) of every square of that public map (the manifest's environment.universe, universe.csv). The
+     * device's days stay on the public map; it reads them on {@code cells} through {@link #table}. Null: the days
+     * are on {@code cells} themselves.
+     */
+    public final double[][] universe;
+    /** The cell of {@code cells} each square of {@link #universe} moves to; null without a universe. */
+    public final int[] table;
 
     /**
      * The manifest's {@code policy_training} section (the Python SDK's {@code PolicyTrainingSpec}): the policy's
@@ -90,7 +99,7 @@ public final class Bundle {
     private Bundle(File root, JSONObject manifest, String sha256, File[] models, File checkpoint, double[][] cells,
                    double alpha, int candidates, boolean actionRates, double learningRate, float expert,
                    float generated,
-                   int nParameters, String policySha256, PolicyTraining policyTraining) {
+                   int nParameters, String policySha256, PolicyTraining policyTraining, Universe universe) {
         this.root = root;
         this.manifest = manifest;
         this.sha256 = sha256;
@@ -110,6 +119,29 @@ public final class Bundle {
         this.nParameters = nParameters;
         this.policySha256 = policySha256;
         this.policyTraining = policyTraining;
+        this.universe = universe == null ? null : universe.squares;
+        this.table = universe == null ? null : universe.table;
+    }
+
+    /** The cells the device's stored days are on: the public map's squares, or the cell table itself. */
+    public double[][] dayCells() {
+        return universe == null ? cells : universe;
+    }
+
+    /** {@code days} (on {@link #dayCells}) on the cell table: moved through {@link #table} when there is one. */
+    public int[][] onTable(int[][] days) {
+        return table == null ? days : CellUniverse.onTable(days, table);
+    }
+
+    /** A public map read from universe.csv: its squares' (lat, lon) and the cell each moves to. */
+    public static final class Universe {
+        public final double[][] squares;
+        public final int[] table;
+
+        Universe(double[][] squares, int[] table) {
+            this.squares = squares;
+            this.table = table;
+        }
     }
 
     public static byte[] readAll(File f) throws IOException {
@@ -271,6 +303,11 @@ public final class Bundle {
             if (cells.length != m.getJSONObject("policy").getJSONObject("config").getInt("n_cells")) {
                 throw new BundleException(manifestFile + ": the cell table and the policy disagree on the number of cells");
             }
+            Universe universe = null;
+            if (env.has("universe")) {
+                universe = readUniverse(listed(dir, env.getString("universe"), files), env.getInt("n_universe"),
+                        cells);
+            }
             if (m.has("privacy")) {
                 try {
                     org.pategail.core.secagg.PrivacyPlan.fromManifest(m.getJSONObject("privacy"));
@@ -283,7 +320,7 @@ public final class Bundle {
                     env.getInt("candidates"), Boolean.TRUE.equals(rates),
                     disc.getJSONObject("optimizer").getDouble("learning_rate"),
                     (float) labels.getDouble("expert"), (float) labels.getDouble("generated"), nParameters,
-                    files.getJSONObject(models[0].getName()).getString("sha256"), policyTraining);
+                    files.getJSONObject(models[0].getName()).getString("sha256"), policyTraining, universe);
         } catch (JSONException | IllegalArgumentException err) {
             throw new BundleException(manifestFile + ": malformed manifest (" + err.getMessage() + ")");
         } catch (IOException err) {
@@ -349,6 +386,119 @@ public final class Bundle {
                     + " above what the bundle allows (IR <= " + maxIr + ", opset <= " + maxOpset + ")");
         }
         return listed(dir, file, files);
+    }
+
+    /**
+     * The public map in {@code f} (header "square,lat,lon,cell", one row per square in order, {@code nUniverse}
+     * rows) checked as the Python SDK's {@code Environment.read} checks it: integer cell ids, coordinates in
+     * range, every square moved to a cell of {@code cells}, and every cell a square of the map that moves to itself
+     * (the released table is a subset of the map). BundleException "invalid public map (...)" otherwise.
+     */
+    public static Universe readUniverse(File f, int nUniverse, double[][] cells) throws IOException, BundleException {
+        double[][] rows = readTable(f, "square,lat,lon,cell");
+        String problem = null;
+        double[][] squares = new double[rows.length][];
+        int[] table = new int[rows.length];
+        if (rows.length != nUniverse) {
+            problem = "one row per square of the public map, in order";
+        }
+        for (int i = 0; problem == null && i < rows.length; i++) {
+            squares[i] = new double[]{rows[i][1], rows[i][2]};
+            if (rows[i][0] != i) {
+                problem = "one row per square of the public map, in order";
+            }
+        }
+        for (int i = 0; problem == null && i < rows.length; i++) {
+            if (rows[i][3] != Math.rint(rows[i][3])) {
+                problem = "cell ids must be integers";
+            }
+        }
+        for (int i = 0; problem == null && i < rows.length; i++) {
+            double lat = squares[i][0], lon = squares[i][1];
+            if (!(Math.abs(lat) <= 90 && Math.abs(lon) <= 180)) {
+                problem = "coordinates out of range";
+            }
+        }
+        for (int i = 0; problem == null && i < rows.length; i++) {
+            double c = rows[i][3];
+            if (!(c >= 0 && c < cells.length)) {
+                problem = "a square moves to a cell outside the table of " + cells.length;
+            } else {
+                table[i] = (int) c;
+            }
+        }
+        if (problem == null) {
+            boolean[] held = new boolean[cells.length];
+            for (int i = 0; i < rows.length; i++) {
+                double[] cell = cells[table[i]];
+                held[table[i]] |= squares[i][0] == cell[0] && squares[i][1] == cell[1];
+            }
+            for (boolean h : held) {
+                if (!h) {
+                    problem = "a cell of the table is no square of the public map that moves to itself";
+                    break;
+                }
+            }
+        }
+        if (problem != null) {
+            throw new BundleException(f + ": invalid public map (" + problem + ")");
+        }
+        return new Universe(squares, table);
+    }
+
+    /** The rows of a CSV table under {@code header}, every field a number (the Python SDK's {@code _read_table}). */
+    private static double[][] readTable(File f, String header) throws IOException, BundleException {
+        String text = new String(readAll(f), StandardCharsets.UTF_8);
+        String[] lines = text.isEmpty() ? new String[0] : text.split("\r\n|\n|\r", -1);
+        int n = lines.length > 0 && lines[lines.length - 1].isEmpty() ? lines.length - 1 : lines.length;
+        if (n == 0 || !lines[0].equals(header)) {
+            throw new BundleException(f + ": header must be '" + header + "'");
+        }
+        int width = header.split(",").length;
+        double[][] rows = new double[n - 1][width];
+        for (int i = 1; i < n; i++) {
+            String[] parts = lines[i].split(",", -1);
+            try {
+                if (parts.length != width) {
+                    throw new NumberFormatException();
+                }
+                for (int j = 0; j < width; j++) {
+                    rows[i - 1][j] = pythonFloat(parts[j]);
+                }
+            } catch (NumberFormatException err) {
+                throw new BundleException(f + ": malformed row");
+            }
+        }
+        return rows;
+    }
+
+    private static final java.util.regex.Pattern FLOAT = java.util.regex.Pattern.compile(
+            "[+-]?(?:inf|infinity|nan|(?:\\d(?:_?\\d)*(?:\\.(?:\\d(?:_?\\d)*)?)?|\\.\\d(?:_?\\d)*)"
+                    + "(?:e[+-]?\\d(?:_?\\d)*)?)", java.util.regex.Pattern.CASE_INSENSITIVE);
+
+    /** A number as Python's {@code float(text)} reads it ("nan", "inf", "1_000", surrounding blanks); else
+     * NumberFormatException. */
+    static double pythonFloat(String text) {
+        int a = 0, b = text.length();
+        while (a < b && Character.isWhitespace(text.charAt(a))) {
+            a++;
+        }
+        while (b > a && Character.isWhitespace(text.charAt(b - 1))) {
+            b--;
+        }
+        String t = text.substring(a, b);
+        if (!FLOAT.matcher(t).matches()) {
+            throw new NumberFormatException(text);
+        }
+        String body = t.replaceFirst("^[+-]", "").toLowerCase(java.util.Locale.ROOT);
+        boolean negative = t.startsWith("-");
+        if (body.startsWith("inf")) {
+            return negative ? Double.NEGATIVE_INFINITY : Double.POSITIVE_INFINITY;
+        }
+        if (body.equals("nan")) {
+            return Double.NaN;
+        }
+        return Double.parseDouble(t.replace("_", ""));
     }
 
     private static double[][] readCells(File f, int nCells) throws IOException, BundleException {

@@ -26,7 +26,8 @@ import org.pategail.core.secagg.SecAggException;
  * bytes out) and uploads its pending vector only masked, through {@link #maskedInput}.
  *
  * <p>A refused request changes nothing (checkpoint, pending vector and policy stay as they were). Raw days
- * never leave this class: what goes out is an Ack / ErrorReply, or the masked secure-aggregation upload.
+ * never leave the device: what goes to the coordinator is an Ack / ErrorReply, or the masked secure-aggregation
+ * upload ({@link #days()} is for the app itself).
  */
 public final class Device {
     static final String BUNDLE_DIR = "bundle";
@@ -53,12 +54,15 @@ public final class Device {
     private final PolicyRunner policy;
     private final SecureRandom secure;
     private final DeviceIdentity identity;
-    private int[][] days;
+    /** The owner's days as stored: on the public map when the bundle's table was released from one. */
+    private int[][] stored;
     private Bundle bundle;
     private boolean trainerOpen;
     private double[] pending;
     /** The pending vector is the environment contribution (one vector query on the ledger), not scores. */
     private boolean pendingEnvironment;
+    /** The pending vector is the visited vector of a cell-table release (held to the plan's floor for it). */
+    private boolean pendingCells;
     private float[][] positives;
     private SecAggClient secagg;
     private KeyDirectory secaggDirectory;
@@ -84,7 +88,7 @@ public final class Device {
         this.policy = policy;
         this.secure = secure;
         this.identity = loadOrCreateIdentity(new File(root, IDENTITY_FILE), secure);
-        this.days = loadDays(new File(root, DAYS_FILE));
+        this.stored = loadDays(new File(root, DAYS_FILE));
         if (new File(new File(root, BUNDLE_DIR), Bundle.MANIFEST).isFile()) {
             try {
                 openInstalled();
@@ -152,9 +156,12 @@ public final class Device {
     }
 
     // -- local API (the app) --------------------------------------------------------------------------------
-    /** Store more of the owner's days (n, 48); cell ids checked against the installed bundle. Returns the total. */
+    /**
+     * Store more of the owner's days (n, 48); cell ids checked against the installed bundle's cells — the public
+     * map's squares when its table was released from one (the app records days there). Returns the total.
+     */
     public int addDays(int[][] more) throws IOException {
-        int nCells = bundle == null ? Integer.MAX_VALUE : bundle.cells.length;
+        int nCells = bundle == null ? Integer.MAX_VALUE : bundle.dayCells().length;
         for (int i = 0; i < more.length; i++) {
             if (more[i].length != DeviceMessages.SLOTS) {
                 throw new IllegalArgumentException("days: row " + i + ": expected " + DeviceMessages.SLOTS + " slots");
@@ -166,15 +173,15 @@ public final class Device {
                 }
             }
         }
-        int[][] all = new int[days.length + more.length][];
-        System.arraycopy(days, 0, all, 0, days.length);
+        int[][] all = new int[stored.length + more.length][];
+        System.arraycopy(stored, 0, all, 0, stored.length);
         for (int i = 0; i < more.length; i++) {
-            all[days.length + i] = more[i].clone();
+            all[stored.length + i] = more[i].clone();
         }
         writeDays(root, all);
-        days = all;
+        stored = all;
         positives = null;
-        return days.length;
+        return stored.length;
     }
 
     /** Store {@code all} days (n, 48) as the device directory's days (before a Device is opened on it). */
@@ -189,7 +196,22 @@ public final class Device {
     }
 
     public int nDays() {
-        return days.length;
+        return stored.length;
+    }
+
+    /**
+     * The owner's days on the installed bundle's cell table (n, 48): moved there from the public map when the
+     * table was released from one (the Python SDK's {@code Device.days()}); the stored days without a bundle.
+     * Raw days: for the app's own use, never sent.
+     */
+    public int[][] days() {
+        return bundle == null ? stored : bundle.onTable(stored);
+    }
+
+    /** The owner's home cell on the installed bundle's table: the most visited night cell of {@link #days()}. */
+    public int home() throws MessageError {
+        requireDays();
+        return Features.inferHome(days(), 12);
     }
 
     public Bundle bundle() {
@@ -215,22 +237,40 @@ public final class Device {
         return pendingEnvironment;
     }
 
+    /** Whether the pending vector is the visited vector of a cell-table release. */
+    public boolean pendingIsCells() {
+        return pending != null && pendingCells;
+    }
+
     /** A copy of the vector the next secure aggregation will upload (masked), or null. */
     public double[] pending() {
         return pending == null ? null : pending.clone();
     }
 
     // -- bundle ---------------------------------------------------------------------------------------------
-    /** Verify the bundle at {@code dir} (and its expected SHA-256 if given), copy it in and open it. */
+    /**
+     * Verify the bundle at {@code dir} (and its expected SHA-256 if given), copy it in and open it. A bundle on a
+     * cell table released from a public map is taken only over days on that very map, and a bundle replacing such
+     * a bundle only if it is on the same map or that map itself (the Python SDK's {@code install_bundle}):
+     * anything else would read the stored days wrong.
+     */
     public Bundle installBundle(File dir, String expectedSha256) throws BundleException, IOException {
         Bundle b = Bundle.load(dir, trainer.runtimeVersion());
         if (expectedSha256 != null && !b.sha256.equals(expectedSha256)) {
             throw new BundleException(dir + ": bundle SHA-256 " + b.sha256 + " differs from the expected " + expectedSha256);
         }
-        for (int[] day : days) {
+        if (bundle != null && stored.length > 0 && (bundle.universe != null || b.universe != null)
+                && !sameCells(b.dayCells(), bundle.dayCells())) {
+            String what = b.universe != null ? "cell table was released from a public map other than"
+                    : "cells are not the public map of the released table that holds";
+            throw new BundleException(dir + ": the bundle's " + what + " the stored days; refused (they would be "
+                    + "read wrong)");
+        }
+        int nDayCells = b.dayCells().length;
+        for (int[] day : stored) {
             for (int c : day) {
-                if (c >= b.cells.length) {
-                    throw new BundleException(dir + ": the bundle has " + b.cells.length
+                if (c >= nDayCells) {
+                    throw new BundleException(dir + ": the bundle has " + nDayCells
                             + " cells, fewer than the cell ids of the stored days");
                 }
             }
@@ -260,6 +300,24 @@ public final class Device {
         }
         openInstalled();
         return bundle;
+    }
+
+    /** Whether two cell tables hold the same (lat, lon) rows in the same order (numpy's array_equal). */
+    private static boolean sameCells(double[][] a, double[][] b) {
+        if (a.length != b.length) {
+            return false;
+        }
+        for (int i = 0; i < a.length; i++) {
+            if (a[i].length != b[i].length) {
+                return false;
+            }
+            for (int j = 0; j < a[i].length; j++) {
+                if (a[i][j] != b[i][j]) {
+                    return false;
+                }
+            }
+        }
+        return true;
     }
 
     private static void deleteTree(File f) {
@@ -367,6 +425,8 @@ public final class Device {
                 reply = onInitialStatesRequest((DeviceMessages.InitialStatesRequest) msg);
             } else if (msg instanceof DeviceMessages.FedAvgRequest) {
                 reply = onFedAvgRequest((DeviceMessages.FedAvgRequest) msg);
+            } else if (msg instanceof DeviceMessages.CellReleaseRequest) {
+                reply = onCellReleaseRequest((DeviceMessages.CellReleaseRequest) msg);
             } else {
                 throw new MessageError(DeviceMessages.MALFORMED, "unexpected message kind "
                         + DeviceMessages.kindName(msg.kind()));
@@ -385,7 +445,7 @@ public final class Device {
     }
 
     private void requireDays() throws MessageError {
-        if (days.length == 0) {
+        if (stored.length == 0) {
             throw new MessageError(DeviceMessages.NOT_READY, "the device holds no days yet");
         }
     }
@@ -414,8 +474,8 @@ public final class Device {
     /** float (n_days x 47, 15): the owner's real pairs, labelled by the EPR actions that explain them. */
     public float[][] positivePairs() throws MessageError {
         if (positives == null) {
-            requireDays();
-            int home = Features.inferHome(days, 12);
+            int home = home();
+            int[][] days = days();
             positives = new float[days.length * (DeviceMessages.SLOTS - 1)][];
             int k = 0;
             for (int[] day : days) {
@@ -441,7 +501,7 @@ public final class Device {
 
     private DeviceMessages.Message onRoundRequest(DeviceMessages.RoundRequest msg) throws MessageError {
         requireBundle();
-        checkRequestBudget(msg.round, msg.nQueries(), false);
+        checkRequestBudget(msg.round, msg.nQueries(), false, false);
         File before = new File(root, BEFORE_ROUND), tag = new File(root, ROUND_TAG);
         String mark = bundle.sha256 + " " + msg.round;
         try {
@@ -497,8 +557,7 @@ public final class Device {
         for (int i = 0; i < prob.length; i++) {
             out[i] = Math.min(1.0, Math.max(0.0, prob[i]));
         }
-        pending = out;
-        pendingEnvironment = false;
+        setPending(out, false, false);
         return new DeviceMessages.Ack(msg.round, "round_request", out.length);
     }
 
@@ -514,14 +573,42 @@ public final class Device {
     private DeviceMessages.Message onInitialStatesRequest(DeviceMessages.InitialStatesRequest msg) throws MessageError {
         requireBundle();
         planInForce();
-        requireDays();
-        int home = Features.inferHome(days, 12);
-        double[] out = Contributions.environment(days, home, bundle.cells, bundle.alpha, bundle.candidates,
+        double[] out = Contributions.environment(days(), home(), bundle.cells, bundle.alpha, bundle.candidates,
                 msg.regionCells, bundle.actionRates);
-        checkRequestBudget(msg.round, out.length, true);
-        pending = out;
-        pendingEnvironment = true;
+        checkRequestBudget(msg.round, out.length, true, false);
+        setPending(out, true, false);
         return new DeviceMessages.Ack(msg.round, "initial_states_request", out.length);
+    }
+
+    /**
+     * A run's cell-table release (the Python SDK's {@code _on_cell_release_request}): the squares of the public map
+     * this device visits most, as a 0/1 vector (at most {@code maxCells} ones: L2 ≤ √maxCells whatever its days
+     * hold), pending for a Gaussian round held to the plan's cell-release floor. Only on the public map itself, and
+     * only under a plan that declares the release (a device never marks its squares for a run that did not plan to
+     * add noise to them).
+     */
+    private DeviceMessages.Message onCellReleaseRequest(DeviceMessages.CellReleaseRequest msg) throws MessageError {
+        requireBundle();
+        if (bundle.universe != null) {
+            throw new MessageError(DeviceMessages.INCOMPATIBLE, "the installed bundle is already on a released cell "
+                    + "table; a cell release is made on the public map");
+        }
+        JSONObject declared = planInForce();
+        if (declared == null || PrivacyPlan.fromManifest(declared).cellsNoiseMultiplier <= 0) {
+            throw new MessageError(DeviceMessages.BUDGET, "round " + msg.round + ": the privacy plan in force "
+                    + "declares no cell-table release; refused");
+        }
+        requireDays();
+        checkRequestBudget(msg.round, bundle.cells.length, false, true);
+        double[] out = CellUniverse.visitedVector(days(), bundle.cells.length, msg.maxCells);
+        setPending(out, false, true);
+        return new DeviceMessages.Ack(msg.round, "cell_release_request", out.length);
+    }
+
+    private void setPending(double[] vector, boolean environment, boolean cells) {
+        pending = vector;
+        pendingEnvironment = environment;
+        pendingCells = cells;
     }
 
     /**
@@ -608,19 +695,26 @@ public final class Device {
 
     /**
      * MessageError "budget" when answering a request of {@code values} values (the environment request when
-     * {@code environment}), at the declared plan's noise, would take this device past its own budget (the Python
-     * SDK's {@code check_request_budget}, with the ledger's rule for Laplace-only ledgers), or its ledger or
+     * {@code environment}, the cell-table release when {@code cells}), at the declared plan's noise, would take this device past its own budget (the Python
+     * SDK's {@code check_request_budget}, with the ledger's rule for Laplace-only ledgers), when the plan plans no
+     * release of that kind (a bundle on a public map plans the cell-table release alone), or its ledger or
      * remembered plan cannot be read. Nothing is prepared before it passes.
      */
-    private void checkRequestBudget(long round, int values, boolean environment) throws MessageError {
+    private void checkRequestBudget(long round, int values, boolean environment, boolean cells) throws MessageError {
         JSONObject declared = planInForce();
         if (declared == null) {
             return;
         }
         PrivacyPlan plan = PrivacyPlan.fromManifest(declared);
+        try {
+            plan.requestRelease(values, environment, cells);
+        } catch (IllegalArgumentException err) {  // no noise planned for it: ε = ∞
+            throw new MessageError(DeviceMessages.BUDGET, "round " + round + ": the privacy plan in force plans no "
+                    + (cells ? "cell-table" : environment ? "environment" : "reward") + " release; refused");
+        }
         String refusal;
         try {
-            refusal = ledger(plan).requestRefusal(plan, round, values, environment);
+            refusal = ledger(plan).requestRefusal(plan, round, values, environment, cells);
         } catch (SecAggException err) {          // an unreadable ledger: refusing is the safe answer
             throw new MessageError(DeviceMessages.BUDGET, err.getMessage());
         }
@@ -688,7 +782,8 @@ public final class Device {
             switch (step) {
                 case "advertise":
                     return client.startRound(frames[0], frames[1], pending != null && pendingEnvironment,
-                            Contributions.envL1Bound(bundle != null && bundle.actionRates));
+                            Contributions.envL1Bound(bundle != null && bundle.actionRates),
+                            pending != null && pendingCells);
                 case "share":
                     return client.shareKeys(frames[0]);
                 case "input":
@@ -709,8 +804,8 @@ public final class Device {
     /** The masked upload of the pending vector (cleared once uploaded: a second noisy copy would weaken DP). */
     public byte[] maskedInput(byte[] shareDelivery) throws SecAggException {
         if (pending == null) {
-            throw SecAggException.protocol("no pending vector: the device answered no RoundRequest or "
-                    + "InitialStatesRequest since its last upload");
+            throw SecAggException.protocol("no pending vector: the device answered no RoundRequest, "
+                    + "InitialStatesRequest or CellReleaseRequest since its last upload");
         }
         if (secagg == null) {
             throw SecAggException.protocol("no secure-aggregation round in progress");

@@ -20,7 +20,7 @@ public final class DeviceMessages {
     public static final int SLOTS = 48;
     public static final int N_ACTIONS = 4;
     public static final int KIND_POLICY_UPDATE = 1, KIND_ROUND_REQUEST = 2, KIND_INITIAL_STATES_REQUEST = 3,
-            KIND_ACK = 4, KIND_ERROR = 5, KIND_FEDAVG_REQUEST = 6;
+            KIND_ACK = 4, KIND_ERROR = 5, KIND_FEDAVG_REQUEST = 6, KIND_CELL_RELEASE_REQUEST = 7;
     public static final long NO_ROUND = -1;
     public static final String MALFORMED = "malformed", VERSION = "version", SHAPE = "shape",
             NON_FINITE = "non_finite", TOO_LARGE = "too_large", CELL_RANGE = "cell_range", HASH = "hash",
@@ -41,6 +41,7 @@ public final class DeviceMessages {
             case KIND_ACK: return "ack";
             case KIND_ERROR: return "error";
             case KIND_FEDAVG_REQUEST: return "fedavg_request";
+            case KIND_CELL_RELEASE_REQUEST: return "cell_release_request";
             default: return null;
         }
     }
@@ -320,6 +321,40 @@ public final class DeviceMessages {
         }
     }
 
+    /**
+     * Coordinator -> device: a run's cell-table release — make the device's visited vector over the public map
+     * (1 on its {@code maxCells} most-visited squares, 0 elsewhere: {@link CellUniverse#visitedVector}) the
+     * pending vector of the next secure round, which releases it with Gaussian noise.
+     */
+    public static final class CellReleaseRequest implements Message {
+        public final long round;
+        public final long maxCells;
+
+        public CellReleaseRequest(long round, long maxCells) {
+            this.round = round;
+            this.maxCells = maxCells;
+        }
+
+        public int kind() {
+            return KIND_CELL_RELEASE_REQUEST;
+        }
+
+        public long round() {
+            return round;
+        }
+
+        void validate() throws MessageError {
+            checkRound(round, false);
+            if (maxCells < 1 || maxCells >= 1L << 31) {
+                throw new MessageError(MALFORMED, "max_cells " + maxCells + " is not a positive count of cells");
+            }
+        }
+
+        public byte[] body() {
+            return new Wire.Writer().i64(round).u32(maxCells).bytes();
+        }
+    }
+
     /** Device -> coordinator: request {@code kind} of {@code round} was carried out; n = pending length. */
     public static final class Ack implements Message {
         public final long round;
@@ -513,6 +548,11 @@ public final class DeviceMessages {
                 }
                 FedAvgRequest m = new FedAvgRequest(round, epochs, batch, lr, clip, parameters);
                 m.validate(limits);
+                return m;
+            }
+            case KIND_CELL_RELEASE_REQUEST: {
+                CellReleaseRequest m = new CellReleaseRequest(round, r.u32());
+                m.validate();
                 return m;
             }
             case KIND_ACK: {

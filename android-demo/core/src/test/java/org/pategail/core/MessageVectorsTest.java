@@ -178,7 +178,7 @@ class MessageVectorsTest {
     void deviceMessagesRoundTripByteForByte() throws Exception {
         JSONObject d = v.getJSONObject("device");
         for (String name : new String[]{"policy_update", "initial_states_request", "ack_round", "ack_policy", "ack_initial",
-                "error", "error_unicode", "round_request"}) {
+                "error", "error_unicode", "round_request", "cell_release_request", "ack_cells"}) {
             byte[] frame = Vectors.hex(d, name);
             DeviceMessages.Message m = DeviceMessages.fromBytes(frame, DeviceMessages.Limits.DEFAULT, 4210);
             assertArrayEquals(frame, DeviceMessages.toBytes(m), name);
@@ -192,6 +192,13 @@ class MessageVectorsTest {
         assertEquals(f.getInt("n_days"), rr.days.length);
         assertArrayEquals(Vectors.ints(f.getJSONArray("days_row0")), rr.days[0]);
         assertArrayEquals(Vectors.ints(f.getJSONArray("homes")), rr.homes);
+        DeviceMessages.CellReleaseRequest cr = (DeviceMessages.CellReleaseRequest) DeviceMessages.fromBytes(
+                Vectors.hex(d, "cell_release_request"), DeviceMessages.Limits.DEFAULT, 4210);
+        JSONObject cf = v.getJSONObject("cell_release_request_fields");
+        assertEquals(cf.getLong("round"), cr.round);
+        assertEquals(cf.getLong("max_cells"), cr.maxCells);
+        assertEquals("cell_release_request", ((DeviceMessages.Ack) DeviceMessages.fromBytes(
+                Vectors.hex(d, "ack_cells"), DeviceMessages.Limits.DEFAULT, 0)).kind);
         DeviceMessages.ErrorReply e = (DeviceMessages.ErrorReply) DeviceMessages.fromBytes(
                 Vectors.hex(d, "error_unicode"), DeviceMessages.Limits.DEFAULT, 0);
         assertTrue(e.message.endsWith("ünïcödé"));
@@ -234,6 +241,6 @@ class MessageVectorsTest {
             assertEquals(want.code, reply.code, name);
             assertEquals(want.message, reply.message, name);
         }
-        assertTrue(n >= 15);
+        assertTrue(n >= 21);
     }
 }

@@ -50,6 +50,13 @@ final class SecAggRound {
      */
     SecAggRound(long roundId, long[] participants, int numQueries, int nMin, int threshold, int degree,
                 int colluders, Map<Long, DeviceIdentity> given) {
+        this(roundId, participants, numQueries, nMin, threshold, degree, colluders, given, "laplace", 0.0, 0.0);
+    }
+
+    /** The same under {@code mechanism}: a Gaussian round (block 0: one vector) with σ {@code sigma} and the L2
+     * clip norm {@code clipNorm}; a Laplace round without noise otherwise. */
+    SecAggRound(long roundId, long[] participants, int numQueries, int nMin, int threshold, int degree,
+                int colluders, Map<Long, DeviceIdentity> given, String mechanism, double sigma, double clipNorm) {
         Map<Long, KeyDirectory.DeviceKeys> keys = new HashMap<>();
         for (long d : participants) {
             DeviceIdentity id = given.containsKey(d) ? given.get(d) : DeviceIdentity.generate(random);
@@ -63,9 +70,9 @@ final class SecAggRound {
             }
         }
         byte[] seed = Crypto.randomKey(random);
-        config = new RoundConfig(roundId, participants, numQueries, nMin, threshold, degree, 0.0, 0.0, seed,
+        config = new RoundConfig(roundId, participants, numQueries, nMin, threshold, degree, sigma, 0.0, seed,
                 Crypto.x25519Public(ephemeral), colluders, RoundConfig.COORDINATOR, FixedPoint.FRAC_BITS,
-                Checksum.keyCommitment(checksumKey));
+                Checksum.keyCommitment(checksumKey), mechanism, 0, clipNorm);
         digest = config.digest();
         graph = new NeighbourGraph(participants, seed, degree);
     }

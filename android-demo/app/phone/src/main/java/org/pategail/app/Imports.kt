@@ -72,10 +72,11 @@ object FixImport {
         return Fixes(t.toLongArray(), la.toDoubleArray(), lo.toDoubleArray())
     }
 
-    /** Days of the bundle's cells from the fixes, in the phone's time zone; days with < 6 observed slots dropped. */
+    /** Days of the bundle's day cells (its public map when its table was released from one) from the fixes, in the
+     * phone's time zone; days with < 6 observed slots dropped. */
     fun toDays(fixes: Fixes, bundle: Bundle): Array<IntArray> {
         val offsetHours = TimeZone.getDefault().getOffset(System.currentTimeMillis()) / 3_600_000.0
-        return DayBuilder.fixesToDays(fixes.time, fixes.lat, fixes.lon, bundle.cells, offsetHours, 6)
+        return DayBuilder.fixesToDays(fixes.time, fixes.lat, fixes.lon, bundle.dayCells(), offsetHours, 6)
     }
 }
 

@@ -16,6 +16,10 @@ import org.json.JSONObject;
  * <li>n_min below {@code minSurvivors} of the participants;</li>
  * <li>fewer colluders than the plan sizes the noise shares for;</li>
  * <li>a round of another mechanism than the plan's;</li>
+ * <li>under a Gaussian plan, a release of a kind the plan does not plan at all (a cell-table round under a plan
+ * without a cell release; a reward or environment round under the plan of a bundle on the public map, which plans
+ * the cell-table release only), and each kind below its own noise multiplier (reward, environment, cell table);
+ * a cell-table round of the Laplace mechanism;</li>
  * <li>an environment round whose noise multiplier — the smaller scale over the release's L1 sensitivity
  * 2·L1 bound + M quanta — is below the plan's environment multiplier (when the plan declares one);</li>
  * <li>otherwise, a noise scale on Σ D or Σ D² below the plan's.</li>
@@ -24,7 +28,7 @@ import org.json.JSONObject;
  */
 public final class DevicePolicy {
     /** No plan: only the secure threshold. */
-    public static final DevicePolicy NONE = new DevicePolicy(0, 0, 0, 0, null, 0, 0);
+    public static final DevicePolicy NONE = new DevicePolicy(0, 0, 0, 0, null, 0, 0, 0);
 
     public final double minSurvivorShare;
     public final double minSumNoiseScale;
@@ -36,9 +40,12 @@ public final class DevicePolicy {
     public final double minNoiseMultiplier;
     /** Environment rounds: σ / Δ₂ (Gaussian) or b / Δ₁ (Laplace; 0: the per-value floors apply). */
     public final double minEnvNoiseMultiplier;
+    /** Cell-table rounds (Gaussian): the smallest σ / Δ₂ of the release of the visited squares; 0: none planned. */
+    public final double minCellsNoiseMultiplier;
 
     public DevicePolicy(double minSurvivorShare, double minSumNoiseScale, double minSqSumNoiseScale, int minColluders,
-                        String mechanism, double minNoiseMultiplier, double minEnvNoiseMultiplier) {
+                        String mechanism, double minNoiseMultiplier, double minEnvNoiseMultiplier,
+                        double minCellsNoiseMultiplier) {
         this.minSurvivorShare = minSurvivorShare;
         this.minSumNoiseScale = minSumNoiseScale;
         this.minSqSumNoiseScale = minSqSumNoiseScale;
@@ -46,6 +53,7 @@ public final class DevicePolicy {
         this.mechanism = mechanism;
         this.minNoiseMultiplier = minNoiseMultiplier;
         this.minEnvNoiseMultiplier = minEnvNoiseMultiplier;
+        this.minCellsNoiseMultiplier = minCellsNoiseMultiplier;
     }
 
     /**
@@ -61,6 +69,11 @@ public final class DevicePolicy {
      * upload the device's environment vector, of L1 bound {@code envL1Bound}.
      */
     public void check(RoundConfig cfg, boolean environment, double envL1Bound) throws SecAggException {
+        check(cfg, environment, envL1Bound, false);
+    }
+
+    /** The same; {@code cells}: the round would upload the device's visited vector (a cell-table release). */
+    public void check(RoundConfig cfg, boolean environment, double envL1Bound, boolean cells) throws SecAggException {
         int floor = NeighbourGraph.secureThreshold(cfg.participants.length, cfg.degree, cfg.colluders);
         if (cfg.threshold < floor) {
             refuse(cfg, "Shamir threshold " + cfg.threshold + " is below this device's floor " + floor + " for "
@@ -77,14 +90,20 @@ public final class DevicePolicy {
             refuse(cfg, "a " + cfg.mechanism + " round, the declared privacy plan's mechanism is " + mechanism);
         }
         if (cfg.isGaussian()) {
-            String kind = environment ? "environment" : "reward";
-            double zFloor = environment ? minEnvNoiseMultiplier : minNoiseMultiplier;
+            String kind = cells ? "cell-table" : environment ? "environment" : "reward";
+            double zFloor = cells ? minCellsNoiseMultiplier : environment ? minEnvNoiseMultiplier : minNoiseMultiplier;
+            if (mechanism != null && zFloor <= 0) {         // a plan in force that plans no release of this kind
+                refuse(cfg, "the declared privacy plan plans no " + kind + " release");
+            }
             double z = cfg.sumNoiseScale / Accounting.gaussianSensitivity(cfg.clipNorm, cfg.numQueries);
             if (z < zFloor * (1 - 1e-12) || (mechanism != null && cfg.sumNoiseScale <= 0)) {
                 refuse(cfg, kind + " noise multiplier " + g6(z) + " (σ " + g6(cfg.sumNoiseScale) + ", clip norm "
                         + g6(cfg.clipNorm) + ") is below the declared privacy plan's " + g6(zFloor));
             }
             return;
+        }
+        if (cells) {
+            refuse(cfg, "a cell table is released with the Gaussian mechanism only");
         }
         if (environment && minEnvNoiseMultiplier > 0) {
             double b = Math.min(cfg.sumNoiseScale, cfg.sqSumNoiseScale);

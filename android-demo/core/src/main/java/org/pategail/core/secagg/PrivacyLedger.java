@@ -138,7 +138,12 @@ public final class PrivacyLedger {
      * {@code environment}) at {@code plan}'s noise would take this ledger past its budget; null when it would not.
      */
     public String requestRefusal(PrivacyPlan plan, long round, int values, boolean environment) {
-        double after = pastBudget(plan.requestRelease(values, environment));
+        return requestRefusal(plan, round, values, environment, false);
+    }
+
+    /** The same; {@code cells}: the cell-table release's request (at the plan's cell-release multiplier). */
+    public String requestRefusal(PrivacyPlan plan, long round, int values, boolean environment, boolean cells) {
+        double after = pastBudget(plan.requestRelease(values, environment, cells));
         if (Double.isNaN(after)) {
             return null;
         }

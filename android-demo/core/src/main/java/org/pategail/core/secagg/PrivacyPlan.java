@@ -25,11 +25,20 @@ public final class PrivacyPlan {
     public final double noiseMultiplier;
     /** σ / Δ₂ of the environment release (Gaussian); b / Δ₁ (Laplace, one vector query; 0: none declared). */
     public final double envNoiseMultiplier;
+    /**
+     * σ / Δ₂ of the release of the visited squares a run that releases its cell table makes first (Gaussian; 0:
+     * none). The bundle on the public map that precedes that release declares it alone (its reward and
+     * environment multipliers 0: no other release is planned under it); the run's bundles declare it with the rest.
+     */
+    public final double cellsNoiseMultiplier;
 
     private PrivacyPlan(double targetEpsilon, double targetDelta, double sumNoiseScale, double sqSumNoiseScale,
                         double minSurvivors, int colluders, String mechanism, double noiseMultiplier,
-                        double envNoiseMultiplier) {
-        boolean noise = "gaussian".equals(mechanism) ? noiseMultiplier > 0 && envNoiseMultiplier > 0
+                        double envNoiseMultiplier, double cellsNoiseMultiplier) {
+        // Gaussian: a run's plan, or the plan of a bundle on the public map that plans the cell-table release only
+        boolean gaussianNoise = cellsNoiseMultiplier >= 0 && (Math.min(noiseMultiplier, envNoiseMultiplier) > 0
+                || (Math.max(noiseMultiplier, envNoiseMultiplier) == 0 && cellsNoiseMultiplier > 0));
+        boolean noise = "gaussian".equals(mechanism) ? gaussianNoise
                 : "laplace".equals(mechanism) && sumNoiseScale > 0 && sqSumNoiseScale > 0;
         if (!(targetEpsilon > 0 && targetDelta > 0 && targetDelta < 1 && noise && minSurvivors > 0
                 && minSurvivors <= 1 && colluders >= 0)) {
@@ -45,6 +54,7 @@ public final class PrivacyPlan {
         this.mechanism = mechanism;
         this.noiseMultiplier = noiseMultiplier;
         this.envNoiseMultiplier = envNoiseMultiplier;
+        this.cellsNoiseMultiplier = cellsNoiseMultiplier;
     }
 
     /** Parse the manifest's section; IllegalArgumentException naming what is wrong when malformed. */
@@ -54,7 +64,7 @@ public final class PrivacyPlan {
                     plan.getDouble("sum_noise_scale"), plan.getDouble("sq_sum_noise_scale"),
                     plan.getDouble("min_survivors"), plan.optInt("colluders", 0),
                     plan.optString("mechanism", "laplace"), plan.optDouble("noise_multiplier", 0.0),
-                    plan.optDouble("env_noise_multiplier", 0.0));
+                    plan.optDouble("env_noise_multiplier", 0.0), plan.optDouble("cells_noise_multiplier", 0.0));
         } catch (JSONException err) {
             throw new IllegalArgumentException(err.getMessage());
         }
@@ -67,14 +77,31 @@ public final class PrivacyPlan {
     /** The floors this plan implies for every signed round configuration. */
     public DevicePolicy policy() {
         return new DevicePolicy(minSurvivors, sumNoiseScale, sqSumNoiseScale, colluders, mechanism, noiseMultiplier,
-                envNoiseMultiplier);
+                envNoiseMultiplier, cellsNoiseMultiplier);
     }
 
     /** What answering a request of {@code values} values costs at this plan's noise (the device's budget check
      * before it prepares anything). */
     public Accounting.Release requestRelease(int values, boolean environment) {
+        return requestRelease(values, environment, false);
+    }
+
+    /** The same; {@code cells}: the cell-table release (Gaussian, one vector). IllegalArgumentException when the
+     * plan plans no noise for the release asked for. */
+    public Accounting.Release requestRelease(int values, boolean environment, boolean cells) {
+        if (cells) {
+            if (cellsNoiseMultiplier <= 0) {
+                throw new IllegalArgumentException("the plan releases no cell table");
+            }
+            return Accounting.Release.gaussian(cellsNoiseMultiplier, 1.0, 1, 1);
+        }
         if (isGaussian()) {
-            return Accounting.Release.gaussian(environment ? envNoiseMultiplier : noiseMultiplier, 1.0, 1, 1);
+            double z = environment ? envNoiseMultiplier : noiseMultiplier;
+            if (z <= 0) {        // the plan of a bundle on a public map plans the cell-table release alone
+                throw new IllegalArgumentException("the plan plans no " + (environment ? "environment" : "reward")
+                        + " release");
+            }
+            return Accounting.Release.gaussian(z, 1.0, 1, 1);
         }
         if (environment && envNoiseMultiplier > 0) {
             return Accounting.Release.laplace(envNoiseMultiplier, 0.0, 1);

@@ -162,6 +162,13 @@ public final class SecAggClient {
      * bound {@code envL1Bound}), whose noise the policy checks against the plan's environment floor. */
     public byte[] startRound(byte[] signedConfig, byte[] envelope, boolean environment, double envL1Bound)
             throws SecAggException {
+        return startRound(signedConfig, envelope, environment, envL1Bound, false);
+    }
+
+    /** The same; {@code cells}: the round would upload the device's visited vector (a cell-table release, held to
+     * the plan's floor for that release). */
+    public byte[] startRound(byte[] signedConfig, byte[] envelope, boolean environment, double envL1Bound,
+                             boolean cells) throws SecAggException {
         RoundConfig cfg = RoundConfig.fromSignedBytes(signedConfig, directory.coordinator());
         roundLog.check(directory.coordinator(), cfg.roundId);
         if (!cfg.isParticipant(deviceId)) {
@@ -169,7 +176,7 @@ public final class SecAggClient {
         }
         // a signature says who chose the configuration, not that it is safe: the secure threshold for this graph
         // and these colluders, and the declared privacy plan's floors
-        policy.check(cfg, environment, envL1Bound);
+        policy.check(cfg, environment, envL1Bound, cells);
         ledger.check(cfg, environment, envL1Bound);
         Messages.ChecksumEnvelope env = Messages.ChecksumEnvelope.decode(envelope);
         if (env.roundId != cfg.roundId || env.device != deviceId) {

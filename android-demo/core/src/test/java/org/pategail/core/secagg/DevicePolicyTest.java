@@ -16,7 +16,7 @@ class DevicePolicyTest {
         JSONObject v = Vectors.load("policy.json");
         byte[] coordinator = Vectors.hex(v, "coordinator_public");
         JSONArray cases = v.getJSONArray("cases");
-        assertEquals(20, cases.length());
+        assertEquals(31, cases.length());
         for (int i = 0; i < cases.length(); i++) {
             JSONObject c = cases.getJSONObject(i);
             DevicePolicy policy = c.isNull("plan") ? DevicePolicy.NONE
@@ -24,13 +24,43 @@ class DevicePolicyTest {
             RoundConfig cfg = RoundConfig.fromSignedBytes(Vectors.hex(c, "config"), coordinator);
             String got = null;
             try {
-                policy.check(cfg, c.getBoolean("environment"), c.getDouble("env_l1_bound"));
+                policy.check(cfg, c.getBoolean("environment"), c.getDouble("env_l1_bound"), c.getBoolean("cells"));
             } catch (SecAggException err) {
                 assertEquals(SecAggException.Kind.PROTOCOL, err.kind(), c.getString("name"));
                 got = err.getMessage();
             }
             assertEquals(c.isNull("refused") ? null : c.getString("refused"), got, c.getString("name"));
         }
+    }
+
+    @Test
+    void thePlansThePythonSdkTakesAreTakenTheOthersRefused() throws Exception {
+        JSONArray cases = Vectors.load("policy.json").getJSONArray("plan_validity");
+        assertEquals(8, cases.length());
+        for (int i = 0; i < cases.length(); i++) {
+            JSONObject c = cases.getJSONObject(i);
+            boolean valid;
+            try {
+                PrivacyPlan plan = PrivacyPlan.fromManifest(c.getJSONObject("plan"));
+                assertEquals(c.getJSONObject("plan").optDouble("cells_noise_multiplier", 0.0),
+                        plan.cellsNoiseMultiplier, 0.0, c.getString("name"));
+                assertEquals(plan.cellsNoiseMultiplier, plan.policy().minCellsNoiseMultiplier, 0.0);
+                valid = true;
+            } catch (IllegalArgumentException err) {
+                valid = false;
+            }
+            assertEquals(c.getBoolean("valid"), valid, c.getString("name"));
+        }
+        // the cell-table request costs one Gaussian release at the plan's cell multiplier; a plan without one
+        // has no such release to offer
+        PrivacyPlan cellsOnly = PrivacyPlan.fromManifest(Vectors.load("policy.json").getJSONObject("plans")
+                .getJSONObject("cells_only"));
+        assertEquals(Accounting.Release.gaussian(1.2, 1.0, 1, 1), cellsOnly.requestRelease(4210, false, true));
+        assertThrows(IllegalArgumentException.class, () -> cellsOnly.requestRelease(94, false, false));
+        assertThrows(IllegalArgumentException.class, () -> cellsOnly.requestRelease(94, true, false));
+        PrivacyPlan run = PrivacyPlan.fromManifest(Vectors.load("policy.json").getJSONObject("plans")
+                .getJSONObject("gaussian"));
+        assertThrows(IllegalArgumentException.class, () -> run.requestRelease(4210, false, true));
     }
 
     @Test
