@@ -15,6 +15,7 @@ from pategail.sdk.secagg.client import SecAggClient
 from pategail.sdk.secagg.messages import MaskedInput
 from pategail.sdk.secagg.prg import P61
 from pategail.server.checkpoint import read_intents
+from pategail.server.releases import release_of
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = dict(rounds=2, days_per_round=6, discriminator={"steps": 2, "batch_size": 16}, environment={"candidates": 50}, policy={"d_model": 16, "n_layers": 1}, ppo={"n_epochs": 2, "batch_size": 3})
@@ -47,7 +48,7 @@ def _corrupt_checksum_word_in(monkeypatch, training_round: int):
     def masked_input(self, share_delivery, scores):
         reply = real(self, share_delivery, scores)
         cfg = self._round.config
-        if cfg.round_id >> 16 == training_round and cfg.participants[0] == self.device_id:
+        if release_of(cfg.round_id) == training_round and cfg.participants[0] == self.device_id:
             msg = MaskedInput.decode(reply, self._directory)
             vector = msg.vector.copy()
             vector[-1] = (int(vector[-1]) + 1) % P61

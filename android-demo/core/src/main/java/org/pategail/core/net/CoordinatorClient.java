@@ -446,6 +446,24 @@ public final class CoordinatorClient {
         if (NetFrames.WORK_PING.equals(order.work)) {
             return NetFrames.pong(identity(), deviceId, order.seq);
         }
+        if (NetFrames.WORK_BUNDLE.equals(order.work)) {     // the run's bundle changed (a released cell table)
+            String sha256 = order.parts.length == 1
+                    ? new String(order.parts[0], StandardCharsets.US_ASCII) : "";
+            if (!sha256.matches("[0-9a-f]{64}")) {
+                throw SecAggException.rejected("a bundle order carries one SHA-256 in hex");
+            }
+            synchronized (device) {
+                if (device.bundle() == null || !device.bundle().sha256.equals(sha256)) {
+                    try {
+                        installBundle(sha256);
+                    } catch (ServiceException err) {        // not that bundle: the device keeps its own
+                        throw SecAggException.rejected(err.getMessage());
+                    }
+                }
+            }
+            LOG.info("device " + deviceId + ": bundle " + sha256.substring(0, 12) + " installed");
+            return NetFrames.pong(identity(), deviceId, order.seq);       // signed: done
+        }
         if (NetFrames.WORK_REQUEST.equals(order.work)) {
             if (order.parts.length != 1) {
                 throw SecAggException.rejected("a request order carries one message, not " + order.parts.length);

@@ -24,10 +24,11 @@ public final class NetFrames {
     public static final int KIND_ENROLMENT = 1, KIND_ENROLLED = 2, KIND_DIRECTORY = 3, KIND_ORDER = 4, KIND_PONG = 5;
     /** Enrolment: "give me any free id". */
     public static final long ANY_ID = 0xFFFFFFFFL;
-    public static final String WORK_REQUEST = "request", WORK_PING = "ping";
-    /** Order work by index: a device-protocol request, the five secure-aggregation steps, a liveness check. */
+    public static final String WORK_REQUEST = "request", WORK_PING = "ping", WORK_BUNDLE = "bundle";
+    /** Order work by index: a device-protocol request, the five secure-aggregation steps, a liveness check, and
+     * "install the bundle the service now serves" (its SHA-256 in hex: a privately released cell table's). */
     public static final List<String> WORKS = Collections.unmodifiableList(Arrays.asList(
-            WORK_REQUEST, "advertise", "share", "input", "ack", "unmask", WORK_PING));
+            WORK_REQUEST, "advertise", "share", "input", "ack", "unmask", WORK_PING, WORK_BUNDLE));
     public static final int MAX_PARTS = 4;
     private static final byte[] DOMAIN = "pategail-net-v1/frame".getBytes(StandardCharsets.US_ASCII);
 

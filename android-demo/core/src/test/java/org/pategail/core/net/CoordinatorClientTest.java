@@ -58,8 +58,12 @@ class CoordinatorClientTest {
                 head -> signer.sign(Bytes.concat(DOMAIN, head)));
     }
 
-    private byte[] order(DeviceIdentity signer, long to, long seq, int work) {
-        return frame(signer, NetFrames.KIND_ORDER, new Wire.Writer().u32(to).u64(seq).u8(work).u8(0).bytes());
+    private byte[] order(DeviceIdentity signer, long to, long seq, int work, byte[]... parts) {
+        Wire.Writer w = new Wire.Writer().u32(to).u64(seq).u8(work).u8(parts.length);
+        for (byte[] part : parts) {
+            w.blob(part);
+        }
+        return frame(signer, NetFrames.KIND_ORDER, w.bytes());
     }
 
     private static void answer(HttpExchange x, int status, byte[] body) throws IOException {
@@ -179,6 +183,25 @@ class CoordinatorClientTest {
         assertEquals(42, again.deviceId());
         assertArrayEquals(c.device().identity().signingPublic, deviceKey);
         assertEquals(1, replies.size());
+    }
+
+    @Test
+    void aBundleOrderInstallsThatBundleOrIsRefusedWithAnEmptyReply() throws Exception {
+        String url = start();
+        CoordinatorClient c = client(url, 10);
+        String served = Bundle.sha256File(new File(new File(Vectors.dir(), "bundle"), Bundle.MANIFEST));
+        int work = NetFrames.WORKS.indexOf(NetFrames.WORK_BUNDLE);
+        assertEquals(7, work);                              // the index the Python SDK gives it
+        orders.add(order(coordinator, 42, 10, work, served.getBytes(StandardCharsets.US_ASCII)));
+        String other = "0".repeat(64);                      // the service serves another bundle than the order names
+        orders.add(order(coordinator, 42, 11, work, other.getBytes(StandardCharsets.US_ASCII)));
+        orders.add(order(coordinator, 42, 12, work, "not a sha".getBytes(StandardCharsets.US_ASCII)));
+        c.run();
+        assertEquals(3, replies.size(), replies.toString());
+        assertEquals("10:true:" + Bytes.hex(NetFrames.pong(c.device().identity(), 42, 10)), replies.get(0));
+        assertEquals("11:true:", replies.get(1));           // refused: nothing installed
+        assertEquals("12:true:", replies.get(2));
+        assertEquals(served, c.device().bundle().sha256);
     }
 
     @Test
