@@ -9,13 +9,12 @@ aggregates (``aggregator="coordinator"``): devices reach only the service, never
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
 
 from pategail.server.errors import PategailError
-from pathlib import Path
-
 from pategail.sdk.net.frames import WORK_BUNDLE, WORK_REQUEST
 from pategail.sdk.secagg.config import DevicePublicKeys
 from pategail.server.secagg.round import drive_secure_round
