@@ -64,8 +64,10 @@ def test_gaussian_releases_merge_and_round_trip_in_a_ledger_record():
         GaussianRelease(0.0, 1.0, 1)
 
 
-@pytest.mark.parametrize("epsilon, delta, count", [(1.0, 1e-5, 61), (8.0, 5e-6, 3), (0.5, 1e-6, 1)])
+@pytest.mark.parametrize("epsilon, delta, count", [(1.0, 1e-5, 61), (8.0, 5e-6, 3), (0.5, 1e-6, 1),
+                                                   (5000.0, 1e-5, 1), (1e6, 1e-5, 3)])
 def test_calibrated_noise_multiplier_is_tight(epsilon, delta, count):
+    # a large ε needs ~10-160 times the classical guess under the RDP bound: beyond the first bracket
     z = calibrate_noise_multiplier(epsilon, delta, count)
     assert gaussian_epsilon(z, count, delta) <= epsilon
     assert gaussian_epsilon(z * (1 - 1e-3), count, delta) > epsilon
@@ -110,3 +112,9 @@ def test_laplace_plan_is_pinned_against_a_fine_grid_reference():
 
     assert eps(b, 1e-5) <= 1.0 < eps(0.97 * b, 1e-5)
     assert eps(b, 1e-3) > 1.0          # the 1e-3 grid overstates ε at this b: its calibration needs more noise
+
+
+def test_an_epsilon_beyond_the_accountant_is_one_clear_error():
+    from pategail.server.errors import PategailError
+    with pytest.raises(PategailError, match="--epsilon too large: .* ε = 1e\\+12 at δ = 1e-05"):
+        calibrate_noise_multiplier(1e12, 1e-5, 1)

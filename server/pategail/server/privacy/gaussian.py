@@ -65,12 +65,24 @@ def calibrate_noise_multiplier(epsilon: float, delta: float, count: int) -> floa
 
     if not (epsilon > 0 and 0 < delta < 1 and count >= 1):
         raise ValueError("need epsilon > 0, 0 < delta < 1 and at least one release")
-    # z/√count of one release is the same RDP curve as count releases of z: the bracket scales with √count
+    # z/√count of one release is the same RDP curve as count releases of z: the bracket scales with √count. At a
+    # large ε the RDP bound needs far more noise than the classical guess (ε ≥ α/(2z²) at its smallest order α:
+    # z ≈ 11 × the guess at ε = 5,000, ≈ 160 × at 10^6), so a bracket that misses is widened once
     guess = math.sqrt(count * 2 * math.log(1.25 / delta)) / epsilon
-    z = calibrate_dp_mechanism(
-        rdp_privacy_accountant.RdpAccountant,
-        lambda z: dp_event.SelfComposedDpEvent(dp_event.GaussianDpEvent(z), count), epsilon, delta,
-        ExplicitBracketInterval(guess / 1000, guess * 10), tol=RELATIVE_TOLERANCE * guess)
+    for high in (10.0, 1000.0):
+        try:
+            z = calibrate_dp_mechanism(
+                rdp_privacy_accountant.RdpAccountant,
+                lambda z: dp_event.SelfComposedDpEvent(dp_event.GaussianDpEvent(z), count), epsilon, delta,
+                ExplicitBracketInterval(guess / 1000, guess * high), tol=RELATIVE_TOLERANCE * guess)
+            break
+        except ValueError:
+            continue
+    else:
+        from pategail.server.errors import PategailError
+        raise PategailError(f"--epsilon too large: the RDP accountant cannot calibrate Gaussian noise for ε = "
+                            f"{epsilon:g} at δ = {delta:g} over {count} release(s) (a part of the run's budget); use "
+                            "a smaller --epsilon or --no-privacy")
     return float(z)
 
 
