@@ -2,12 +2,15 @@
 dropout schedule, the real protocol against the model's rules."""
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
 from pategail.sdk.secagg import SecAggAbort
 from pategail.sdk.secagg.config import RoundConfig
 from pategail.sdk.secagg.graph import NeighbourGraph, round_failure_bound, secagg_plus_degree, secure_threshold
+from pategail.server.secagg import coordinator as coordinator_module
 from pategail.server.secagg.coordinator import SecAggCoordinator
 from pategail.server.secagg.liveness import round_completes
 from pategail.server.secagg.round import Dropouts, SecureRoundConfig, enroll_clients, run_secure_round
@@ -21,7 +24,10 @@ class _Recording(SecAggCoordinator):
 
 
 @pytest.mark.parametrize("n, degree", [(40, 8), (30, 0)])
-def test_the_model_agrees_with_real_rounds(rng, n, degree):
+def test_the_model_agrees_with_real_rounds(rng, n, degree, monkeypatch):
+    # the round seeds (which neighbour graph each round has) from the test's seeded generator, not the OS: with
+    # random graphs a run could, rarely, abort all 16 rounds and compare only one kind
+    monkeypatch.setattr(coordinator_module, "os", SimpleNamespace(urandom=rng.bytes))
     coordinator = _Recording()
     ids = list(range(1, n + 1))
     clients = enroll_clients(coordinator, ids)
