@@ -532,6 +532,8 @@ def feature_vectors(days: np.ndarray, cells: np.ndarray, env) -> dict:
         "cells_used": used,
         "initial_state_contribution_nonzero": {str(i): v for i, v in enumerate(
             initial_state_contribution(days, home, len(cells)).tolist()) if v},
+        "initial_state_contribution_days_cap_1000_nonzero": {str(i): v for i, v in enumerate(
+            initial_state_contribution(days, home, len(cells), 1000).tolist()) if v},
         "explore_law_contribution": explore_law_contribution(days, home, cells, alpha=env.alpha,
                                                              candidates=env.candidates).tolist(),
         "place_contribution": place_contribution(days, home, len(cells), DAYS_CAP).tolist(),

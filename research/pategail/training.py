@@ -290,6 +290,7 @@ def write_initial_bundle(config, dataset, seed: int, out: Path, privacy=None, un
     return export_bundle(policy0, discriminator, out, training_config=discriminator_training(config),
                          environment=Environment(dataset.cells, config.environment.alpha, config.environment.candidates,
                                                        action_rates=config.uses_action_prior,
+                                                       initial_states_days_cap=config.initial_states_days_cap,
                                                        universe=None if universe is None else universe[0],
                                                        table=None if universe is None else universe[1]),
                          privacy=privacy,

@@ -18,12 +18,12 @@ from pategail.server.errors import PategailError
 from pategail.export.bundle import export_bundle
 from pategail.export.discriminator import Discriminator
 from pategail.sdk.bundle import Environment, load_bundle
-from pategail.sdk.contribution import DAYS_CAP, contribution_weight
+from pategail.sdk.contribution import contribution_weight
 from pategail.sdk.epr import CellGeometry, candidate_count, explore_law_contribution, n_rank_bins
 from pategail.sdk.features import infer_home
 from pategail.server import coordinator as coordinator_module
 from pategail.server.checkpoint import read_journal
-from pategail.server.config import TrainConfig, merge_settings
+from pategail.server.config import INITIAL_STATES_DAYS_CAP, TrainConfig, merge_settings
 from pategail.server.coordinator import Coordinator
 from pategail.server.initial_states import FACTOR_RANGE
 from pategail.server.places import rank_calibrated_factors
@@ -238,7 +238,7 @@ def test_train_cli_two_rounds(dataset, tmp_path, capsys):
     for user in choose_users(dataset.users, 3, 0):
         days = dataset.user_days(user)
         total = total + explore_law_contribution(days, infer_home(days), dataset.cells, candidates=TINY["environment"]["candidates"])
-        homes[infer_home(days)] += contribution_weight(len(days), DAYS_CAP)
+        homes[infer_home(days)] += contribution_weight(len(days), INITIAL_STATES_DAYS_CAP)     # no privacy
     bins = n_rank_bins(TINY["environment"]["candidates"])
     released = np.clip(total[:bins] / total[bins:], *FACTOR_RANGE)
     geometry = CellGeometry.build(dataset.cells, TINY["environment"]["candidates"])

@@ -17,10 +17,12 @@ Manifest, format version 1 (every file name is relative to the bundle directory)
                     labels: {expert: 1.0, generated: 0.0}, loss: formula, reward_output: "prob",
                     optimizer: {type, learning_rate, weight_decay, max_grad_norm, betas, eps, torch_equivalent}}
     environment: {cells: "cells.csv", n_cells, alpha, candidates, explore_factors?: [B floats],
-                  initial_states?: "initial_states.csv", universe?: "universe.csv", n_universe?}
+                  initial_states?: "initial_states.csv", relevance?: "relevance.csv", return_last?,
+                  action_rates?: true, initial_states_days_cap?: int, universe?: "universe.csv", n_universe?}
                  (absent in a models-only bundle; devices need it to featurise and generate days;
-                 universe: a cell table privately released from a public map — every square of the map
-                 (square,lat,lon,cell) and the cell its days move to)
+                 initial_states_days_cap: days at which a device's home and first-cell contribution reaches
+                 full weight, 100 when absent; universe: a cell table privately released from a public map —
+                 every square of the map (square,lat,lon,cell) and the cell its days move to)
     MODEL = {file, ir_version, opset, inputs: [TENSOR], outputs: [TENSOR]}
     TENSOR = {name, dtype, shape}   shape: ints and axis names ("batch", "slots"); null for sequences
 

@@ -79,7 +79,8 @@ def device_model(bundle_dir: Path, seed: int) -> DeviceModel:
                              tuple(name for name, _ in bundle.policy_training.parameters))
     return DeviceModel(open_training_session(bundle).get_flat_parameters(), Layout.of(bundle),
                        OptimiserSettings.of(bundle), np.asarray(env.cells, dtype=np.float64), float(env.alpha),
-                       int(env.candidates), int(seed), bool(env.action_rates), policy)
+                       int(env.candidates), int(seed), bool(env.action_rates), policy=policy,
+                       initial_states_days_cap=int(env.initial_states_days_cap))
 
 
 def shard_ranges(n_devices: int, shards: int, chunk: int = CHUNK) -> list[tuple[int, int]]:

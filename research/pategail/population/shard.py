@@ -29,7 +29,7 @@ from threadpoolctl import threadpool_limits
 
 from pategail.sdk.cell_universe import release_mapping, remap_days, visited_vector
 from pategail.sdk.discriminator_round import positive_pairs
-from pategail.sdk.contribution import env_l1_bound
+from pategail.sdk.contribution import DAYS_CAP, env_l1_bound
 from pategail.sdk.environment_vector import environment_vector
 from pategail.sdk.features import N_PAIR_FEATURES, infer_home, pair_features
 from pategail.sdk.files import replacing
@@ -70,6 +70,8 @@ class DeviceModel:
     """The run's seed: device i's minibatches in round r come from default_rng([seed, i, r])."""
     action_rates: bool = False
     """The bundle's ``environment.action_rates``: environment vectors carry the action-rate part."""
+    initial_states_days_cap: int = DAYS_CAP
+    """The bundle's ``environment.initial_states_days_cap``."""
     policy: object = None
     """The policy the devices train in a DP-FedAvg run (pategail.population.fedavg.PolicyShape); None when
     the bundle has no policy training artifacts."""
@@ -331,7 +333,8 @@ class PopulationShard:
         if key not in self._environment_cache:
             m, days = self.model, self._days[table]
             self._environment_cache[key] = environment_vector(days, infer_home(days), m.cells, m.alpha,
-                                                              m.candidates, region_cells, m.action_rates)
+                                                              m.candidates, region_cells, m.action_rates,
+                                                              m.initial_states_days_cap)
         return self._environment_cache[key]
 
     def environment_request(self, region_cells: int = 0) -> np.ndarray | None:

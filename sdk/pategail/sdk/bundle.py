@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
+from pategail.sdk.contribution import DAYS_CAP
 from pategail.sdk.epr import candidate_count, explore_rank_weights
 from pategail.sdk.errors import BundleError
 from pategail.sdk.places import PlaceLaw
@@ -98,6 +99,10 @@ class Environment:
     """Devices add the action-rate part to their environment vector (manifest "environment.action_rates";
     pategail.sdk.action_rates) — for the coordinator's rule-model warm start. Absent: False, the layout as
     before."""
+    initial_states_days_cap: int = DAYS_CAP
+    """Days at which a device's initial-state contribution (home, first cell) reaches full weight
+    (manifest "environment.initial_states_days_cap"; pategail.sdk.contribution). Absent: ``DAYS_CAP``, the
+    cap of every other part of the environment vector."""
     universe: np.ndarray | None = None
     """A privately released cell table (``cells`` chosen from a public map by the run's first release:
     pategail.sdk.cell_universe): float64 (n_squares, 2) lat, lon of every square of that public map. The
@@ -148,6 +153,11 @@ class Environment:
             section["return_last"] = self.places.return_last
         if self.action_rates:
             section["action_rates"] = True
+        if self.initial_states_days_cap != DAYS_CAP:
+            if isinstance(self.initial_states_days_cap, bool) or not isinstance(self.initial_states_days_cap, int) \
+                    or self.initial_states_days_cap < 1:
+                raise BundleError("environment: initial_states_days_cap must be a whole number of days >= 1")
+            section["initial_states_days_cap"] = self.initial_states_days_cap
         if self.universe is not None:
             assert self.table is not None        # given together
             try:
@@ -191,6 +201,10 @@ class Environment:
         action_rates = section.get("action_rates", False)
         if not isinstance(action_rates, bool):
             raise BundleError(f"{root / MANIFEST}: environment: action_rates must be true or false")
+        days_cap = section.get("initial_states_days_cap", DAYS_CAP)
+        if isinstance(days_cap, bool) or not isinstance(days_cap, int) or days_cap < 1:
+            raise BundleError(f"{root / MANIFEST}: environment: initial_states_days_cap must be a whole number of "
+                              "days >= 1")
         universe = moves = None
         if "universe" in section:
             rows = _read_table(root / section["universe"], "square,lat,lon,cell", float)
@@ -206,7 +220,7 @@ class Environment:
                 raise BundleError(f"{root / section['universe']}: invalid public map ({e})") from None
         return cls(cells=cells, alpha=float(section["alpha"]), candidates=int(section["candidates"]),
                    initial_states=states, initial_weights=weights, explore_factors=factors, places=places,
-                   action_rates=action_rates, universe=universe, table=moves)
+                   action_rates=action_rates, initial_states_days_cap=days_cap, universe=universe, table=moves)
 
 
 def _check_universe(cells: np.ndarray, universe: np.ndarray, table: np.ndarray) -> None:

@@ -45,7 +45,9 @@ from pategail.sdk.places import place_contribution_length
 DAYS_CAP = 100
 """Days at which a device's environment contribution reaches full weight. Weighting by days makes the
 released home and first-cell distribution follow days, as the days a generator must imitate do (a user
-with 700 days is not one home among 83 in the test days); capping keeps every entry in [0, 1]."""
+with 700 days is not one home among 83 in the test days); capping keeps every entry in [0, 1] and, under
+privacy, keeps a device with few days from drowning in the noise. The initial-state part may have a cap of
+its own (the bundle's ``environment.initial_states_days_cap``: :func:`initial_state_contribution`)."""
 
 
 ENV_L1_BOUND = 9.0
@@ -246,19 +248,21 @@ def coarse_contribution(initial_states: np.ndarray, places: np.ndarray, region_o
     return np.stack([np.bincount(region_of, weights=r, minlength=n_regions) for r in rows])
 
 
-def initial_state_contribution(days: np.ndarray, home: int, n_cells: int) -> np.ndarray:
+def initial_state_contribution(days: np.ndarray, home: int, n_cells: int, days_cap: int = DAYS_CAP) -> np.ndarray:
     """float64 (2·n_cells + 2,): one device's contribution to the released distribution of initial states
-    (the first four parts of the environment vector; see the module docstring).
+    (the first four parts of the environment vector; see the module docstring), with the weight
+    w = min(1, days / ``days_cap``).
 
     Summed over devices (with noise) this gives a day-weighted count of users per home cell and per first
     cell, and P(first cell = home) as the ratio of the last two sums — from which the coordinator draws
-    (home, first cell) pairs.
+    (home, first cell) pairs. The larger ``days_cap``, the more the generated days' homes follow the real
+    days' rather than the users'.
     """
     days = np.asarray(days)
     if not 0 <= home < n_cells:
         raise ValueError(f"home {home} is not a cell id (0..{n_cells - 1})")
     out = np.zeros(2 * n_cells + 2, dtype=np.float64)
-    w = contribution_weight(len(days))
+    w = contribution_weight(len(days), days_cap)
     out[home] = w
     out[2 * n_cells + 1] = w
     if len(days):

@@ -379,7 +379,7 @@ class Device:
         days = self._require_days()
         env = self._environment
         contribution = environment_vector(days, self.home, env.cells, env.alpha, env.candidates,
-                                          msg.region_cells, env.action_rates)
+                                          msg.region_cells, env.action_rates, env.initial_states_days_cap)
         check_request_budget(self.root, self._plan(), msg.round, len(contribution), environment=True)
         self._pending.set(contribution, environment=True, env_l1_bound=env_l1_bound(env.action_rates))
         return Ack(msg.round, KIND_NAMES[KIND_INITIAL_STATES_REQUEST], len(self._pending))

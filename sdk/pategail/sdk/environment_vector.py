@@ -26,11 +26,13 @@ def environment_layout(cells: np.ndarray, candidates: int, region_cells: int = 0
 
 
 def environment_vector(days: np.ndarray, home: int, cells: np.ndarray, alpha: float, candidates: int,
-                       region_cells: int = 0, action_rates: bool = False) -> np.ndarray:
+                       region_cells: int = 0, action_rates: bool = False,
+                       initial_states_days_cap: int = DAYS_CAP) -> np.ndarray:
     """float64: the environment vector of a device holding ``days`` with home cell ``home`` (with the
-    action-rate part when ``action_rates``)."""
+    action-rate part when ``action_rates``); the initial-state part weighted with ``initial_states_days_cap``,
+    the rest with ``DAYS_CAP``."""
     n = len(cells)
-    initial = initial_state_contribution(days, home, n)
+    initial = initial_state_contribution(days, home, n, initial_states_days_cap)
     places = place_contribution(days, home, n, DAYS_CAP)
     layout = EnvironmentLayout(n, n_rank_bins(candidate_count(n, candidates)), place_law=True,
                                action_rates=action_rates)

@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pategail.sdk.contribution import Granularity
+from pategail.sdk.contribution import DAYS_CAP, Granularity
 from pategail.sdk.epr import DEFAULT_ALPHA, DEFAULT_CANDIDATES
 from pategail.sdk.secagg.graph import secagg_plus_degree
 from pategail.server.errors import PategailError
@@ -58,6 +58,15 @@ ADJACENCIES = ("zero-out", "replace-one")
 """Neighbouring relations a target ε can apply to (``PrivacySettings.adjacency``; pategail.server.privacy.adjacency)."""
 CELL_TABLES = ("dataset", "released")
 """Where a run's cell table comes from (``PrivacySettings.cells``)."""
+
+INITIAL_STATES_DAYS_CAP = 1000
+"""The initial-state part's cap without privacy (``EnvironmentSettings.initial_states_days_cap``): about three
+years of days, above every user of the three development cities but one (1,018 days), so the released homes
+follow the days — users with more than 100 days hold 45–57% of those cities' days. It only has to keep every
+entry in [0, 1] and well above the secure sum's fixed-point step (a one-day device's weight 1/1000 is ~17,000
+steps). Chosen on the training days of three cities, three seeds each (BENCHMARKS.md, "Quality without
+privacy"); applying it to every part of the environment vector instead did worse on the km metrics of all
+three (one seed): the laws (explore, places, action rates) are better learned with users weighted more evenly."""
 
 PLACE_LAW_MIN_DEVICES = 50
 """Devices a run needs for the place law by default: relevance is the visit histogram of the devices' owners,
@@ -298,6 +307,13 @@ class EnvironmentSettings:
     post-processing of the released visit histogram. With γ = 1 the generated days used about half as many
     cells as the real ones and under-visited the 50th–100th most visited cells; 0.5 halved the G-rank error on
     the training days of three cities (3 seeds) and was better on 11 of their 15 km metrics (BENCHMARKS.md)."""
+    initial_states_days_cap: int | None = None
+    """Days at which a device's initial-state contribution (its home and first cells) reaches full weight, so
+    that generated days start from homes in proportion to the real days rather than to the users (a user with
+    500 days weighs as much as one with 100 under a cap of 100). None: ``INITIAL_STATES_DAYS_CAP`` without
+    privacy; under privacy the cap of the rest of the environment vector (``pategail.sdk.contribution.DAYS_CAP``,
+    100: a larger cap shrinks most devices' weight against the noise), the only value allowed there, because
+    the coordinator's estimates of the other histograms take their total from this part's weights."""
     action_prior: bool | None = None
     """Warm-start the policy from a privately released rule model: the devices add the action-rate part to
     their environment vector (pategail.sdk.action_rates), the coordinator turns the sums into
@@ -317,6 +333,9 @@ class EnvironmentSettings:
         _need(self.candidates >= 1, f"environment.candidates must be >= 1, got {self.candidates}")
         _need(0.0 <= self.relevance_exponent <= 1.0,
               f"environment.relevance_exponent must be in [0, 1], got {self.relevance_exponent}")
+        _need(self.initial_states_days_cap is None or self.initial_states_days_cap >= 1,
+              f"environment.initial_states_days_cap must be a whole number of days >= 1, got "
+              f"{self.initial_states_days_cap}")
         _need(self.action_prior_days >= 1 and self.action_prior_epochs >= 0 and self.action_prior_lr > 0,
               "environment.action_prior_days must be >= 1, action_prior_epochs >= 0, action_prior_lr > 0")
 
@@ -376,6 +395,9 @@ class TrainConfig:
         _need(self.method == "pategail" or not self.privacy.released_cells,
               f"privacy.cells released is planned with PateGail's releases; method {self.method} needs a public map "
               "(privacy.cells dataset)")
+        _need(not self.private or self.environment.initial_states_days_cap in (None, DAYS_CAP),
+              f"environment.initial_states_days_cap: a private run keeps the environment vector's cap ({DAYS_CAP}); "
+              "leave it out")
         _need(self.method != "hybrid" or self.fedavg.hybrid_rounds < self.rounds,
               f"method hybrid: fedavg.hybrid_rounds ({self.fedavg.hybrid_rounds}) must be below rounds "
               f"({self.rounds}), which include the PateGail rounds after them")
@@ -429,6 +451,14 @@ class TrainConfig:
         if self.environment.action_prior is not None:
             return self.environment.action_prior
         return not self.private
+
+    @property
+    def initial_states_days_cap(self) -> int:
+        """``environment.initial_states_days_cap`` resolved: the setting, else ``INITIAL_STATES_DAYS_CAP``
+        without privacy and ``DAYS_CAP`` under privacy."""
+        if self.environment.initial_states_days_cap is not None:
+            return self.environment.initial_states_days_cap
+        return DAYS_CAP if self.private else INITIAL_STATES_DAYS_CAP
 
     def uses_place_law(self, devices: int) -> bool:
         """``environment.place_law`` resolved for a run over ``devices`` devices: the setting when it is true or

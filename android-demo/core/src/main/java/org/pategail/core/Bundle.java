@@ -46,6 +46,11 @@ public final class Bundle {
     public final int candidates;
     /** The environment vector ends with the action-rate part (the manifest's environment.action_rates). */
     public final boolean actionRates;
+    /**
+     * Days at which the device's initial-state contribution reaches full weight (the manifest's
+     * environment.initial_states_days_cap; {@link Contributions#DAYS_CAP} when absent).
+     */
+    public final int initialStatesDaysCap;
     public final double learningRate;
     public final float expertLabel;
     public final float generatedLabel;
@@ -97,7 +102,8 @@ public final class Bundle {
     }
 
     private Bundle(File root, JSONObject manifest, String sha256, File[] models, File checkpoint, double[][] cells,
-                   double alpha, int candidates, boolean actionRates, double learningRate, float expert,
+                   double alpha, int candidates, boolean actionRates, int initialStatesDaysCap,
+                   double learningRate, float expert,
                    float generated,
                    int nParameters, String policySha256, PolicyTraining policyTraining, Universe universe) {
         this.root = root;
@@ -113,6 +119,7 @@ public final class Bundle {
         this.alpha = alpha;
         this.candidates = candidates;
         this.actionRates = actionRates;
+        this.initialStatesDaysCap = initialStatesDaysCap;
         this.learningRate = learningRate;
         this.expertLabel = expert;
         this.generatedLabel = generated;
@@ -289,6 +296,12 @@ public final class Bundle {
             if (rates != null && !(rates instanceof Boolean)) {
                 throw new BundleException(manifestFile + ": environment.action_rates must be true or false");
             }
+            Object cap = env.opt("initial_states_days_cap");
+            if (cap != null && !(cap instanceof Integer && (Integer) cap >= 1)) {
+                throw new BundleException(manifestFile
+                        + ": environment.initial_states_days_cap must be a whole number of days >= 1");
+            }
+            int daysCap = cap == null ? Contributions.DAYS_CAP : (Integer) cap;
             for (String key : new String[]{"replay", "input_scaling"}) {
                 if (disc.has(key)) {
                     // the coordinator would read scores trained without it as trained with it: refuse, never mis-train
@@ -317,7 +330,7 @@ public final class Bundle {
             }
             JSONObject labels = disc.getJSONObject("labels");
             return new Bundle(dir, m, sha256Hex(raw), models, checkpoint, cells, env.getDouble("alpha"),
-                    env.getInt("candidates"), Boolean.TRUE.equals(rates),
+                    env.getInt("candidates"), Boolean.TRUE.equals(rates), daysCap,
                     disc.getJSONObject("optimizer").getDouble("learning_rate"),
                     (float) labels.getDouble("expert"), (float) labels.getDouble("generated"), nParameters,
                     files.getJSONObject(models[0].getName()).getString("sha256"), policyTraining, universe);

@@ -26,13 +26,19 @@ public final class Contributions {
     private Contributions() {
     }
 
-    /** float64 (2 n_cells + 2): w x one-hot home, w x first-cell shares away from home, w x share at home, w. */
-    public static double[] initialStates(int[][] days, int home, int nCells) {
+    /**
+     * float64 (2 n_cells + 2): w x one-hot home, w x first-cell shares away from home, w x share at home, w; with
+     * w = min(1, days / daysCap) (the bundle's environment.initial_states_days_cap, {@link #DAYS_CAP} when absent).
+     */
+    public static double[] initialStates(int[][] days, int home, int nCells, int daysCap) {
         if (home < 0 || home >= nCells) {
             throw new IllegalArgumentException("home " + home + " is not a cell id (0.." + (nCells - 1) + ")");
         }
+        if (daysCap < 1) {
+            throw new IllegalArgumentException("the days cap must be at least 1");
+        }
         double[] out = new double[2 * nCells + 2];
-        double w = Math.min(1.0, days.length / (double) DAYS_CAP);
+        double w = Math.min(1.0, days.length / (double) daysCap);
         out[home] = w;
         out[2 * nCells + 1] = w;
         if (days.length > 0) {
@@ -170,11 +176,12 @@ public final class Contributions {
      * One device's environment vector (the Python SDK's {@code environment_vector}): the initial states, the
      * explore law, the place contribution, then — with {@code regionCells} > 0 (Gaussian runs) — the coarse parts
      * over the table's regions of at most that many cells, then — with {@code actionRates} — the action-rate part.
+     * The initial states are weighted with {@code initialStatesDaysCap}, the rest with {@link #DAYS_CAP}.
      */
     public static double[] environment(int[][] days, int home, double[][] cells, double alpha, int candidates,
-                                       int regionCells, boolean actionRates) {
+                                       int regionCells, boolean actionRates, int initialStatesDaysCap) {
         int n = cells.length;
-        double[] a = initialStates(days, home, n);
+        double[] a = initialStates(days, home, n, initialStatesDaysCap);
         double[] b = exploreLaw(days, home, cells, alpha, candidates);
         double[] c = places(days, home, n);
         double[] coarse = new double[0];

@@ -574,7 +574,7 @@ public final class Device {
         requireBundle();
         planInForce();
         double[] out = Contributions.environment(days(), home(), bundle.cells, bundle.alpha, bundle.candidates,
-                msg.regionCells, bundle.actionRates);
+                msg.regionCells, bundle.actionRates, bundle.initialStatesDaysCap);
         checkRequestBudget(msg.round, out.length, true, false);
         setPending(out, true, false);
         return new DeviceMessages.Ack(msg.round, "initial_states_request", out.length);

@@ -98,6 +98,15 @@ class BundleTest {
         write(m, text.replace("\"cells\": \"cells.csv\",", "\"cells\": \"cells.csv\", \"action_rates\": false,")
                 .getBytes(StandardCharsets.UTF_8));
         assertFalse(Bundle.load(d, "1.19.2").actionRates);
+        assertEquals(Contributions.DAYS_CAP, Bundle.load(d, "1.19.2").initialStatesDaysCap);      // absent
+        for (String bad : new String[]{"0", "2.5", "true", "\"100\""}) {
+            write(m, text.replace("\"cells\": \"cells.csv\",",
+                    "\"cells\": \"cells.csv\", \"initial_states_days_cap\": " + bad + ",").getBytes(StandardCharsets.UTF_8));
+            assertTrue(refusal(d, "1.19.2").contains("environment.initial_states_days_cap must be a whole number"), bad);
+        }
+        write(m, text.replace("\"cells\": \"cells.csv\",", "\"cells\": \"cells.csv\", \"initial_states_days_cap\": 1000,")
+                .getBytes(StandardCharsets.UTF_8));
+        assertEquals(1000, Bundle.load(d, "1.19.2").initialStatesDaysCap);
         for (String key : new String[]{"replay", "input_scaling"}) {
             write(m, text.replace("\"loss\":", "\"" + key + "\": \"owner\", \"loss\":")
                     .getBytes(StandardCharsets.UTF_8));

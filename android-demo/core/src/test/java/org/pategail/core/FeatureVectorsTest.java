@@ -85,16 +85,9 @@ class FeatureVectorsTest {
 
     @Test
     void environmentContributions() throws Exception {
-        double[] init = Contributions.initialStates(days, home, bundle.cells.length);
-        JSONObject nz = v.getJSONObject("initial_state_contribution_nonzero");
-        int nonzero = 0;
-        for (int i = 0; i < init.length; i++) {
-            if (init[i] != 0) {
-                nonzero++;
-                assertEquals(nz.getDouble(String.valueOf(i)), init[i], 1e-12, "entry " + i);
-            }
-        }
-        assertEquals(nz.length(), nonzero);
+        // the bundle's cap (absent: DAYS_CAP), and the larger cap of a run without privacy
+        initialStatesAre(v.getJSONObject("initial_state_contribution_nonzero"), bundle.initialStatesDaysCap);
+        initialStatesAre(v.getJSONObject("initial_state_contribution_days_cap_1000_nonzero"), 1000);
         double[] want = Vectors.doubles(v.getJSONArray("explore_law_contribution"));
         double[] got = Contributions.exploreLaw(days, home, bundle.cells, bundle.alpha, bundle.candidates);
         assertArrayEquals(want, got, 1e-9);
@@ -106,5 +99,17 @@ class FeatureVectorsTest {
             sum += x;
         }
         assertEquals(Math.min(1.0, days.length / (double) Contributions.DAYS_CAP), sum, 1e-12);
+    }
+
+    private void initialStatesAre(JSONObject nonzeroEntries, int daysCap) throws Exception {
+        double[] init = Contributions.initialStates(days, home, bundle.cells.length, daysCap);
+        int nonzero = 0;
+        for (int i = 0; i < init.length; i++) {
+            if (init[i] != 0) {
+                nonzero++;
+                assertEquals(nonzeroEntries.getDouble(String.valueOf(i)), init[i], 1e-12, "entry " + i);
+            }
+        }
+        assertEquals(nonzeroEntries.length(), nonzero);
     }
 }

@@ -43,13 +43,13 @@ class RegionsTest {
         int home = Features.inferHome(days, 12);
         assertEquals(v.getInt("home"), home);
         double[] got = Contributions.environment(days, home, bundle.cells, bundle.alpha, bundle.candidates,
-                v.getInt("region_cells"), bundle.actionRates);
+                v.getInt("region_cells"), bundle.actionRates, bundle.initialStatesDaysCap);
         assertArrayEquals(Vectors.doubles(v.getJSONArray("environment_vector")), got, 1e-9);
         // each coarse row sums what its fine part sums
         int n = bundle.cells.length;
         int regions = Regions.count(Regions.regionMap(bundle.cells, v.getInt("region_cells")));
         double[] fine = Contributions.environment(days, home, bundle.cells, bundle.alpha, bundle.candidates, 0,
-                false);
+                false, Contributions.DAYS_CAP);
         int coarseAt = fine.length;
         double homes = 0, coarseHomes = 0;
         for (int c = 0; c < n; c++) {
