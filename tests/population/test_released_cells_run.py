@@ -63,10 +63,11 @@ def test_the_run_releases_its_table_first_and_uses_it_everywhere(public, run, ca
     released = np.asarray(table["released"])
     assert table["universe"] == universe.n_cells == 21 * 26
     assert 0 < len(released) < universe.n_cells and np.all(np.diff(released) > 0)
-    # the squares enough devices visit: every released one is visited by some training day (an unvisited square
-    # clears the threshold with probability 0.1 / 546 per square), and the busiest squares are all in
+    # the squares enough devices visit: the released ones are visited by some training day — an unvisited square
+    # clears the threshold with probability 0.1 / 546, so one run in ten releases one, and three or more happen
+    # in about one run in 6,000 (the noise is not seeded) — and the busiest squares are all in
     visits = np.bincount(universe.train_days.ravel(), minlength=universe.n_cells)
-    assert (visits[released] > 0).all()
+    assert (visits[released] == 0).sum() <= 2 < len(released) // 4
     assert set(np.argsort(-visits)[:5]) <= set(released.tolist())
     # the published bundle, the initial bundle on the table and the synthetic days are on the released table
     for bundle in ("bundle", "bundle-initial"):
