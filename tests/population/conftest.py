@@ -40,6 +40,32 @@ def train():
 
 
 @pytest.fixture(scope="session")
+def environment_sums(sdk_secure_sum):
+    """environment_sums(dataset, bundle, state_dir, devices=6) -> (population, SDK sum, population fleet's sum): a
+    population resampled from ``dataset``'s users held once by SDK devices and once by the population fleet, every
+    device's environment vector released by a real secure round (SDK) and by the fleet's (no noise)."""
+    def run(dataset, bundle, state_dir, devices=6):
+        import numpy as np
+
+        from pategail.emulator import EmulatedFleet
+        from pategail.population.fleet import PopulationFleet
+        from pategail.population.resample import resample_population
+        from pategail.sdk.messages import InitialStatesRequest, to_bytes
+        from pategail.server.secagg.config import SecureRoundConfig
+
+        population = resample_population(dataset.users, devices, seed=0)
+        sdk = EmulatedFleet(dataset, population.users, state_dir / "devices", bundle, seed=0)
+        pop = PopulationFleet(dataset, population, bundle, seed=0, state_dir=state_dir / "state")
+        for fleet in (sdk, pop):
+            for i in fleet.device_ids:
+                fleet.request(i, to_bytes(InitialStatesRequest(1)))
+        config = SecureRoundConfig(round_id=10 << 16, n_min=devices)
+        ours = pop.secure_sum(list(pop.device_ids), config, None, np.random.default_rng(3), pop._length)
+        return population, sdk_secure_sum(sdk, config, np.random.default_rng(3), pop._length), ours
+    return run
+
+
+@pytest.fixture(scope="session")
 def sdk_secure_sum():
     """sdk_secure_sum(fleet, config, rng, length, dropouts=None) -> the real secure round's result over an SDK
     fleet's devices (each uploading its pending vector)."""

@@ -7,17 +7,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pategail.emulator import EmulatedFleet
-from pategail.population.fleet import PopulationFleet, device_model
-from pategail.population.resample import resample_population
+from pategail.population.fleet import device_model
 from pategail.sdk.bundle import Environment, load_bundle
 from pategail.sdk.contribution import DAYS_CAP, initial_state_contribution
 from pategail.sdk.errors import BundleError
 from pategail.sdk.features import infer_home
-from pategail.sdk.messages import InitialStatesRequest, to_bytes
 from pategail.server.config import INITIAL_STATES_DAYS_CAP, TrainConfig
 from pategail.server.errors import PategailError
-from pategail.server.secagg.config import SecureRoundConfig
 from pategail.training import write_initial_bundle
 
 
@@ -54,19 +50,11 @@ def test_the_weight_is_the_days_over_the_cap_capped_at_one():
         np.testing.assert_allclose(part, [w, 0, 0, 0, w / 4, 0, w * 3 / 4, w])
 
 
-def test_sdk_devices_and_the_population_fleet_release_homes_with_the_bundles_cap(tmp_path, dataset, sdk_secure_sum):
+def test_sdk_devices_and_the_population_fleet_release_homes_with_the_bundles_cap(tmp_path, dataset, environment_sums):
     bundle = write_initial_bundle(TrainConfig(rounds=1, days_per_round=8), dataset, 0, tmp_path / "bundle")
     cap = INITIAL_STATES_DAYS_CAP
     assert load_bundle(bundle).environment.initial_states_days_cap == cap == device_model(bundle, 0).initial_states_days_cap
-    population = resample_population(dataset.users, 6, seed=0)
-    sdk = EmulatedFleet(dataset, population.users, tmp_path / "devices", bundle, seed=0)
-    pop = PopulationFleet(dataset, population, bundle, seed=0, state_dir=tmp_path / "state")
-    for fleet in (sdk, pop):
-        for i in fleet.device_ids:
-            fleet.request(i, to_bytes(InitialStatesRequest(1)))
-    config = SecureRoundConfig(round_id=10 << 16, n_min=6)
-    ours = pop.secure_sum(list(pop.device_ids), config, None, np.random.default_rng(3), pop._length)
-    theirs = sdk_secure_sum(sdk, config, np.random.default_rng(3), pop._length)
+    population, theirs, ours = environment_sums(dataset, bundle, tmp_path)
     assert np.abs(theirs.sum - ours.sum).max() < 1e-6
     days = [dataset.user_days(u) for u in population.users]
     n = dataset.n_cells
