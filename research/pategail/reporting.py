@@ -66,7 +66,8 @@ def write_outputs(coordinator, dataset, run: Path, seed: int = 0, fleet: dict | 
     start = load_bundle(initial).environment if (initial / "manifest.json").is_file() else None
     env = Environment(dataset.cells, cfg.environment.alpha, cfg.environment.candidates, np.column_stack([homes, firsts]),
                       np.full(len(homes), 1.0 / len(homes)), summary.explore_factors, summary.places,
-                      initial_states_days_cap=cfg.initial_states_days_cap, universe=None if start is None else start.universe, table=None if start is None else start.table)
+                      initial_states_days_cap=cfg.initial_states_days_cap,
+                      universe=None if start is None else start.universe, table=None if start is None else start.table)
     export_bundle(coordinator.averaged_policy(), discriminator, run / "bundle", environment=env,
                   privacy=coordinator.declared_plan())
 
