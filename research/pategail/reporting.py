@@ -66,7 +66,7 @@ def write_outputs(coordinator, dataset, run: Path, seed: int = 0, fleet: dict | 
     start = load_bundle(initial).environment if (initial / "manifest.json").is_file() else None
     env = Environment(dataset.cells, cfg.environment.alpha, cfg.environment.candidates, np.column_stack([homes, firsts]),
                       np.full(len(homes), 1.0 / len(homes)), summary.explore_factors, summary.places,
-                      initial_states_days_cap=cfg.initial_states_days_cap,
+                      max_day_cells=coordinator.max_day_cells(), initial_states_days_cap=cfg.initial_states_days_cap,
                       universe=None if start is None else start.universe, table=None if start is None else start.table)
     export_bundle(coordinator.averaged_policy(), discriminator, run / "bundle", environment=env,
                   privacy=coordinator.declared_plan())
@@ -96,10 +96,13 @@ def write_outputs(coordinator, dataset, run: Path, seed: int = 0, fleet: dict | 
                         "explore_factors": summary.explore_factors.tolist(),
                         "place_law": summary.places is not None,
                         "return_last": None if summary.places is None else summary.places.return_last,
+                        "max_day_cells": coordinator.max_day_cells(),
                         "notes": "explore weight of rank r = r^-alpha x explore_factors[bin(r)], bins of ranks "
                                  "1, 2, 3-4, 5-8, ...; the factors come from the initial-state release; with "
                                  "the place law (d-EPR) it is also x relevance(cell), and a return goes to the "
-                                 "place just left with probability return_last (bundle/relevance.csv)"},
+                                 "place just left with probability return_last (bundle/relevance.csv); "
+                                 "max_day_cells: no explore once a day holds that many distinct cells "
+                                 "(null: no limit)"},
     }
     if fleet is not None:
         report["fleet"] = fleet

@@ -59,3 +59,13 @@ def test_a_relative_output_path_means_the_callers_directory(tmp_path, monkeypatc
     out = export_bundle(Policy(PolicyConfig(n_cells=4)), Discriminator(), "runs/b")
     assert load_bundle(tmp_path / "runs" / "b").manifest["policy"]["config"]["n_cells"] == 4
     assert Path(out) == Path("runs/b")
+
+
+def test_the_day_cells_limit_is_written_only_when_there_is_one(tmp_path):
+    plain = Environment(cells=CELLS, alpha=1.0, candidates=3).write(tmp_path)
+    assert "max_day_cells" not in plain and Environment.read(tmp_path, plain).max_day_cells is None
+    limited = Environment(cells=CELLS, alpha=1.0, candidates=3, max_day_cells=4).write(tmp_path)
+    assert limited["max_day_cells"] == 4 and Environment.read(tmp_path, limited).max_day_cells == 4
+    for bad in (0, True, 4.0):
+        with pytest.raises(BundleError, match="max_day_cells must be a whole number of cells >= 1"):
+            Environment(cells=CELLS, alpha=1.0, candidates=3, max_day_cells=bad).write(tmp_path)

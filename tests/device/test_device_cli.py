@@ -7,6 +7,7 @@ import sys
 import textwrap
 
 import numpy as np
+import pytest
 
 from pategail.cli import main
 from pategail.sdk.synthetic import read_synthetic_csv
@@ -135,3 +136,38 @@ def test_the_device_runs_a_round_with_torch_unimportable(bundle_dir, dataset, ro
     pending = np.load(work / "pending.npy")
     np.testing.assert_array_equal(twin.pending, pending)
     assert abs(out["secure_sum"] - pending.sum()) <= len(pending) / (1 << 24)
+
+
+def test_generate_and_a_device_keep_the_bundles_day_cells_limit(bundle_dir, tmp_path, make_device, capsys):
+    """A bundle with environment.max_day_cells: `pategail generate` and Device.generate make no day with more
+    distinct cells (the untrained policy would: it explores about a quarter of its slots); a bad value is a
+    one-line error."""
+    import shutil
+
+    from pategail.sdk.bundle import BundleError, load_bundle
+    from pategail.sdk.features import distinct_cells
+
+    def with_limit(root, value):
+        shutil.copytree(bundle_dir, root)
+        manifest = json.loads((root / "manifest.json").read_text())
+        manifest["environment"]["max_day_cells"] = value
+        (root / "manifest.json").write_text(json.dumps(manifest))
+        return root
+
+    free = tmp_path / "free.csv"
+    assert main(["-q", "generate", "--bundle", str(bundle_dir), "--days", "40", "--out", str(free)]) == 0
+    assert distinct_cells(read_synthetic_csv(free)).max() > 3
+    limited = with_limit(tmp_path / "limited", 3)
+    out = tmp_path / "limited.csv"
+    assert main(["-q", "generate", "--bundle", str(limited), "--days", "40", "--out", str(out)]) == 0
+    counts = distinct_cells(read_synthetic_csv(out))
+    assert counts.max() == 3 and (counts == 3).mean() > 0.5
+    device = make_device(0, install=False)
+    device.install_bundle(limited)
+    assert distinct_cells(device.generate(40, np.random.default_rng(0)).days).max() == 3
+    for value in (0, True, 2.5, "3"):
+        bad = with_limit(tmp_path / f"bad-{value}", value)
+        with pytest.raises(BundleError, match="max_day_cells must be a whole number of cells >= 1"):
+            load_bundle(bad)
+    assert main(["-q", "generate", "--bundle", str(bad), "--days", "2", "--out", str(tmp_path / "x.csv")]) == 2
+    assert "max_day_cells" in capsys.readouterr().err

@@ -132,6 +132,39 @@ def test_generation_is_seeded(geolife):
     assert (run(1) != run(2)).any()
 
 
+def test_a_cells_limit_stops_new_cells_and_its_mask_is_the_whole_day_mask(geolife):
+    """Agents that explore whenever they may: without a limit their days reach many cells; with one no day
+    holds more, the environment refuses an explore (or a first move home) past it, and every slot's mask equals
+    ``action_mask`` of the finished day with the same limit."""
+    cells, _ = geolife
+    geo = CellGeometry.build(cells[:300], candidates=50)
+
+    def run(limit):
+        env = EPREnvironment(geo, rng=np.random.default_rng(0), max_cells=limit)
+        env.reset(np.arange(30), np.arange(30) + 5)
+        masks = []
+        while not env.done:
+            m = env.mask()
+            masks.append(m)
+            env.step(np.where(m[:, EXPLORE], EXPLORE, STAY))
+        return env, np.stack(masks, 1)
+
+    free, _ = run(None)
+    assert min(len(np.unique(d)) for d in free.days) > 10
+    env, masks = run(3)
+    assert max(len(np.unique(d)) for d in env.days) == 3
+    np.testing.assert_array_equal(masks, action_mask(env.days, env.homes, 3)[:, :-1])
+    env.reset(np.arange(2), np.array([5, 6]))
+    env.step(np.array([EXPLORE, EXPLORE]))
+    env.step(np.array([EXPLORE, EXPLORE]))              # 3 cells each: the first and two explored
+    with pytest.raises(ValueError, match="not possible"):
+        env.step(np.array([STAY, EXPLORE]))
+    with pytest.raises(ValueError, match="not possible"):
+        env.step(np.array([HOME, STAY]))                # home not seen yet: a fourth cell
+    with pytest.raises(ValueError, match="max_cells"):
+        EPREnvironment(geo, rng=np.random.default_rng(0), max_cells=0)
+
+
 # -- the learned explore law --------------------------------------------------------------------------------
 def test_rank_bins_double_in_width():
     assert rank_bins(9).tolist() == [0, 1, 2, 2, 3, 3, 3, 3, 4]       # ranks 1, 2, 3-4, 5-8, 9-16

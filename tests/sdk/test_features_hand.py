@@ -114,6 +114,23 @@ def test_mask_and_labels_by_hand():
     assert label_actions(np.array([[1, 0, 1, 0]]), np.array([3])).tolist() == [[EXPLORE, RETURN, RETURN]]
 
 
+def test_a_cells_limit_masks_the_actions_that_would_add_a_cell():
+    # DAY's distinct cells so far: 1, 2, 2, 3, 3, 3, 4
+    for limit, allowed in [(None, [True] * 7), (3, [True, True, True, False, False, False, False]),
+                           (2, [True, False, False, False, False, False, False]), (1, [False] * 7)]:
+        m = action_mask(DAY, HOME_CELL, limit)[0]
+        assert m[:, EXPLORE].tolist() == allowed
+        # nothing else changes
+        others = [STAY, HOME, RETURN]
+        assert (m[:, others] == action_mask(DAY, HOME_CELL)[0][:, others]).all()
+    # a day that starts away: at the limit before it has been home, going home would add a cell too
+    away = np.array([[1, 2, 2, 0, 3]])                   # distinct 1, 2, 2, 3, 4; home seen from slot 3
+    m = action_mask(away, HOME_CELL, 2)[0]
+    assert m[:, EXPLORE].tolist() == [True, False, False, False, False]
+    assert m[:, HOME].tolist() == [True, False, False, False, True]
+    assert (m[:, [STAY, RETURN]] == action_mask(away, HOME_CELL)[0][:, [STAY, RETURN]]).all()
+
+
 def test_pair_features_of_the_hand_day():
     acts = label_actions(DAY, HOME_CELL)
     p = pair_features(DAY, HOME_CELL, acts, SQUARE)

@@ -2,15 +2,18 @@
 from it, behaviour cloning that reproduces a known table, PPO's KL anchor, and the privacy plan's bound."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
 
-from pategail.sdk.action_rates import RATE_SHAPE, action_rate_length, count_bucket, decision_counts
+from pategail.sdk.action_rates import (RATE_SHAPE, action_rate_contribution, action_rate_length, count_bucket,
+                                       decision_counts, distinct_so_far)
 from pategail.sdk.epr import CellGeometry, EPREnvironment
 from pategail.sdk.features import EXPLORE, HOME, RETURN, STAY
-from pategail.server.action_prior import (ActionRates, action_rates_from_noisy_sums, behaviour_clone,
-                                          sample_rule_days)
+from pategail.server.action_prior import (RARE_DAY_SHARE, ActionRates, action_rates_from_noisy_sums,
+                                          behaviour_clone, day_cells_limit, sample_rule_days)
 from pategail.server.policy import Policy, PolicyConfig
 
 
@@ -41,6 +44,78 @@ def test_decoding_keeps_well_observed_rates_and_inherits_empty_counts():
     assert weak.signal == pytest.approx(counts.sum() / (6.0 * np.sqrt(320))) and not weak.usable
     with pytest.raises(ValueError, match="action-rate layout"):
         action_rates_from_noisy_sums(np.zeros(action_rate_length() + 1))
+
+
+def _day(cells: list[int]) -> np.ndarray:
+    """A 48-slot day that starts at home (cell 0) and visits ``cells`` in turn, 4 slots each, then goes home."""
+    day = np.zeros(48, dtype=np.int64)
+    for i, c in enumerate(cells):
+        day[4 + 4 * i: 8 + 4 * i] = c
+    return day
+
+
+def _released(devices: list[list[list[int]]]) -> np.ndarray:
+    """The summed action-rate parts of devices, each a list of days (lists of the cells visited after home)."""
+    return sum(action_rate_contribution(np.stack([_day(d) for d in days]), 0, 100) for days in devices)
+
+
+def test_the_day_cells_limit_is_where_the_released_days_stop():
+    # days of 1–4 cells (home and up to three more): the released rates never explore from a fourth cell
+    sparse = [[[], [1], [1, 2], [1, 2, 3]] * 5, [[4, 5, 6], [4]] * 10]
+    assert day_cells_limit(_released(sparse)) == 4
+    assert action_rates_from_noisy_sums(_released(sparse)).max_cells == 4
+    # one device of three has days of at most 2 cells; the others' days stop at 3: 3
+    assert day_cells_limit(_released([[[1]] * 4, [[1, 2]] * 6, [[7, 8]] * 9])) == 3
+    # a fifth cell on some days: the table cannot tell 5 from 6 or 20, so no limit
+    assert day_cells_limit(_released(sparse + [[[1, 2, 3, 4]] + [[1]] * 9])) is None
+    # the share by hand: 30 devices of one-cell days (home all day) and one device whose days all reach a second
+    # cell; the share of days reaching two cells is 1/31 (devices of equal weight): above 0.1%, and none
+    # reaches a third
+    assert day_cells_limit(_released([[[]]] * 30 + [[[1]]])) == 2
+    # ... and with 2,000 such devices the one's share is 1/2001 < 0.1%: the limit is one cell
+    assert day_cells_limit(_released([[[]]] * 2000 + [[[1]]])) == 1
+    assert 1 / 2001 < RARE_DAY_SHARE < 1 / 31
+    # nothing released: no limit
+    assert day_cells_limit(np.zeros(action_rate_length())) is None
+
+
+def test_under_noise_the_limit_needs_a_clear_table():
+    sums = _released([[[1], [1, 2], [1, 2, 3]]] * 200)               # 200 devices, days of at most 4 cells
+    assert day_cells_limit(sums) == 4
+    # noise of std 0.01 an entry: the share's std is 47 · 0.01 · 4 / ~200 ≈ 0.009, far above 0.1%: no limit,
+    # even though the noise-free counts say so (and even with a lucky draw that puts them at zero)
+    assert day_cells_limit(sums, noise_std=0.01) is None
+    assert action_rates_from_noisy_sums(sums, noise_std=0.01).max_cells is None
+    # a very small noise leaves it
+    assert day_cells_limit(sums, noise_std=1e-6) == 4
+    rates = action_rates_from_noisy_sums(sums)
+    assert ActionRates.from_dict(rates.to_dict()).max_cells == 4
+    old = rates.to_dict()
+    del old["max_cells"]                                            # a checkpoint written before the limit
+    assert ActionRates.from_dict(old).max_cells is None
+
+
+def test_rule_days_and_cloning_keep_the_environments_limit():
+    geometry = _geometry()
+    rng = np.random.default_rng(2)
+    homes = rng.integers(0, 40, 200).astype(np.int32)
+    rates = _capped_rates(explore=0.3)                 # explores with 1–3 cells: would reach 4
+    days = sample_rule_days(rates, EPREnvironment(geometry, rng=rng, max_cells=3), homes, homes.copy(), rng)
+    k = np.array([len(np.unique(d)) for d in days.days])
+    assert k.max() == 3 and days.max_cells == 3
+    # the cloning targets are the table's rates renormalised over the limited mask: no explore at 3 cells
+    at_limit = distinct_so_far(days.days)[:, :-1] == 3
+    assert at_limit.any() and (days.targets[..., EXPLORE][at_limit] == 0).all()
+    assert (days.targets[..., EXPLORE][~at_limit] > 0.2).all()
+
+    def clone(rule_days):
+        torch.manual_seed(0)
+        return behaviour_clone(Policy(PolicyConfig(n_cells=40, d_model=16, n_layers=1)), rule_days, geometry.cells,
+                               epochs=1, lr=1e-3, batch_size=64, generator=torch.Generator().manual_seed(0))
+
+    # cloning normalises over the limited mask: the untrained policy's explore share at the limit is left out
+    limited, unlimited = clone(days), clone(replace(days, max_cells=None))
+    assert np.isfinite(limited).all() and limited[0] < unlimited[0]
 
 
 def _geometry(n=40, seed=3):

@@ -234,6 +234,8 @@ def test_train_cli_two_rounds(dataset, tmp_path, capsys):
     factors = report["environment"]["explore_factors"]
     environment = load_bundle(run / "bundle").environment
     assert report["environment"]["place_law"] and environment.places is not None
+    # these days go on to a fifth cell: no limit on a day's cells
+    assert report["environment"]["max_day_cells"] is None and environment.max_day_cells is None
     total, homes = 0, np.zeros(dataset.n_cells)
     for user in choose_users(dataset.users, 3, 0):
         days = dataset.user_days(user)
@@ -463,3 +465,47 @@ def test_the_place_law_runs_on_a_rank_law_recalibrated_from_the_release(dataset,
     again = _coordinator(dataset, tmp_path / "places", environment={"action_prior": False, "place_law": True})
     assert again.resume()
     np.testing.assert_array_equal(again.initial_states.explore_factors, states.explore_factors)
+
+
+def test_days_of_few_cells_give_a_limit_that_the_run_and_its_bundle_keep(tmp_path):
+    """On days cut to their first two cells (no day holds a third) the released rates give a limit of two cells: the run's synthetic days, its report and its bundle keep it, and `generate` from the bundle too;
+    ``environment.day_cells_limit`` false turns it off."""
+    from pategail.sdk.features import distinct_cells
+    from pategail.sdk.synthetic import read_synthetic_csv
+    from dataclasses import replace
+
+    from pategail.data.dataset import save_dataset
+
+    def two_cells(days):
+        """Each day with the slots outside its first two distinct cells set to the cell before them."""
+        out = days.copy()
+        for day in out:
+            kept = list(dict.fromkeys(day.tolist()))[:2]
+            for t in range(1, len(day)):
+                if day[t] not in kept:
+                    day[t] = day[t - 1]
+        return out
+
+    data = tmp_path / "data"
+    prepare_dataset("pategail", ROOT / "data" / "default", tmp_path / "full", allow_pickle=True)
+    full = load_dataset(tmp_path / "full")
+    save_dataset(replace(full, train_days=two_cells(full.train_days), test_days=two_cells(full.test_days)), data)
+    thin = load_dataset(data)
+    assert distinct_cells(thin.train_days).max() == 2 and distinct_cells(full.train_days).max() > 5
+    config = tmp_path / "tiny.json"
+    config.write_text(json.dumps(merge_settings({k: v for k, v in TINY.items() if k != "ppo"},
+                                                {"rounds": 1, "ppo": {"n_epochs": 1, "batch_size": 3}})))
+    run = tmp_path / "run"
+    assert main(["-q", "train", "--data", str(data), "--out", str(run), "--devices", "3", "--no-privacy",
+                 "--config", str(config), "--no-downstream", "--no-progress"]) == 0
+    report = json.loads((run / "report.json").read_text())
+    assert report["environment"]["max_day_cells"] == 2 and report["guard"]["share"] == 0
+    assert distinct_cells(read_synthetic_csv(run / "synthetic.csv")).max() <= 2
+    assert load_bundle(run / "bundle").environment.max_day_cells == 2
+    assert main(["-q", "generate", "--bundle", str(run / "bundle"), "--days", "30", "--out",
+                 str(tmp_path / "g.csv")]) == 0
+    assert distinct_cells(read_synthetic_csv(tmp_path / "g.csv")).max() <= 2
+    off = _coordinator(thin, tmp_path / "off", environment={"day_cells_limit": False})
+    off.releases.rebuild_accountant()
+    off.learn_initial_states()
+    assert off.initial_states.action_rates.max_cells == 2 and off.max_day_cells() is None

@@ -18,8 +18,11 @@ Manifest, format version 1 (every file name is relative to the bundle directory)
                     optimizer: {type, learning_rate, weight_decay, max_grad_norm, betas, eps, torch_equivalent}}
     environment: {cells: "cells.csv", n_cells, alpha, candidates, explore_factors?: [B floats],
                   initial_states?: "initial_states.csv", relevance?: "relevance.csv", return_last?,
-                  action_rates?: true, initial_states_days_cap?: int, universe?: "universe.csv", n_universe?}
+                  action_rates?: true, max_day_cells?: int, initial_states_days_cap?: int,
+                  universe?: "universe.csv", n_universe?}
                  (absent in a models-only bundle; devices need it to featurise and generate days;
+                 max_day_cells: no explore once a generated day holds that many distinct cells, no limit when
+                 absent;
                  initial_states_days_cap: days at which a device's home and first-cell contribution reaches
                  full weight, 100 when absent; universe: a cell table privately released from a public map —
                  every square of the map (square,lat,lon,cell) and the cell its days move to)

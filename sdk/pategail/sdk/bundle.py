@@ -99,6 +99,10 @@ class Environment:
     """Devices add the action-rate part to their environment vector (manifest "environment.action_rates";
     pategail.sdk.action_rates) — for the coordinator's rule-model warm start. Absent: False, the layout as
     before."""
+    max_day_cells: int | None = None
+    """The environment's limit on distinct cells a generated day holds (manifest "environment.max_day_cells";
+    :class:`pategail.sdk.epr.EPREnvironment`): explore is not possible once a day holds that many. Absent:
+    None, no limit."""
     initial_states_days_cap: int = DAYS_CAP
     """Days at which a device's initial-state contribution (home, first cell) reaches full weight
     (manifest "environment.initial_states_days_cap"; pategail.sdk.contribution). Absent: ``DAYS_CAP``, the
@@ -153,9 +157,12 @@ class Environment:
             section["return_last"] = self.places.return_last
         if self.action_rates:
             section["action_rates"] = True
+        if self.max_day_cells is not None:
+            if not _whole(self.max_day_cells, 1):
+                raise BundleError("environment: max_day_cells must be a whole number of cells >= 1")
+            section["max_day_cells"] = self.max_day_cells
         if self.initial_states_days_cap != DAYS_CAP:
-            if isinstance(self.initial_states_days_cap, bool) or not isinstance(self.initial_states_days_cap, int) \
-                    or self.initial_states_days_cap < 1:
+            if not _whole(self.initial_states_days_cap, 1):
                 raise BundleError("environment: initial_states_days_cap must be a whole number of days >= 1")
             section["initial_states_days_cap"] = self.initial_states_days_cap
         if self.universe is not None:
@@ -201,8 +208,11 @@ class Environment:
         action_rates = section.get("action_rates", False)
         if not isinstance(action_rates, bool):
             raise BundleError(f"{root / MANIFEST}: environment: action_rates must be true or false")
+        max_day_cells = section.get("max_day_cells")
+        if max_day_cells is not None and not _whole(max_day_cells, 1):
+            raise BundleError(f"{root / MANIFEST}: environment: max_day_cells must be a whole number of cells >= 1")
         days_cap = section.get("initial_states_days_cap", DAYS_CAP)
-        if isinstance(days_cap, bool) or not isinstance(days_cap, int) or days_cap < 1:
+        if not _whole(days_cap, 1):
             raise BundleError(f"{root / MANIFEST}: environment: initial_states_days_cap must be a whole number of "
                               "days >= 1")
         universe = moves = None
@@ -220,7 +230,13 @@ class Environment:
                 raise BundleError(f"{root / section['universe']}: invalid public map ({e})") from None
         return cls(cells=cells, alpha=float(section["alpha"]), candidates=int(section["candidates"]),
                    initial_states=states, initial_weights=weights, explore_factors=factors, places=places,
-                   action_rates=action_rates, initial_states_days_cap=days_cap, universe=universe, table=moves)
+                   action_rates=action_rates, max_day_cells=max_day_cells, initial_states_days_cap=days_cap,
+                   universe=universe, table=moves)
+
+
+def _whole(value: Any, least: int) -> bool:
+    """``value`` is an int (not a bool) of at least ``least``: a manifest's count."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= least
 
 
 def _check_universe(cells: np.ndarray, universe: np.ndarray, table: np.ndarray) -> None:

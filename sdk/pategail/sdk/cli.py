@@ -70,7 +70,8 @@ def run_generate(args: argparse.Namespace) -> int:
         for start in range(0, args.days, args.batch):
             part = rows[start:start + args.batch]
             generated = generate_days(session, geometry, part[:, 0], part[:, 1], rng, alpha=env.alpha,
-                                      explore_factors=env.explore_factors, places=env.places)
+                                      explore_factors=env.explore_factors, places=env.places,
+                                      max_cells=env.max_day_cells)
             out.write(generated.days)
             log.info("%d of %d days", min(start + args.batch, args.days), args.days)
     seconds = time.perf_counter() - t0

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pategail.sdk.features import HOME, N_ACTIONS, N_STATE_FEATURES, RETURN
+from pategail.sdk.features import HOME, N_ACTIONS, N_STATE_FEATURES, RETURN, limit_new_cells
 from pategail.sdk.geo import EARTH_RADIUS_KM, haversine_km
 
 _SCALE = 48.0
@@ -118,12 +118,13 @@ class DayState:
         returnable: np.ndarray = self._distinct - self._home_seen - (~at_home)
         return returnable
 
-    def mask(self) -> np.ndarray:
-        """bool (n, 4): the actions possible at slot t (row t of ``action_mask``)."""
+    def mask(self, max_cells: int | None = None) -> np.ndarray:
+        """bool (n, 4): the actions possible at slot t (row t of ``action_mask`` with the same ``max_cells``)."""
         at_home = self.current == self.homes
         mask = np.ones((len(at_home), N_ACTIONS), dtype=bool)
         mask[:, HOME] = ~at_home
         mask[:, RETURN] = self._returnable(at_home) > 0
+        limit_new_cells(mask, self._distinct, self._home_seen, max_cells)
         return mask
 
     def features(self) -> np.ndarray:

@@ -213,7 +213,7 @@ class Device:
         first = rng.choice(days[:, 0], size=int(n_days))
         homes = np.full(int(n_days), self.home, dtype=np.int32)
         return generate_days(self._generation_session(), self._geometry, homes, first, rng, alpha=env.alpha,
-                             explore_factors=env.explore_factors, places=env.places)
+                             explore_factors=env.explore_factors, places=env.places, max_cells=env.max_day_cells)
 
     def _generation_session(self) -> ort.InferenceSession:
         """The bundle's incremental policy model while the policy in use is the bundle's (it computes that

@@ -337,17 +337,21 @@ class EPREnvironment:
     ``reset(homes, first_cells)`` starts the day at slot 0; ``step(actions)`` moves every agent to slot t+1.
     ``days`` holds the cells so far (future slots are -1); ``mask()`` the actions possible now; ``state``
     (:class:`~pategail.sdk.day_state.DayState`) the running state features of slot t, updated in O(n·t) a
-    slot so that generation does not re-featurise the prefix.
+    slot so that generation does not re-featurise the prefix. With ``max_cells`` a day that holds that many
+    distinct cells takes no action that adds one (the released limit of :mod:`pategail.server.action_prior`).
     """
 
     def __init__(self, geometry: CellGeometry, *, alpha: float = DEFAULT_ALPHA,
                  explore_factors: np.ndarray | None = None, slots: int = SLOTS, rng: np.random.Generator,
-                 places: PlaceLaw | None = None):
+                 places: PlaceLaw | None = None, max_cells: int | None = None):
         if alpha < 0:
             raise ValueError("alpha must be >= 0")
+        if max_cells is not None and max_cells < 1:
+            raise ValueError(f"max_cells must be >= 1, got {max_cells}")
         if places is not None and len(places.relevance) != len(geometry.cells):
             raise ValueError(f"the place law has {len(places.relevance)} cells, the geometry {len(geometry.cells)}")
         self.places = places
+        self.max_cells = max_cells
         self.geometry = geometry
         self.alpha = float(alpha)
         self.slots = slots
@@ -386,8 +390,9 @@ class EPREnvironment:
         return self.days[:, : self.t + 1]
 
     def mask(self) -> np.ndarray:
-        """bool (n, 4): the actions possible at the current slot (row t of ``action_mask``)."""
-        return self.state.mask()
+        """bool (n, 4): the actions possible at the current slot (row t of ``action_mask`` with the
+        environment's ``max_cells``)."""
+        return self.state.mask(self.max_cells)
 
     def step(self, actions: np.ndarray, realised: np.ndarray | None = None) -> np.ndarray:
         """Apply one action per agent; return the new cells (n,).

@@ -104,21 +104,37 @@ def state_features(days: np.ndarray, homes: np.ndarray, cells: np.ndarray, day_s
     return out
 
 
-def action_mask(days: np.ndarray, homes: np.ndarray) -> np.ndarray:
+def action_mask(days: np.ndarray, homes: np.ndarray, max_cells: int | None = None) -> np.ndarray:
     """bool (n, T, 4): which actions are possible at each slot given the history up to it.
 
-    stay and explore always are; home only away from home (at home it would be stay); return only when some
-    visited cell other than home and the current one exists.
+    stay always is; explore too; home only away from home (at home it would be stay); return only when some
+    visited cell other than home and the current one exists. With ``max_cells`` (the environment's limit on a
+    day's distinct cells; None: no limit) no action may add a cell once the day holds that many: not explore,
+    and not a first move home (:func:`limit_new_cells`).
     """
     days = np.asarray(days)
     homes = np.asarray(homes).reshape(-1, 1)
     at_home = days == homes
     first_visit = _same_cell(days).sum(axis=2) == 1
-    returnable = np.cumsum(first_visit, 1) - (np.cumsum(at_home, 1) > 0) - (~at_home)
+    distinct = np.cumsum(first_visit, 1)
+    home_seen = np.cumsum(at_home, 1) > 0
+    returnable = distinct - home_seen - (~at_home)
     mask = np.ones(days.shape + (N_ACTIONS,), dtype=bool)
     mask[..., HOME] = ~at_home
     mask[..., RETURN] = returnable > 0
+    limit_new_cells(mask, distinct, home_seen, max_cells)
     return mask
+
+
+def limit_new_cells(mask: np.ndarray, distinct: np.ndarray, home_seen: np.ndarray, max_cells: int | None) -> None:
+    """Clear, in ``mask`` (..., 4), the actions that would add a cell to a day already holding ``max_cells``
+    distinct cells (``distinct``, ``home_seen``: the mask's leading shape): explore (always to a cell the day
+    has not seen) and home while home was not seen. Nothing without a limit."""
+    if max_cells is None:
+        return
+    full = np.asarray(distinct) >= max_cells
+    mask[..., EXPLORE] &= ~full
+    mask[..., HOME] &= ~(full & ~np.asarray(home_seen))
 
 
 def label_actions(days: np.ndarray, homes: np.ndarray) -> np.ndarray:

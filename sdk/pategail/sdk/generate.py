@@ -67,9 +67,10 @@ def sample_actions(log_probs: np.ndarray, rng: np.random.Generator) -> np.ndarra
 def generate_days(policy_session: Session, geometry: CellGeometry, homes: np.ndarray, first_cells: np.ndarray,
                   rng: np.random.Generator, *, alpha: float = DEFAULT_ALPHA,
                   explore_factors: np.ndarray | None = None, slots: int = SLOTS,
-                  places: PlaceLaw | None = None) -> GeneratedDays:
+                  places: PlaceLaw | None = None, max_cells: int | None = None) -> GeneratedDays:
     """Sample one day per (home, first cell) with the policy model and the EPR environment (with the learned
-    place law ``places`` when given: d-EPR, pategail.sdk.places).
+    place law ``places`` when given: d-EPR, pategail.sdk.places; no explore once a day holds ``max_cells``
+    distinct cells, when given).
 
     ``policy_session``: the incremental model (key/value cache; one slot a step) or the full-prefix model
     (re-reads the prefix; old bundles) — :func:`pategail.sdk.decoding.decoder_for` tells them apart; both
@@ -80,7 +81,7 @@ def generate_days(policy_session: Session, geometry: CellGeometry, homes: np.nda
     """
     homes = np.asarray(homes, dtype=np.int32)
     env = EPREnvironment(geometry, alpha=alpha, explore_factors=explore_factors, slots=slots, rng=rng,
-                         places=places)
+                         places=places, max_cells=max_cells)
     env.reset(homes, first_cells)
     decoder = decoder_for(policy_session, slots)
     n = len(homes)
@@ -89,7 +90,7 @@ def generate_days(policy_session: Session, geometry: CellGeometry, homes: np.nda
     log_probs = np.empty((n, slots - 1), dtype=np.float32)
     while not env.done:
         t = env.t
-        lp = decoder(env.state.current, env.state.features(), env.state.mask())
+        lp = decoder(env.state.current, env.state.features(), env.mask())
         a = sample_actions(lp, rng)
         actions[:, t] = a
         log_probs[:, t] = np.take_along_axis(lp, a[:, None].astype(np.int64), 1)[:, 0]

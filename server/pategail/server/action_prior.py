@@ -17,7 +17,7 @@ import torch
 
 from pategail.sdk.action_rates import RATE_SHAPE, action_rate_length, count_bucket, slot_bucket
 from pategail.sdk.epr import EPREnvironment
-from pategail.sdk.features import N_ACTIONS, action_mask, state_features
+from pategail.sdk.features import EXPLORE, N_ACTIONS, SLOTS, action_mask, state_features
 from pategail.server.policy import Policy, masked_log_probs
 
 log = logging.getLogger(__name__)
@@ -35,6 +35,17 @@ noise (σ·√entries): below that the table is noise, and cloning it would star
 (pategail.server.initial_states.SIGNAL_GATE)."""
 
 
+RARE_DAY_SHARE = 1e-3
+"""A day with one more distinct cell than k is *rare* when the released rates put fewer than this share of days
+there (the invented-mode guard's 99.9th percentile of the real days, pategail.metrics.guard); the environment
+then adds no cell to a day that holds k (:attr:`ActionRates.max_cells`)."""
+
+NOISE_MARGIN = 3.0
+"""Standard deviations of the release's noise the share of days reaching another cell must stay below
+:data:`RARE_DAY_SHARE` by before a limit is drawn from it: under noise a limit is drawn only where the table
+is clear, never from a noisy zero."""
+
+
 @dataclass(frozen=True)
 class ActionRates:
     """probs: float64 ``RATE_SHAPE`` (slot bucket, at home, distinct bucket, action), each row sums to 1 (before
@@ -44,6 +55,10 @@ class ActionRates:
     mass: np.ndarray
     signal: float | None = None
     """Released total over its noise's standard deviation (None: released without noise)."""
+    max_cells: int | None = None
+    """The fewest distinct cells k (1–4) beyond which the released days (nearly) never go: the share of days
+    that reach a (k + 1)-th cell is below :data:`RARE_DAY_SHARE` by :data:`NOISE_MARGIN` noise standard
+    deviations (:func:`day_cells_limit`). None: the days go on exploring at every count the table tells apart."""
 
     @property
     def usable(self) -> bool:
@@ -60,12 +75,14 @@ class ActionRates:
         return np.where(total > 0, p / np.where(total > 0, total, 1.0), np.eye(N_ACTIONS)[0])
 
     def to_dict(self) -> dict:
-        return {"probs": self.probs.ravel().tolist(), "mass": self.mass.ravel().tolist(), "signal": self.signal}
+        return {"probs": self.probs.ravel().tolist(), "mass": self.mass.ravel().tolist(), "signal": self.signal,
+                "max_cells": self.max_cells}
 
     @classmethod
     def from_dict(cls, d: dict) -> "ActionRates":
         return cls(np.asarray(d["probs"], dtype=np.float64).reshape(RATE_SHAPE),
-                   np.asarray(d["mass"], dtype=np.float64).reshape(RATE_SHAPE[:-1]), d.get("signal"))
+                   np.asarray(d["mass"], dtype=np.float64).reshape(RATE_SHAPE[:-1]), d.get("signal"),
+                   d.get("max_cells"))
 
 
 def action_rates_from_noisy_sums(sums: np.ndarray, noise_std: float = 0.0,
@@ -90,7 +107,34 @@ def action_rates_from_noisy_sums(sums: np.ndarray, noise_std: float = 0.0,
         probs[:, :, k] = prev
     s = max(float(noise_std), 0.0)
     signal = None if s == 0 else float(sums.sum()) / (s * np.sqrt(len(sums)))
-    return ActionRates(probs, counts.sum(-1), signal)
+    return ActionRates(probs, counts.sum(-1), signal, day_cells_limit(sums, s))
+
+
+def day_cells_limit(sums: np.ndarray, noise_std: float = 0.0) -> int | None:
+    """The environment's limit on a day's distinct cells read from the released action-rate sums: the fewest
+    k in 1..4 (the counts the table tells apart; its last bucket is "5 or more") such that the share of days
+    that reach a (k + 1)-th cell, plus :data:`NOISE_MARGIN` standard deviations of its noise, is below
+    :data:`RARE_DAY_SHARE`; None if there is none.
+
+    A day reaches a (k + 1)-th cell by an explore taken with k distinct cells so far (an explore always goes to
+    a cell the day has not seen) or by a first move home; the table cannot tell first moves home from later
+    ones, so the share counts the explores only. A device's part holds w × its share of decisions in each
+    table cell, a day being ``SLOTS - 1`` decisions, so (SLOTS − 1) × Σ_(slot, at home) sums[·, ·, k, explore]
+    / Σ sums is the w-weighted mean over the devices of the share of their days that explore on from k cells
+    (the part's other shares weigh devices the same way). Its noise: 2 × N_SLOT_BUCKETS summed entries of std
+    ``noise_std``.
+    Post-processing of the release: no privacy cost."""
+    table = np.asarray(sums, dtype=np.float64).reshape(RATE_SHAPE)
+    total = float(np.clip(table, 0.0, None).sum())
+    if total <= 0:
+        return None
+    decisions = SLOTS - 1
+    explores = table[..., EXPLORE].sum(axis=(0, 1))                     # by distinct bucket
+    share_std = decisions * noise_std * np.sqrt(2 * RATE_SHAPE[0]) / total
+    for k in range(1, RATE_SHAPE[2]):
+        if decisions * explores[k - 1] / total + NOISE_MARGIN * share_std < RARE_DAY_SHARE:
+            return k
+    return None
 
 
 @dataclass(frozen=True, eq=False)
@@ -102,6 +146,8 @@ class RuleDays:
     homes: np.ndarray
     actions: np.ndarray
     targets: np.ndarray
+    max_cells: int | None = None
+    """The environment's limit on distinct cells a day (:attr:`EPREnvironment.max_cells`) they were drawn under."""
 
 
 def sample_rule_days(rates: ActionRates, env: EPREnvironment, homes: np.ndarray, first_cells: np.ndarray,
@@ -120,7 +166,7 @@ def sample_rule_days(rates: ActionRates, env: EPREnvironment, homes: np.ndarray,
         actions.append(a)
         targets.append(p)
     return RuleDays(env.days.copy(), np.asarray(homes, dtype=np.int32), np.stack(actions, 1).astype(np.int64),
-                    np.stack(targets, 1))
+                    np.stack(targets, 1), env.max_cells)
 
 
 def behaviour_clone(policy: Policy, rule_days: RuleDays, cells: np.ndarray, *, epochs: int, lr: float,
@@ -129,7 +175,7 @@ def behaviour_clone(policy: Policy, rule_days: RuleDays, cells: np.ndarray, *, e
     targets over the possible actions, Adam); return the mean loss of each epoch."""
     days = rule_days.days
     feats = torch.from_numpy(state_features(days, rule_days.homes, cells))
-    masks = torch.from_numpy(action_mask(days, rule_days.homes)[:, :-1])
+    masks = torch.from_numpy(action_mask(days, rule_days.homes, rule_days.max_cells)[:, :-1])
     cells_t = torch.from_numpy(days.astype(np.int64))
     targets = torch.from_numpy(rule_days.targets.astype(np.float32))
     optimizer = torch.optim.Adam(policy.parameters(), lr=lr)

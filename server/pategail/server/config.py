@@ -322,6 +322,13 @@ class EnvironmentSettings:
     (``ppo.anchor_coef``) keeps GAIL near it. None: on without privacy, off under privacy — at realistic
     device counts its 320-entry table drowns in the noise and its larger sensitivity costs every other part of
     the environment release."""
+    day_cells_limit: bool = True
+    """With the action-rate part released (``action_prior``): a generated day adds no cell (no explore, no
+    first move home) once it holds the fewest distinct cells the released rates say real days (nearly) never
+    go beyond — on a city whose days hold at most four cells, never a fifth
+    (pategail.server.action_prior.day_cells_limit; the bundle carries the limit to every generator). The
+    table tells counts apart up to four, so a city whose days go on to a fifth cell gets no limit.
+    Post-processing of the release."""
     action_prior_days: int = 2048
     """Rule-model days the policy is cloned on."""
     action_prior_epochs: int = 30

@@ -259,6 +259,9 @@ class Coordinator:
                 self.geometry.neighbours, self.config.environment.alpha, states.explore_factors, places.relevance,
                 states.home_weights))
         log.info("initial states learned from %d devices", release.n_survivors)
+        if self.max_day_cells() is not None:
+            log.info("environment: the released rates show (almost) no day beyond %d distinct cells; generated days "
+                     "explore no further", self.max_day_cells())
         if self.config.uses_action_prior:
             self.warm_start()
         self.state.initial_seconds += time.perf_counter() - t0
@@ -278,7 +281,8 @@ class Coordinator:
         rng = np.random.default_rng([self.seed, 0xB0C])
         homes, firsts = self.sample_initial_states(cfg.environment.action_prior_days, rng)
         env = EPREnvironment(self.geometry, alpha=cfg.environment.alpha,
-                             explore_factors=self._released_states().explore_factors, rng=rng, places=self.place_law())
+                             explore_factors=self._released_states().explore_factors, rng=rng, places=self.place_law(),
+                             max_cells=self.max_day_cells())
         days = sample_rule_days(rates, env, homes, firsts, rng)
         t0 = time.perf_counter()
         losses = behaviour_clone(self.policy, days, self.cells, epochs=cfg.environment.action_prior_epochs,
@@ -295,7 +299,7 @@ class Coordinator:
         cfg = self.config
         homes, firsts = self.sample_initial_states(cfg.days_per_round, self.rng_sampling)
         rollout, homes = sample_rollout(self.policy, self.geometry, homes, firsts, self.rng_sampling, cfg.environment.alpha,
-                                        self._released_states().explore_factors, self.place_law())
+                                        self._released_states().explore_factors, self.place_law(), self.max_day_cells())
         journal = self.releases.journal()
         down = up = None                           # unknown for a release re-used after a crash
         if round_ in journal:
@@ -386,6 +390,14 @@ class Coordinator:
         places = self._released_states().places
         return None if places is None else tempered(places, self.config.environment.relevance_exponent)
 
+    def max_day_cells(self) -> int | None:
+        """The environment's limit on distinct cells a generated day holds, drawn from the released action
+        rates (``environment.day_cells_limit``; None: no limit, or no rates released)."""
+        rates = self._released_states().action_rates
+        if rates is None or not self.config.environment.day_cells_limit:
+            return None
+        return rates.max_cells
+
     def publish_policy(self, onnx_bytes: bytes) -> int:
         """Send a new policy model (hash-checked by the devices, and signature-checked where a network carries
         it); return how many accepted it."""
@@ -396,7 +408,7 @@ class Coordinator:
         """Synthetic days (n_days, 48) from the averaged policy and the released initial states."""
         homes, firsts = self.sample_initial_states(n_days, rng)
         rollout, _ = sample_rollout(self.averaged_policy(), self.geometry, homes, firsts, rng, self.config.environment.alpha,
-                                    self._released_states().explore_factors, self.place_law())
+                                    self._released_states().explore_factors, self.place_law(), self.max_day_cells())
         return rollout.cells.astype(np.int32)
 
     def summary(self) -> RunSummary:

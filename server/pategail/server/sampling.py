@@ -64,13 +64,15 @@ class TorchPolicyStepSession:
 
 def sample_rollout(policy: Policy, geometry: CellGeometry, homes: np.ndarray, first_cells: np.ndarray,
                    rng: np.random.Generator, alpha: float,
-                   explore_factors: np.ndarray | None = None, places=None) -> tuple[Rollout, np.ndarray]:
-    """Generate one day per initial state; return the rollout (rewards still zero) and the homes."""
+                   explore_factors: np.ndarray | None = None, places=None,
+                   max_cells: int | None = None) -> tuple[Rollout, np.ndarray]:
+    """Generate one day per initial state (no explore once a day holds ``max_cells`` distinct cells, when
+    given); return the rollout (rewards still zero, the masks of the same limit) and the homes."""
     policy.eval()
     gen = generate_days(TorchPolicyStepSession(policy), geometry, homes, first_cells, rng, alpha=alpha,
-                        explore_factors=explore_factors, places=places)
+                        explore_factors=explore_factors, places=places, max_cells=max_cells)
     features = state_features(gen.days, homes, geometry.cells)
-    masks = action_mask(gen.days, homes)
+    masks = action_mask(gen.days, homes, max_cells)
     with torch.no_grad():
         _, values = policy(torch.from_numpy(gen.days.astype(np.int64)), torch.from_numpy(features))
     rollout = Rollout(cells=gen.days.astype(np.int64), features=features, masks=masks,
