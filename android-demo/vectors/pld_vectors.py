@@ -21,9 +21,10 @@ LARGE_SCALE = 415.0
 
 
 def _pmf(releases, interval):
-    from pategail.sdk.accounting import _pld
+    from pategail.sdk.accounting import _cached_accountant
 
-    return _pld(releases, interval)._pld._pmf_remove        # the accountant's composed distribution
+    # the accountant's composed distribution (the SDK keeps the composition for its ε and δ below)
+    return _cached_accountant(tuple(releases), float(interval))._pld._pmf_remove
 
 
 def laplace_vectors() -> list:

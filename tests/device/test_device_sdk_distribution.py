@@ -54,7 +54,9 @@ def test_the_sdk_installs_alone_and_runs_a_device_round_without_torch(bundle_dir
     env.update(PIP_CONFIG_FILE=os.devnull, PIP_DISABLE_PIP_VERSION_CHECK="1")
     # a copy of sdk/: the build writes its egg-info next to the sources, and the checkout stays clean
     shutil.copytree(ROOT / "sdk", tmp_path / "sdk", ignore=shutil.ignore_patterns("*.egg-info", "build"))
-    proc = subprocess.run([*pip, "install", "--quiet", "--no-index", "--find-links",
+    # --no-compile: byte-compiling every installed module took two thirds of the install; the device round
+    # below compiles the few it imports
+    proc = subprocess.run([*pip, "install", "--quiet", "--no-compile", "--no-index", "--find-links",
                            str(WHEELS), str(tmp_path / "sdk")], capture_output=True, text=True, env=env, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     installed = subprocess.run([*pip, "list", "--format", "json"], capture_output=True,

@@ -198,14 +198,22 @@ the first doing it and the others finding it cached."""
 def _cached_epsilon(releases: tuple[Release, ...], delta: float, interval: float) -> float:
     # one composition of a run's releases takes ~1 s (more at a fine grid); the coordinator's budget check
     # and its report, and a device's request check and round check, ask for the same one: compose it once
-    return float(_pld(list(releases), interval).get_epsilon(delta))
+    return float(_cached_accountant(releases, interval).get_epsilon(delta))
+
+
+@lru_cache(maxsize=2)
+def _cached_accountant(releases: tuple[Release, ...], interval: float) -> privacy_accountant.PrivacyAccountant:
+    # the composition itself, for ε at another δ or δ at some ε of the same releases; only the latest two
+    # are kept (a run's composed distribution reaches ~10^6 points, 7 MB)
+    return _pld(list(releases), interval)
 
 
 def composed_delta(releases: Sequence[Release], epsilon: float, interval: float = 1e-4) -> float:
     """δ(ε) of the composition of ``releases`` (PLD)."""
     if not releases:
         return 0.0
-    return float(_pld(releases, interval).get_delta(epsilon))
+    with _COMPOSING:
+        return float(_cached_accountant(tuple(releases), float(interval)).get_delta(epsilon))
 
 
 def merge_release(releases: Sequence[Release], new: Release) -> list[Release]:
