@@ -260,8 +260,8 @@ class Coordinator:
                 states.home_weights))
         log.info("initial states learned from %d devices", release.n_survivors)
         if self.max_day_cells() is not None:
-            log.info("environment: the released rates show (almost) no day beyond %d distinct cells; generated days "
-                     "explore no further", self.max_day_cells())
+            log.info("environment: the released rates show (almost) no day beyond %d distinct cells; a generated day "
+                     "adds no cell past them", self.max_day_cells())
         if self.config.uses_action_prior:
             self.warm_start()
         self.state.initial_seconds += time.perf_counter() - t0
