@@ -101,8 +101,8 @@ def write_outputs(coordinator, dataset, run: Path, seed: int = 0, fleet: dict | 
                                  "1, 2, 3-4, 5-8, ...; the factors come from the initial-state release; with "
                                  "the place law (d-EPR) it is also x relevance(cell), and a return goes to the "
                                  "place just left with probability return_last (bundle/relevance.csv); "
-                                 "max_day_cells: no explore once a day holds that many distinct cells "
-                                 "(null: no limit)"},
+                                 "max_day_cells: a day holding that many distinct cells adds no more, "
+                                 "neither by explore nor by a first move home (null: no limit)"},
     }
     if fleet is not None:
         report["fleet"] = fleet

@@ -500,6 +500,8 @@ def test_days_of_few_cells_give_a_limit_that_the_run_and_its_bundle_keep(tmp_pat
                  "--config", str(config), "--no-downstream", "--no-progress"]) == 0
     report = json.loads((run / "report.json").read_text())
     assert report["environment"]["max_day_cells"] == 2 and report["guard"]["share"] == 0
+    # the training rollouts too: the round's generated days stay within the real days' two cells
+    assert "round 1: 0.0% of generated days above 2 distinct cells" in (run / "train.log").read_text()
     assert distinct_cells(read_synthetic_csv(run / "synthetic.csv")).max() <= 2
     assert load_bundle(run / "bundle").environment.max_day_cells == 2
     assert main(["-q", "generate", "--bundle", str(run / "bundle"), "--days", "30", "--out",

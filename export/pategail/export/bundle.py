@@ -21,8 +21,8 @@ Manifest, format version 1 (every file name is relative to the bundle directory)
                   action_rates?: true, max_day_cells?: int, initial_states_days_cap?: int,
                   universe?: "universe.csv", n_universe?}
                  (absent in a models-only bundle; devices need it to featurise and generate days;
-                 max_day_cells: no explore once a generated day holds that many distinct cells, no limit when
-                 absent;
+                 max_day_cells: a generated day holding that many distinct cells adds no more (no explore, no
+                 first move home), no limit when absent;
                  initial_states_days_cap: days at which a device's home and first-cell contribution reaches
                  full weight, 100 when absent; universe: a cell table privately released from a public map —
                  every square of the map (square,lat,lon,cell) and the cell its days move to)

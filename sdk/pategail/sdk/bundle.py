@@ -101,8 +101,8 @@ class Environment:
     before."""
     max_day_cells: int | None = None
     """The environment's limit on distinct cells a generated day holds (manifest "environment.max_day_cells";
-    :class:`pategail.sdk.epr.EPREnvironment`): explore is not possible once a day holds that many. Absent:
-    None, no limit."""
+    :class:`pategail.sdk.epr.EPREnvironment`): once a day holds that many, no action may add one (no explore,
+    no first move home). Absent: None, no limit."""
     initial_states_days_cap: int = DAYS_CAP
     """Days at which a device's initial-state contribution (home, first cell) reaches full weight
     (manifest "environment.initial_states_days_cap"; pategail.sdk.contribution). Absent: ``DAYS_CAP``, the

@@ -69,8 +69,8 @@ def generate_days(policy_session: Session, geometry: CellGeometry, homes: np.nda
                   explore_factors: np.ndarray | None = None, slots: int = SLOTS,
                   places: PlaceLaw | None = None, max_cells: int | None = None) -> GeneratedDays:
     """Sample one day per (home, first cell) with the policy model and the EPR environment (with the learned
-    place law ``places`` when given: d-EPR, pategail.sdk.places; no explore once a day holds ``max_cells``
-    distinct cells, when given).
+    place law ``places`` when given: d-EPR, pategail.sdk.places; with ``max_cells``, a day holding that many
+    distinct cells adds no more: no explore, no first move home).
 
     ``policy_session``: the incremental model (key/value cache; one slot a step) or the full-prefix model
     (re-reads the prefix; old bundles) — :func:`pategail.sdk.decoding.decoder_for` tells them apart; both

@@ -328,7 +328,8 @@ class EnvironmentSettings:
     go beyond — on a city whose days hold at most four cells, never a fifth
     (pategail.server.action_prior.day_cells_limit; the bundle carries the limit to every generator). The
     table tells counts apart up to four, so a city whose days go on to a fifth cell gets no limit.
-    Post-processing of the release."""
+    Post-processing of the release. In practice only without privacy: under noise a limit needs the table
+    clear by three noise standard deviations, which realistic noise never leaves."""
     action_prior_days: int = 2048
     """Rule-model days the policy is cloned on."""
     action_prior_epochs: int = 30

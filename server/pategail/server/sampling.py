@@ -66,8 +66,8 @@ def sample_rollout(policy: Policy, geometry: CellGeometry, homes: np.ndarray, fi
                    rng: np.random.Generator, alpha: float,
                    explore_factors: np.ndarray | None = None, places=None,
                    max_cells: int | None = None) -> tuple[Rollout, np.ndarray]:
-    """Generate one day per initial state (no explore once a day holds ``max_cells`` distinct cells, when
-    given); return the rollout (rewards still zero, the masks of the same limit) and the homes."""
+    """Generate one day per initial state (with ``max_cells``, a day holding that many distinct cells adds no
+    more); return the rollout (rewards still zero, the masks of the same limit) and the homes."""
     policy.eval()
     gen = generate_days(TorchPolicyStepSession(policy), geometry, homes, first_cells, rng, alpha=alpha,
                         explore_factors=explore_factors, places=places, max_cells=max_cells)

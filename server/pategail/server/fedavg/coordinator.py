@@ -210,7 +210,7 @@ class FedAvgCoordinator(Coordinator):
         # generated days of the updated policy, for the run's statistics (public: no device is involved)
         homes, firsts = self.sample_initial_states(cfg.days_per_round, self.rng_sampling)
         rollout, _ = sample_rollout(self.policy, self.geometry, homes, firsts, self.rng_sampling, cfg.environment.alpha,
-                                    self._released_states().explore_factors, self.place_law())
+                                    self._released_states().explore_factors, self.place_law(), self.max_day_cells())
         n = len(self.fleet.device_ids)
         bytes_down, bytes_up = self._record_bytes(down, up)
         update = {"mean_delta_norm": float(np.linalg.norm(mean_delta)),
