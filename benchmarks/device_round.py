@@ -97,7 +97,8 @@ def main() -> None:
     homes = np.array([np.bincount(ds.user_days(u)[:, :12].ravel()).argmax() for u in rng.choice(users, N_DAYS)])
     firsts = ds.train_days[rng.choice(len(ds.train_days), N_DAYS), 0]
     geometry = CellGeometry.build(ds.cells, bundle.environment.candidates)
-    g = generate_days(open_policy_session(bundle), geometry, homes, firsts, rng, alpha=bundle.environment.alpha)
+    g = generate_days(open_policy_session(bundle), geometry, homes, firsts, rng, alpha=bundle.environment.alpha,
+                      max_cells=bundle.environment.max_day_cells)
     request = RoundRequest(1, K_STEPS, BATCH, g.days, homes.astype(np.int32), g.actions).to_bytes()
     policy_update = PolicyUpdate.for_model(1, bundle.policy.path.read_bytes()).to_bytes()
 

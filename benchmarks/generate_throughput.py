@@ -178,7 +178,7 @@ def in_process(bundle_dir: Path, rows: np.ndarray, threads: int, reps: int,
     env = bundle.environment
     geometry = CellGeometry.build(env.cells, env.candidates)
     session = open_generation_session(bundle, threads=threads)
-    law = dict(alpha=env.alpha, explore_factors=env.explore_factors, places=env.places)
+    law = dict(alpha=env.alpha, explore_factors=env.explore_factors, places=env.places, max_cells=env.max_day_cells)
 
     def run():
         return generate_days(session, geometry, rows[:, 0], rows[:, 1], np.random.default_rng(1), **law).days
