@@ -121,11 +121,12 @@ def day_cells_limit(sums: np.ndarray, noise_std: float = 0.0) -> int | None:
     ones, so the share counts the explores only, and the limit also forbids a first move home at k cells.
     That assumes days that stop exploring at k cells do not reach a (k + 1)-th one by going home late — true
     where days start at home (they begin at midnight) and where a source caps the fixes a day, not for a
-    city whose days mostly start away from home (``environment.day_cells_limit`` false turns it off). A device's part holds w × its share of decisions in each
-    table cell, a day being ``SLOTS - 1`` decisions, so (SLOTS − 1) × Σ_(slot, at home) sums[·, ·, k, explore]
-    / Σ sums is the w-weighted mean over the devices of the share of their days that explore on from k cells
-    (the part's other shares weigh devices the same way). Its noise: 2 × N_SLOT_BUCKETS summed entries of std
-    ``noise_std``.
+    city whose days mostly start away from home (``environment.day_cells_limit`` false turns it off).
+
+    A device's part holds w × its share of decisions in each table cell, a day being ``SLOTS - 1`` decisions,
+    so (SLOTS − 1) × Σ_(slot, at home) sums[·, ·, k, explore] / Σ sums is the w-weighted mean over the devices
+    of the share of their days that explore on from k cells (the part's other shares weigh devices the same
+    way). Its noise: 2 × N_SLOT_BUCKETS summed entries of std ``noise_std``.
     Post-processing of the release: no privacy cost."""
     table = np.asarray(sums, dtype=np.float64).reshape(RATE_SHAPE)
     total = float(np.clip(table, 0.0, None).sum())
