@@ -20,6 +20,7 @@ plan that meets the target on the planning grid meets it in the run's report too
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
 from dataclasses import asdict, dataclass, replace
@@ -257,6 +258,7 @@ class PrivacyPlan:
         return cls(**d)
 
 
+@functools.lru_cache(maxsize=8)
 def plan_privacy(target_epsilon: float | None, target_delta: float, kappa: float, planned_queries: int,
                  interval: float = PLAN_INTERVAL, reserve_queries: int = 0, env_values: int = 0,
                  env_fraction: float = 0.0, env_l1_bound: float = ENV_L1_BOUND,
@@ -269,7 +271,11 @@ def plan_privacy(target_epsilon: float | None, target_delta: float, kappa: float
     With ``env_values`` > 0 the first planned query is the environment release, ONE Laplace vector query of
     ``env_values`` entries: its scale is its L1 sensitivity over its share ``env_fraction`` of the target ε
     (pure DP), and the rewards' per-query noise is calibrated so that the joint PLD composition of the
-    environment release, the planned reward queries and the reserve meets the target (it gets the rest)."""
+    environment release, the planned reward queries and the reserve meets the target (it gets the rest).
+
+    Calibrating takes seconds (PLD compositions) and a plan is a frozen value of these arguments, so the latest
+    few plans are kept in memory: a process that asks for the same plan twice (the privacy-plan command's rows,
+    a run's feasibility line) calibrates it once."""
     base: dict[str, Any] = dict(env_values=int(env_values), env_fraction=float(env_fraction) if env_values else 0.0,
                 env_l1_bound=float(env_l1_bound), adjacency=adjacency)
     if target_epsilon is None:
