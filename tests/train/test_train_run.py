@@ -467,17 +467,15 @@ def test_the_place_law_runs_on_a_rank_law_recalibrated_from_the_release(dataset,
     np.testing.assert_array_equal(again.initial_states.explore_factors, states.explore_factors)
 
 
-def test_days_of_few_cells_give_a_limit_that_the_run_and_its_bundle_keep(tmp_path):
-    """On days cut to their first two cells (no day holds a third) the released rates give a limit of two cells: the run's synthetic days, its report and its bundle keep it, and `generate` from the bundle too;
-    ``environment.day_cells_limit`` false turns it off."""
-    from pategail.sdk.features import distinct_cells
-    from pategail.sdk.synthetic import read_synthetic_csv
+def _two_cell_data(tmp_path):
+    """The embedded data with each day cut to its first two distinct cells (the slots outside them set to the
+    cell before them): no day holds a third."""
     from dataclasses import replace
 
     from pategail.data.dataset import save_dataset
+    from pategail.sdk.features import distinct_cells
 
     def two_cells(days):
-        """Each day with the slots outside its first two distinct cells set to the cell before them."""
         out = days.copy()
         for day in out:
             kept = list(dict.fromkeys(day.tolist()))[:2]
@@ -490,8 +488,18 @@ def test_days_of_few_cells_give_a_limit_that_the_run_and_its_bundle_keep(tmp_pat
     prepare_dataset("pategail", ROOT / "data" / "default", tmp_path / "full", allow_pickle=True)
     full = load_dataset(tmp_path / "full")
     save_dataset(replace(full, train_days=two_cells(full.train_days), test_days=two_cells(full.test_days)), data)
+    assert distinct_cells(load_dataset(data).train_days).max() == 2 and distinct_cells(full.train_days).max() > 5
+    return data
+
+
+def test_days_of_few_cells_give_a_limit_that_the_run_and_its_bundle_keep(tmp_path):
+    """On days cut to their first two cells (no day holds a third) the released rates give a limit of two cells: the run's synthetic days, its report and its bundle keep it, and `generate` from the bundle too;
+    ``environment.day_cells_limit`` false turns it off."""
+    from pategail.sdk.features import distinct_cells
+    from pategail.sdk.synthetic import read_synthetic_csv
+
+    data = _two_cell_data(tmp_path)
     thin = load_dataset(data)
-    assert distinct_cells(thin.train_days).max() == 2 and distinct_cells(full.train_days).max() > 5
     config = tmp_path / "tiny.json"
     config.write_text(json.dumps(merge_settings({k: v for k, v in TINY.items() if k != "ppo"},
                                                 {"rounds": 1, "ppo": {"n_epochs": 1, "batch_size": 3}})))
@@ -511,3 +519,25 @@ def test_days_of_few_cells_give_a_limit_that_the_run_and_its_bundle_keep(tmp_pat
     off.releases.rebuild_accountant()
     off.learn_initial_states()
     assert off.initial_states.action_rates.max_cells == 2 and off.max_day_cells() is None
+
+
+def test_dp_fedavg_and_the_hybrid_keep_a_day_cells_limit(tmp_path):
+    """DP-FedAvg's and the hybrid's days come from the same environment: on days of two cells their rollouts
+    (each round's statistics), synthetic days, report and bundle keep the limit of two."""
+    from pategail.sdk.features import distinct_cells
+    from pategail.sdk.synthetic import read_synthetic_csv
+
+    data = _two_cell_data(tmp_path)
+    config = tmp_path / "short.json"
+    config.write_text(json.dumps(merge_settings({k: v for k, v in TINY.items() if k != "ppo"},
+                                                {"ppo": {"n_epochs": 1, "batch_size": 3},
+                                                 "fedavg": {"batch_size": 32, "hybrid_rounds": 1}})))
+    for method in ("dp-fedavg", "hybrid"):
+        run = tmp_path / method
+        assert main(["-q", "train", "--data", str(data), "--out", str(run), "--method", method, "--devices", "3",
+                     "--no-privacy", "--config", str(config), "--no-downstream", "--no-progress"]) == 0
+        report = json.loads((run / "report.json").read_text())
+        assert report["environment"]["max_day_cells"] == 2 and report["guard"]["share"] == 0
+        assert "round 1: 0.0% of generated days above 2 distinct cells" in (run / "train.log").read_text()
+        assert distinct_cells(read_synthetic_csv(run / "synthetic.csv")).max() <= 2
+        assert load_bundle(run / "bundle").environment.max_day_cells == 2
