@@ -521,9 +521,10 @@ def test_days_of_few_cells_give_a_limit_that_the_run_and_its_bundle_keep(tmp_pat
     assert off.initial_states.action_rates.max_cells == 2 and off.max_day_cells() is None
 
 
-def test_dp_fedavg_and_the_hybrid_keep_a_day_cells_limit(tmp_path):
-    """DP-FedAvg's and the hybrid's days come from the same environment: on days of two cells their rollouts
-    (each round's statistics), synthetic days, report and bundle keep the limit of two."""
+def test_the_hybrid_s_dp_fedavg_round_keeps_a_day_cells_limit(tmp_path):
+    """DP-FedAvg's days come from the same environment: on days of two cells the hybrid's DP-FedAvg round (its
+    statistics' rollout), then its PateGail round, its synthetic days, report and bundle keep the limit of two
+    (a DP-FedAvg run takes the same round and the same final generation)."""
     from pategail.sdk.features import distinct_cells
     from pategail.sdk.synthetic import read_synthetic_csv
 
@@ -532,12 +533,14 @@ def test_dp_fedavg_and_the_hybrid_keep_a_day_cells_limit(tmp_path):
     config.write_text(json.dumps(merge_settings({k: v for k, v in TINY.items() if k != "ppo"},
                                                 {"ppo": {"n_epochs": 1, "batch_size": 3},
                                                  "fedavg": {"batch_size": 32, "hybrid_rounds": 1}})))
-    for method in ("dp-fedavg", "hybrid"):
-        run = tmp_path / method
-        assert main(["-q", "train", "--data", str(data), "--out", str(run), "--method", method, "--devices", "3",
-                     "--no-privacy", "--config", str(config), "--no-downstream", "--no-progress"]) == 0
-        report = json.loads((run / "report.json").read_text())
-        assert report["environment"]["max_day_cells"] == 2 and report["guard"]["share"] == 0
-        assert "round 1: 0.0% of generated days above 2 distinct cells" in (run / "train.log").read_text()
-        assert distinct_cells(read_synthetic_csv(run / "synthetic.csv")).max() <= 2
-        assert load_bundle(run / "bundle").environment.max_day_cells == 2
+    run = tmp_path / "hybrid"
+    assert main(["-q", "train", "--data", str(data), "--out", str(run), "--method", "hybrid", "--devices", "3",
+                 "--no-privacy", "--config", str(config), "--no-downstream", "--no-progress"]) == 0
+    report = json.loads((run / "report.json").read_text())
+    assert report["environment"]["max_day_cells"] == 2 and report["guard"]["share"] == 0
+    log = (run / "train.log").read_text()
+    assert "round 1: 3 of 3 devices in the release, mean delta norm" in log           # the DP-FedAvg round
+    for r in (1, 2):
+        assert f"round {r}: 0.0% of generated days above 2 distinct cells" in log
+    assert distinct_cells(read_synthetic_csv(run / "synthetic.csv")).max() <= 2
+    assert load_bundle(run / "bundle").environment.max_day_cells == 2
