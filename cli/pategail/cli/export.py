@@ -11,7 +11,10 @@ def register(sub) -> None:
     p = sub.add_parser("export", help="write an ONNX model bundle (policy + discriminator training artifacts)",
                        description="Write a model bundle for devices: the policy inference model, the "
                                    "discriminator's ONNX Runtime training artifacts and inference model, and "
-                                   "manifest.json (versions, SHA-256 of every file, inputs and outputs).")
+                                   "manifest.json (versions, SHA-256 of every file, inputs and outputs). The "
+                                   "environment it writes is the default one for the cell table (no released "
+                                   "homes, laws or day-cells limit): a trained run's own bundle is RUN/bundle, "
+                                   "which `pategail generate` and devices use as it is.")
     p.add_argument("--out", required=True, type=Path, metavar="DIR", help="bundle directory to write (an existing bundle there is replaced)")
     size = p.add_mutually_exclusive_group()
     size.add_argument("--n-cells", type=int, default=None, metavar="N", help="number of cells of a fresh policy")
