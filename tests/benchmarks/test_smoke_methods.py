@@ -28,7 +28,7 @@ def test_fedavg_table_and_training_day_scores_read_finished_runs(tmp_path, embed
     table = run_benchmark("fedavg_table.py", tmp_path / "fa")
     row = next(line for line in table.splitlines() if line.startswith("| fa |"))
     cells = [c.strip() for c in row.split("|")[1:-1]]
-    assert cells[1] == "DP-FedAvg" and cells[2] == "fedadam 0.1" and cells[3] == "10" and cells[5] == "∞"
+    assert cells[1] == "DP-FedAvg" and cells[2] == "fedavg 1.0" and cells[3] == "10" and cells[5] == "∞"
     assert all(0 <= float(v) <= 1 for v in cells[7:12]) and re.fullmatch(r"[0-5] of 5", cells[12])
     scores = run_benchmark("fedavg_train_days.py", embedded_data, tmp_path / "fa")
     row = next(line for line in scores.splitlines() if line.startswith("| fa |"))

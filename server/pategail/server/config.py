@@ -416,8 +416,8 @@ class TrainConfig:
 
     @property
     def resolved(self) -> bool:
-        """Whether the settings that depend on the device count (δ, the environment's share, DP-FedAvg's server
-        optimiser) are set."""
+        """Whether the settings filled in for a run (δ and the environment's share, which depend on the device
+        count, and DP-FedAvg's server step size) are set."""
         return self.privacy.delta is not None and self.privacy.env_epsilon_fraction is not None \
             and self.fedavg.resolved
 
@@ -425,8 +425,8 @@ class TrainConfig:
         """This config for a run of ``devices`` devices over ``n_cells`` cells: δ and the environment's share of
         ε filled in where they are None (pategail.server.privacy.defaults; without privacy their fixed defaults,
         whatever the device count); the same config when both are set. The cell count sizes a DP-FedAvg run's
-        model delta, whose noise chooses its share (without it, the smallest share) and its server optimiser
-        (pategail.server.fedavg.coordinator.delta_server_optimizer)."""
+        model delta, whose noise chooses its share (without it, the smallest share); the server optimiser's
+        step size is filled in too."""
         if self.resolved:
             return self
         from pategail.server.privacy.defaults import DELTA_CAP, default_delta, environment_share
@@ -440,11 +440,7 @@ class TrainConfig:
             share = environment_share(config._after_cells(), devices, n_cells)
             config = dataclasses.replace(config, privacy=dataclasses.replace(privacy, env_epsilon_fraction=share))
         if not config.fedavg.resolved:
-            name = config.fedavg.server_optimizer
-            if name is None:
-                from pategail.server.fedavg.coordinator import delta_server_optimizer
-                name = delta_server_optimizer(config._after_cells(), devices, n_cells)
-            config = dataclasses.replace(config, fedavg=config.fedavg.with_server_optimizer(name))
+            config = dataclasses.replace(config, fedavg=config.fedavg.with_default_step())
         return config
 
     def _after_cells(self) -> "TrainConfig":

@@ -37,16 +37,16 @@ class FedAvgConfig:
     """C: the L2 norm each device's model delta is clipped to (the sensitivity of a release, in parameter
     units). The noise on the mean delta is proportional to C / devices. 0.1 had the better G-rank, 0.5 the
     better Radius, DailyLoc, Distance and I-rank."""
-    server_optimizer: str | None = None
+    server_optimizer: str = "fedavg"
     """"fedavg": θ ← θ + ``server_lr`` · mean Δ; "fedadam": Adam on −mean Δ as the gradient (``server_lr``,
-    ``server_betas``, ``server_eps``). None: chosen for the run by ``TrainConfig.for_devices`` from the noise on
-    the released mean delta — FedAdam where it is at most ``DELTA_NOISE_LIMIT`` clip norms (and without
-    privacy), FedAvg where it is more, whose step does not amplify a coordinate's noise as Adam's per-coordinate
-    normalisation does; the hybrid's DP-FedAvg rounds take FedAvg. Measured on the TRAINING days of the public
-    map of Beijing, ε = 8, 20 rounds (BENCHMARKS.md, "DP-FedAvg against PateGail"): with 1,000 devices (noise
-    1.8 clip norms) FedAdam at 0.1 beat FedAvg on all five km JSDs (mean 0.0145 against 0.0211); with 82
-    devices (15.6 clip norms) FedAvg beat it on all five on two seeds (means 0.023 and 0.028 against 0.057 and
-    0.090)."""
+    ``server_betas``, ``server_eps``). FedAvg's step stays proportional to the delta, where Adam's
+    per-coordinate normalisation takes full-size steps in directions that are mostly noise. Measured on the
+    TRAINING days of the public map of Beijing, ε = 8, 20 rounds (BENCHMARKS.md, "DP-FedAvg against
+    PateGail"), by the noise on the released mean delta: with 82 devices (15.6 clip norms) FedAvg had the lower
+    mean of the five km JSDs on three seeds of four; on a second city (154 devices, ~8 clip norms) each won two
+    of four; with 1,000 devices (1.8) FedAdam at 0.1 beat FedAvg on all five (one seed: mean 0.0145 against
+    0.0211); with 10,000 devices (0.13) FedAvg won on both seeds (0.0145 and 0.0136 against 0.040 and 0.027:
+    FedAdam's first rounds swing and its days explore half as often as real ones). FedAdam stays an option."""
     server_lr: float | None = None
     """The server step size; None: 0.1 for FedAdam (chosen at 82 devices from 0.003, 0.01, 0.03, 0.1 and 0.3:
     mean of the five km JSDs 0.063, 0.058, 0.048, 0.032, 0.085), 1 for FedAvg (the plain average of the clipped
@@ -72,7 +72,7 @@ class FedAvgConfig:
                 continue
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
                 raise PategailError(f"fedavg.{name} must be a number > 0, got {value!r}")
-        if self.server_optimizer is not None and self.server_optimizer not in SERVER_OPTIMIZERS:
+        if self.server_optimizer not in SERVER_OPTIMIZERS:
             raise PategailError(f"fedavg.server_optimizer must be one of {', '.join(SERVER_OPTIMIZERS)}, got "
                                 f"{self.server_optimizer!r}")
         if not (0 <= self.server_beta1 < 1 and 0 <= self.server_beta2 < 1):
@@ -80,12 +80,10 @@ class FedAvgConfig:
 
     @property
     def resolved(self) -> bool:
-        """Whether the server optimiser and its step size are set (``TrainConfig.for_devices`` sets them)."""
-        return self.server_optimizer is not None and self.server_lr is not None
+        """Whether the server step size is set (``TrainConfig.for_devices`` sets it)."""
+        return self.server_lr is not None
 
-    def with_server_optimizer(self, name: str) -> "FedAvgConfig":
-        """These settings with the server optimiser ``name`` where none is set, and its default step size where
-        none is set."""
-        optimizer = self.server_optimizer or name
-        lr = self.server_lr if self.server_lr is not None else SERVER_LR[optimizer]
-        return dataclasses.replace(self, server_optimizer=optimizer, server_lr=lr)
+    def with_default_step(self) -> "FedAvgConfig":
+        """These settings with the server optimiser's default step size where none is set."""
+        lr = self.server_lr if self.server_lr is not None else SERVER_LR[self.server_optimizer]
+        return dataclasses.replace(self, server_lr=lr)

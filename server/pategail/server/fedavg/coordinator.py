@@ -127,22 +127,6 @@ def delta_environment_share(config: TrainConfig, devices: int, n_cells: int) -> 
     return low
 
 
-def delta_server_optimizer(config: TrainConfig, devices: int, n_cells: int | None) -> str:
-    """The server optimiser a run of ``config`` (δ and the environment's share set) over ``devices`` devices
-    takes when none is set: "fedadam" without privacy and where the noise on the mean model delta is at most
-    ``DELTA_NOISE_LIMIT`` clip norms, "fedavg" where it is more, for the hybrid's DP-FedAvg rounds (measured
-    with FedAvg) and, under privacy, without the cell count that sizes the model."""
-    from pategail.server.privacy.defaults import DELTA_NOISE_LIMIT
-
-    if not config.private:
-        return "fedadam"
-    if config.method != "dp-fedavg" or n_cells is None:
-        return "fedavg"
-    values = policy_values(config, n_cells)
-    noise = delta_noise_norm(plan_delta_run(config, values, 1), config.method, values, devices)
-    return "fedadam" if noise <= DELTA_NOISE_LIMIT else "fedavg"
-
-
 def server_optimizer(params: list[torch.Tensor], fa: FedAvgConfig) -> torch.optim.Optimizer:
     """The server optimiser, stepped with −mean Δ as the gradient (``fa`` resolved: ``TrainConfig.for_devices``)."""
     if not fa.resolved:
