@@ -130,7 +130,7 @@ def delta_environment_share(config: TrainConfig, devices: int, n_cells: int) -> 
 def server_optimizer(params: list[torch.Tensor], fa: FedAvgConfig) -> torch.optim.Optimizer:
     """The server optimiser, stepped with −mean Δ as the gradient (``fa`` resolved: ``TrainConfig.for_devices``)."""
     if not fa.resolved:
-        raise ValueError("the server optimiser is chosen from the run's device count: resolve the config with "
+        raise ValueError("the server step size is filled in for a run: resolve the config with "
                          "TrainConfig.for_devices")
     assert fa.server_lr is not None                      # resolved
     if fa.server_optimizer == "fedadam":
