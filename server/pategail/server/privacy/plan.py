@@ -258,7 +258,7 @@ class PrivacyPlan:
         return cls(**d)
 
 
-@functools.lru_cache(maxsize=8)
+@functools.lru_cache(maxsize=8, typed=True)
 def plan_privacy(target_epsilon: float | None, target_delta: float, kappa: float, planned_queries: int,
                  interval: float = PLAN_INTERVAL, reserve_queries: int = 0, env_values: int = 0,
                  env_fraction: float = 0.0, env_l1_bound: float = ENV_L1_BOUND,
@@ -275,7 +275,8 @@ def plan_privacy(target_epsilon: float | None, target_delta: float, kappa: float
 
     Calibrating takes seconds (PLD compositions) and a plan is a frozen value of these arguments, so the latest
     few plans are kept in memory: a process that asks for the same plan twice (the privacy-plan command's rows,
-    a run's feasibility line) calibrates it once."""
+    a run's feasibility line) calibrates it once. Keyed by type too, so 8 and 8.0 give plans that are written
+    as they would be without the cache."""
     base: dict[str, Any] = dict(env_values=int(env_values), env_fraction=float(env_fraction) if env_values else 0.0,
                 env_l1_bound=float(env_l1_bound), adjacency=adjacency)
     if target_epsilon is None:
