@@ -258,8 +258,7 @@ class PrivacyPlan:
         return cls(**d)
 
 
-@functools.lru_cache(maxsize=8, typed=True)
-def plan_privacy(target_epsilon: float | None, target_delta: float, kappa: float, planned_queries: int,
+def _calibrated_plan(target_epsilon: float | None, target_delta: float, kappa: float, planned_queries: int,
                  interval: float = PLAN_INTERVAL, reserve_queries: int = 0, env_values: int = 0,
                  env_fraction: float = 0.0, env_l1_bound: float = ENV_L1_BOUND,
                  adjacency: str = ZERO_OUT) -> PrivacyPlan:
@@ -323,6 +322,10 @@ def plan_privacy(target_epsilon: float | None, target_delta: float, kappa: float
     return PrivacyPlan(target_epsilon, target_delta, kappa, planned_queries, reserve_queries, float(b),
                        float(b / (kappa - 1.0)), float(expected), env_sum_noise_scale=float(b_env), **base)
 
+
+
+plan_privacy = functools.lru_cache(maxsize=8, typed=True)(_calibrated_plan)
+"""The calibration above, with the latest few plans kept (mutation testing sees the undecorated function)."""
 
 @dataclass(frozen=True)
 class GaussianSpec:
