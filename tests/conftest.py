@@ -78,12 +78,3 @@ def dlap_gof():
     DLap(1/scale) (the law the accountant assumes for the released noise)."""
     return _dlap_gof_pvalue
 
-
-@pytest.fixture(autouse=True)
-def _fresh_privacy_plans():
-    """Every test calibrates its own Laplace plans: none is kept from another test (one that patches the
-    calibration would otherwise read a plan made without the patch)."""
-    from pategail.server.privacy.plan import plan_privacy
-
-    plan_privacy.cache_clear()
-    yield
