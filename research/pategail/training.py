@@ -49,13 +49,15 @@ def check_run_marker(run: Path, identity: dict, resume: bool) -> None:
         if not resume:
             raise PategailError(f"{run} holds a run already; add --resume to continue it, or choose another --out")
         recorded = json.loads(marker.read_text())
-        if set(recorded.get("config", {})) != set(identity["config"]):
+        from pategail.server.config import run_settings, setting_differences
+        recorded, compared = ({**marked, "config": run_settings(marked.get("config", {}))}
+                              for marked in (recorded, identity))
+        if set(recorded["config"]) != set(compared["config"]):
             raise PategailError(f"{marker}: this run was made by another version of pategail (its settings "
                                 "differ in name, not only in value) and cannot be resumed; start it again in "
                                 "another --out")
-        if recorded != identity:
-            from pategail.server.config import setting_differences
-            changed = "; ".join(setting_differences(recorded, identity, "the run"))
+        if recorded != compared:
+            changed = "; ".join(setting_differences(recorded, compared, "the run"))
             raise PategailError(f"{marker}: this run was started with other settings, data, seed or --devices "
                                 f"({changed}); resume it with the same ones, or choose another --out")
     elif resume:

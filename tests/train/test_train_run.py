@@ -125,10 +125,15 @@ def test_a_checkpoint_resumes_only_with_the_settings_it_was_made_with(dataset, t
         with pytest.raises(PategailError, match=f"another configuration .*policy.n_heads: 4 in the checkpoint, "
                                                 f"{heads} now"):
             other_heads.resume()
-    # a checkpoint of another version (a setting it had no longer exists, or one was added) is refused in one
-    # line, never read with a default in place of what it trained with
+    # a PateGail run never reads the DP-FedAvg section: other values or names there (a later version's
+    # defaults) do not keep it from resuming
     ckpt = tmp_path / "old" / "checkpoint"
     state = load_checkpoint(ckpt)
+    state["config"]["fedavg"] = {**state["config"]["fedavg"], "server_optimizer": "fedadam", "retired_knob": 1}
+    save_checkpoint(ckpt, state)
+    assert _coordinator(dataset, tmp_path / "old", policy={"n_heads": 4}).resume()
+    # a checkpoint of another version (a setting it had no longer exists, or one was added) is refused in one
+    # line, never read with a default in place of what it trained with
     state["config"]["policy"]["retired_knob"] = True
     save_checkpoint(ckpt, state)
     with pytest.raises(PategailError, match="made by another version of pategail") as err:
@@ -544,3 +549,26 @@ def test_the_hybrid_s_dp_fedavg_round_keeps_a_day_cells_limit(tmp_path):
         assert f"round {r}: 0.0% of generated days above 2 distinct cells" in log
     assert distinct_cells(read_synthetic_csv(run / "synthetic.csv")).max() <= 2
     assert load_bundle(run / "bundle").environment.max_day_cells == 2
+
+
+def test_a_run_s_marker_resumes_only_the_same_run(tmp_path):
+    """``run.json`` keeps what a run's journal belongs to: a resume with other settings is refused in one line
+    naming the setting, except in a section the method never reads (a PateGail run's DP-FedAvg settings)."""
+    from pategail.training import check_run_marker
+
+    config = TrainConfig(**TINY).for_devices(5).to_dict()
+    identity = {"config": config, "seed": 0, "data": "/data", "users": [1, 2]}
+    check_run_marker(tmp_path / "run", identity, resume=False)
+    with pytest.raises(PategailError, match="holds a run already"):
+        check_run_marker(tmp_path / "run", identity, resume=False)
+    check_run_marker(tmp_path / "run", identity, resume=True)
+    with pytest.raises(PategailError, match=r"other settings.*seed: 0 in the run, 1 now") as err:
+        check_run_marker(tmp_path / "run", {**identity, "seed": 1}, resume=True)
+    assert "\n" not in str(err.value)
+    other_step = {**config, "fedavg": {**config["fedavg"], "server_optimizer": "fedadam", "server_lr": 0.1}}
+    check_run_marker(tmp_path / "run", {**identity, "config": other_step}, resume=True)
+    fedavg_run = {**identity, "config": {**config, "method": "dp-fedavg"}}
+    check_run_marker(tmp_path / "fedavg", fedavg_run, resume=False)
+    with pytest.raises(PategailError, match="fedavg.server_optimizer"):
+        check_run_marker(tmp_path / "fedavg", {**fedavg_run, "config": {**other_step, "method": "dp-fedavg"}},
+                         resume=True)

@@ -559,6 +559,15 @@ def _check_type(name: str, annotation: str, value, where: str) -> None:
         raise PategailError(f"{where}: \"{name}\" must be {words}{' or null' if optional else ''}, got {value!r}")
 
 
+def run_settings(config: dict) -> dict:
+    """A config (as ``TrainConfig.to_dict`` writes it) without the settings its method never reads, which a
+    resumed run need not repeat: a PateGail run's ``fedavg`` section (whose defaults a later version may change
+    without changing what the run trained)."""
+    if config.get("method", "pategail") == "pategail":
+        return {key: value for key, value in config.items() if key != "fedavg"}
+    return config
+
+
 def setting_differences(recorded: dict, now: dict, where: str, prefix: str = "") -> list[str]:
     """``"name: A in <where>, B now"`` for each setting that differs between two nested dicts of settings (a
     nested one named ``ppo.n_epochs``; values written as in a config file), so that a refused resume says what

@@ -33,7 +33,7 @@ from pategail.sdk.secagg.policy import DeclaredPlan
 from pategail.server.action_prior import SIGNAL_GATE, behaviour_clone, sample_rule_days
 from pategail.server.averaging import TailAverage
 from pategail.server.checkpoint import Release, load_checkpoint, save_checkpoint
-from pategail.server.config import TrainConfig, setting_differences
+from pategail.server.config import TrainConfig, run_settings, setting_differences
 from pategail.server.fleet import Fleet
 from pategail.server.initial_states import InitialStates
 from pategail.server.places import rank_calibrated_factors, tempered
@@ -201,12 +201,14 @@ class Coordinator:
                                 "has no privacy plan) and cannot be resumed; start the run again in another --out")
         # a setting added or removed by a later version (its config differs in names, not only in values) is
         # not read at a default: the shape or the meaning of what was trained could differ silently
-        if set(_setting_names(state["config"])) != set(_setting_names(self.config.to_dict())):
+        # (the settings the method never reads are left out: a later version may rename or re-default them)
+        recorded, current = run_settings(state["config"]), run_settings(self.config.to_dict())
+        if set(_setting_names(recorded)) != set(_setting_names(current)):
             raise PategailError(f"{self.ckpt_dir}: the checkpoint was made by another version of pategail (its "
                                 "settings differ in name, not only in value) and cannot be resumed; start the run "
                                 "again in another --out")
-        saved = TrainConfig.from_dict(state["config"], where=str(self.ckpt_dir)).to_dict()
-        changed = setting_differences({**saved, "seed": state["seed"]}, {**self.config.to_dict(), "seed": self.seed},
+        saved = run_settings(TrainConfig.from_dict(recorded, where=str(self.ckpt_dir)).to_dict())
+        changed = setting_differences({**saved, "seed": state["seed"]}, {**current, "seed": self.seed},
                                       "the checkpoint")
         if changed:
             raise PategailError(f"{self.ckpt_dir}: the checkpoint was made with another configuration or seed "
