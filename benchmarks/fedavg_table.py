@@ -6,6 +6,7 @@ run's own epr baseline, the spatial metrics, the invented-mode share and seconds
 """
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -13,10 +14,14 @@ from pathlib import Path
 KM = ("radius", "dailyloc", "distance", "grank", "irank")
 METHODS = {"pategail": "PateGail", "dp-fedavg": "DP-FedAvg", "hybrid": "hybrid"}
 
+ap = argparse.ArgumentParser(description="PateGail, DP-FedAvg and the hybrid side by side, from finished runs' "
+                                         "report.json: a markdown table on stdout")
+ap.add_argument("runs", nargs="+", type=Path, help="finished runs' folders (each holding report.json)")
+args = ap.parse_args()
 print("| run | method | server step | devices | rounds | ε target | ε zero-out / replace-one | Radius | DailyLoc | Distance | "
       "G-rank | I-rank | wins vs epr | Density | Trips | Hot-20 ↑ | invented | s / round |")
 print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-for run in map(Path, sys.argv[1:]):
+for run in args.runs:
     path = run / "report.json"
     if not path.is_file():
         print(f"{path}: missing (not a finished run)", file=sys.stderr)

@@ -5,8 +5,8 @@ the test days): the five km JSDs of each run's synthetic.csv to the training day
 """
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,11 +15,16 @@ from pategail.data.dataset import load_dataset
 from pategail.metrics.evaluate import METRIC_NAMES, evaluate_days
 from pategail.sdk.synthetic import read_synthetic_csv
 
-data = load_dataset(Path(sys.argv[1]))
+ap = argparse.ArgumentParser(description="the five km JSDs of finished runs' synthetic.csv to the TRAINING days of "
+                                         "their data set: a markdown table on stdout")
+ap.add_argument("data", type=Path, help="the prepared data set the runs trained on")
+ap.add_argument("runs", nargs="+", type=Path, help="finished runs' folders (synthetic.csv, report.json)")
+args = ap.parse_args()
+data = load_dataset(args.data)
 train = data.train_days
 print("| run | fedavg settings | rounds | " + " | ".join(METRIC_NAMES) + " | mean |")
 print("|---|---|---|" + "---|" * (len(METRIC_NAMES) + 1))
-for run in map(Path, sys.argv[2:]):
+for run in args.runs:
     days = read_synthetic_csv(run / "synthetic.csv", n_cells=data.n_cells)
     row = evaluate_days(days, train, data.cells)
     cfg = json.loads((run / "report.json").read_text())["training"]["config"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
@@ -17,6 +18,15 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
 PATEGAIL_GEOLIFE = SHARED_DATA / "pategail-geolife"
+
+
+def pytest_sessionstart(session):
+    """Each session starts without kept privacy plans: mutation testing runs a mutant's tests in a process forked
+    from one that ran the clean code's, whose plans must not answer for the mutant's (a test that patches the
+    calibration clears them itself)."""
+    plan = sys.modules.get("pategail.server.privacy.plan")     # a fresh process has kept none
+    if plan is not None:
+        plan.plan_privacy.cache_clear()
 
 
 @pytest.fixture(scope="session")

@@ -4,9 +4,6 @@ privacy; ``public_data`` for private runs) and a tiny configuration, and what it
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,14 +13,43 @@ TINY = {"rounds": 1, "days_per_round": 6, "discriminator": {"steps": 2, "batch_s
 """A configuration that trains in a second: the benchmarks' code paths, not their numbers."""
 
 
+# The libraries every script imports (torch, ONNX Runtime, the package) take seconds of CPU to import; a run
+# is forked from a server that imported them once, so that each script's own work is what a test pays for.
+PRELOAD = ["numpy", "torch", "onnxruntime", "onnx", "pategail.server.coordinator", "pategail.emulator",
+           "pategail.data.dataset", "pategail.metrics.evaluate", "pategail.population.fleet", "pategail.cli"]
+
+
+def run_python(argv: list, timeout: float = 300) -> str:
+    """``python ARGV`` (a script and its arguments, or ``-m MODULE ...``) in a fresh child process run from the
+    repository root, forked from a server holding PRELOAD imported: its stdout (the test fails on a non-zero
+    exit or past ``timeout`` seconds, showing its stderr)."""
+    import multiprocessing
+    import runpy
+    import tempfile
+
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(PRELOAD)
+    with tempfile.TemporaryDirectory() as tmp:
+        out, err = Path(tmp) / "stdout", Path(tmp) / "stderr"
+        child = context.Process(target=runpy.run_path, args=(str(Path(__file__).with_name("launch.py")),),
+                                kwargs={"init_globals": {"ARGV": [str(a) for a in argv], "ROOT": str(ROOT),
+                                                         "OUT": str(out), "ERR": str(err)},
+                                        "run_name": "launch"})
+        child.start()
+        child.join(timeout)
+        if child.exitcode is None:
+            child.kill()
+            child.join()
+            pytest.fail(f"python {' '.join(map(str, argv))}: still running after {timeout} s:\n"
+                        f"{err.read_text()[-3000:]}")
+        assert child.exitcode == 0, f"{argv[0]} exited {child.exitcode}:\n{err.read_text()[-3000:]}"
+        return out.read_text()
+
+
 def run_benchmark(script: str, *args, timeout: float = 300) -> str:
-    """Run ``benchmarks/SCRIPT`` with ``args`` from the repository root; its stdout (the test fails on a non-zero
-    exit, showing its stderr)."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), *map(str, args)], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=timeout)
-    assert done.returncode == 0, f"{script} exited {done.returncode}:\n{done.stderr[-3000:]}"
-    return done.stdout
+    """Run ``benchmarks/SCRIPT`` with ``args`` as ``python benchmarks/SCRIPT ARGS`` would (``run_python``); its
+    stdout."""
+    return run_python([ROOT / "benchmarks" / script, *args], timeout)
 
 
 def json_lines(text: str) -> list[dict]:

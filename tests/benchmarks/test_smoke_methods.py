@@ -5,19 +5,15 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import subprocess
-import sys
 
 import pytest
 
-from .conftest import ROOT, TINY, run_benchmark
+from .conftest import TINY, run_benchmark, run_python
 
 
 def _train(data, out, *args):
-    done = subprocess.run([sys.executable, "-m", "pategail", "-q", "train", "--data", str(data), "--out", str(out),
-                           "--no-downstream", "--no-progress", *map(str, args)], cwd=ROOT, capture_output=True,
-                          text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
+    run_python(["-m", "pategail", "-q", "train", "--data", data, "--out", out, "--no-downstream", "--no-progress",
+                *args], timeout=600)
 
 
 @pytest.mark.slow

@@ -1,0 +1,30 @@
+"""One benchmark run as ``python SCRIPT ARGS`` (or ``python -m MODULE ARGS``) would run it, in a child forked from
+a server that imported the heavy libraries once (``run_benchmark`` in conftest.py). Run by ``runpy.run_path``
+with the globals ARGV (the command line after ``python``), ROOT (the working directory), OUT and ERR (files that
+take the child's stdout and stderr)."""
+import os
+import runpy
+import sys
+
+for fd, path in ((1, OUT), (2, ERR)):          # noqa: F821 (given by the caller)
+    handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(handle, fd)
+    os.close(handle)
+sys.stdout = open(1, "w", encoding="utf-8", closefd=False)
+sys.stderr = open(2, "w", encoding="utf-8", closefd=False)
+os.chdir(ROOT)                                 # noqa: F821
+for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):    # for the script's own children too
+    os.environ[var] = "1"
+if "torch" in sys.modules:                     # as OMP_NUM_THREADS=1 gives a fresh process
+    sys.modules["torch"].set_num_threads(1)
+try:
+    if ARGV[0] == "-m":                        # noqa: F821
+        sys.argv = list(ARGV[1:])              # noqa: F821
+        runpy.run_module(sys.argv[0], run_name="__main__", alter_sys=True)
+    else:
+        sys.argv = list(ARGV)                  # noqa: F821
+        sys.path.insert(0, os.path.dirname(os.path.abspath(sys.argv[0])))
+        runpy.run_path(sys.argv[0], run_name="__main__")
+finally:
+    sys.stdout.flush()
+    sys.stderr.flush()
