@@ -95,13 +95,16 @@ def _measure(tmp_path: Path, keep_sessions: bool = False) -> dict:
 @pytest.mark.slow
 def test_resident_memory_after_the_last_round_is_that_after_the_first(tmp_path):
     rss = _measure(tmp_path)
-    first, last = rss["rounds"][0], rss["rounds"][-1]
-    assert len(rss["rounds"]) == ROUNDS
-    # flat: rounds 2 to 6 add at most 16 MiB in all (measured 2026-11-26: 3-8 MiB, in one or two steps of the
-    # process's allocator, not per device), less than 0.1 MiB a device and round — beside the explore laws'
-    # rows filled for cells explored from the first time (a bounded cache: ~8 MiB over these rounds)
-    tables = rss["explore_tables"][-1] - rss["explore_tables"][0]
-    assert last - first - tables <= 16.0, rss
+    rounds, tables = rss["rounds"], rss["explore_tables"]
+    assert len(rounds) == ROUNDS
+    # Beside the explore laws' rows filled for cells explored from the first time (a bounded cache: ~8 MiB over
+    # these rounds), the process's allocator grows in one or two steps in the first rounds (3-16 MiB measured
+    # between rounds 1 and 3 on 2026-11-26/28), then stays flat within a few MiB either way. A leak grows every
+    # round: rounds 4 to 6 add at most 8 MiB (a kept buffer of 0.1 MiB a device and round would add 10.8),
+    # rounds 2 to 6 at most 24.
+    assert rounds[-1] - rounds[2] - (tables[-1] - tables[2]) <= 8.0, rss
+    assert rounds[-1] - rounds[0] - (tables[-1] - tables[0]) <= 24.0, rss
+    last = rounds[-1]
     # the final publication of the policy: each device checks it and keeps it on disk, not in memory
     # (measured: +13-20 MiB in all; main's code kept every check's session, +389 MiB for these 36 devices)
     assert rss["published"] - last <= 2.0 * DEVICES, rss
