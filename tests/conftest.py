@@ -21,12 +21,16 @@ PATEGAIL_GEOLIFE = SHARED_DATA / "pategail-geolife"
 
 
 def pytest_sessionstart(session):
-    """Each session starts without kept privacy plans: mutation testing runs a mutant's tests in a process forked
-    from one that ran the clean code's, whose plans must not answer for the mutant's (a test that patches the
-    calibration clears them itself)."""
-    plan = sys.modules.get("pategail.server.privacy.plan")     # a fresh process has kept none
-    if plan is not None:
-        plan.plan_privacy.cache_clear()
+    """Each session starts with pategail's kept results cleared (privacy plans, accountants, Lagrange weights,
+    message sizes): mutation testing runs a mutant's tests in a process forked from one that ran the clean code's,
+    whose kept answers must not stand in for the mutant's (a test that patches a calibration clears them itself).
+    A fresh process has kept none."""
+    for name, module in list(sys.modules.items()):
+        if name.split(".")[0] != "pategail":
+            continue
+        for value in list(vars(module).values()):
+            if callable(getattr(value, "cache_clear", None)) and getattr(value, "__module__", None) == name:
+                value.cache_clear()
 
 
 @pytest.fixture(scope="session")

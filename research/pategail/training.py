@@ -50,8 +50,8 @@ def check_run_marker(run: Path, identity: dict, resume: bool) -> None:
             raise PategailError(f"{run} holds a run already; add --resume to continue it, or choose another --out")
         recorded = json.loads(marker.read_text())
         from pategail.server.config import run_settings, setting_differences
-        recorded, compared = ({**marked, "config": run_settings(marked.get("config", {}))}
-                              for marked in (recorded, identity))
+        settings = run_settings(recorded.get("config", {}), identity.get("config", {}))
+        recorded, compared = ({**marked, "config": config} for marked, config in zip((recorded, identity), settings))
         if set(recorded["config"]) != set(compared["config"]):
             raise PategailError(f"{marker}: this run was made by another version of pategail (its settings "
                                 "differ in name, not only in value) and cannot be resumed; start it again in "

@@ -36,14 +36,22 @@ def run_python(argv: list, timeout: float = 300) -> str:
                                                          "OUT": str(out), "ERR": str(err)},
                                         "run_name": "launch"})
         child.start()
-        child.join(timeout)
-        if child.exitcode is None:
-            child.kill()
-            child.join()
-            pytest.fail(f"python {' '.join(map(str, argv))}: still running after {timeout} s:\n"
-                        f"{err.read_text()[-3000:]}")
-        assert child.exitcode == 0, f"{argv[0]} exited {child.exitcode}:\n{err.read_text()[-3000:]}"
-        return out.read_text()
+        try:
+            child.join(timeout)
+        finally:                                # past the timeout, or the test interrupted: no child left behind
+            running = child.exitcode is None
+            if running:
+                child.kill()
+                child.join()
+        if running:
+            pytest.fail(f"python {' '.join(map(str, argv))}: still running after {timeout} s:\n{_tail(err)}")
+        assert child.exitcode == 0, f"{argv[0]} exited {child.exitcode}:\n{_tail(err)}"
+        return out.read_text(encoding="utf-8") if out.exists() else ""
+
+
+def _tail(path: Path, chars: int = 3000) -> str:
+    """The end of a child's stderr file (empty if it died before opening it)."""
+    return path.read_text(encoding="utf-8", errors="replace")[-chars:] if path.exists() else ""
 
 
 def run_benchmark(script: str, *args, timeout: float = 300) -> str:

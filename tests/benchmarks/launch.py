@@ -11,7 +11,7 @@ for fd, path in ((1, OUT), (2, ERR)):          # noqa: F821 (given by the caller
     os.dup2(handle, fd)
     os.close(handle)
 sys.stdout = open(1, "w", encoding="utf-8", closefd=False)
-sys.stderr = open(2, "w", encoding="utf-8", closefd=False)
+sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", buffering=1, closefd=False)
 os.chdir(ROOT)                                 # noqa: F821
 for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):    # for the script's own children too
     os.environ[var] = "1"

@@ -132,6 +132,11 @@ def test_a_checkpoint_resumes_only_with_the_settings_it_was_made_with(dataset, t
     state["config"]["fedavg"] = {**state["config"]["fedavg"], "server_optimizer": "fedadam", "retired_knob": 1}
     save_checkpoint(ckpt, state)
     assert _coordinator(dataset, tmp_path / "old", policy={"n_heads": 4}).resume()
+    # ... but a resume with another method, which reads it, is refused naming the method
+    with pytest.raises(PategailError, match='another configuration .*method: "pategail" in the checkpoint, '
+                                            '"hybrid" now'):
+        _coordinator(dataset, tmp_path / "old", policy={"n_heads": 4}, method="hybrid",
+                     fedavg={"hybrid_rounds": 1}).resume()
     # a checkpoint of another version (a setting it had no longer exists, or one was added) is refused in one
     # line, never read with a default in place of what it trained with
     state["config"]["policy"]["retired_knob"] = True
@@ -567,8 +572,13 @@ def test_a_run_s_marker_resumes_only_the_same_run(tmp_path):
     assert "\n" not in str(err.value)
     other_step = {**config, "fedavg": {**config["fedavg"], "server_optimizer": "fedadam", "server_lr": 0.1}}
     check_run_marker(tmp_path / "run", {**identity, "config": other_step}, resume=True)
+    for method in ("hybrid", "dp-fedavg"):
+        with pytest.raises(PategailError, match=f'other settings.*method: "pategail" in the run, "{method}" now'):
+            check_run_marker(tmp_path / "run", {**identity, "config": {**other_step, "method": method}}, resume=True)
     fedavg_run = {**identity, "config": {**config, "method": "dp-fedavg"}}
     check_run_marker(tmp_path / "fedavg", fedavg_run, resume=False)
     with pytest.raises(PategailError, match="fedavg.server_optimizer"):
         check_run_marker(tmp_path / "fedavg", {**fedavg_run, "config": {**other_step, "method": "dp-fedavg"}},
                          resume=True)
+    with pytest.raises(PategailError, match='other settings.*method: "dp-fedavg" in the run, "pategail" now'):
+        check_run_marker(tmp_path / "fedavg", {**fedavg_run, "config": other_step}, resume=True)

@@ -559,13 +559,14 @@ def _check_type(name: str, annotation: str, value, where: str) -> None:
         raise PategailError(f"{where}: \"{name}\" must be {words}{' or null' if optional else ''}, got {value!r}")
 
 
-def run_settings(config: dict) -> dict:
-    """A config (as ``TrainConfig.to_dict`` writes it) without the settings its method never reads, which a
-    resumed run need not repeat: a PateGail run's ``fedavg`` section (whose defaults a later version may change
-    without changing what the run trained)."""
-    if config.get("method", "pategail") == "pategail":
-        return {key: value for key, value in config.items() if key != "fedavg"}
-    return config
+def run_settings(recorded: dict, now: dict) -> tuple[dict, dict]:
+    """Two configs (as ``TrainConfig.to_dict`` writes them: a run's recorded one and the one given now) without the
+    settings a resume need not repeat: the ``fedavg`` section when either is a PateGail run, which never reads it
+    (a later version may change its defaults without changing what the run trained). Left out of both, so that
+    a run resumed with another method is refused naming ``method``."""
+    if "pategail" in (recorded.get("method", "pategail"), now.get("method", "pategail")):
+        return tuple({key: value for key, value in config.items() if key != "fedavg"} for config in (recorded, now))
+    return recorded, now
 
 
 def setting_differences(recorded: dict, now: dict, where: str, prefix: str = "") -> list[str]:

@@ -202,12 +202,13 @@ class Coordinator:
         # a setting added or removed by a later version (its config differs in names, not only in values) is
         # not read at a default: the shape or the meaning of what was trained could differ silently
         # (the settings the method never reads are left out: a later version may rename or re-default them)
-        recorded, current = run_settings(state["config"]), run_settings(self.config.to_dict())
+        recorded, current = run_settings(state["config"], self.config.to_dict())
         if set(_setting_names(recorded)) != set(_setting_names(current)):
             raise PategailError(f"{self.ckpt_dir}: the checkpoint was made by another version of pategail (its "
                                 "settings differ in name, not only in value) and cannot be resumed; start the run "
                                 "again in another --out")
-        saved = run_settings(TrainConfig.from_dict(recorded, where=str(self.ckpt_dir)).to_dict())
+        saved, current = run_settings(TrainConfig.from_dict(recorded, where=str(self.ckpt_dir)).to_dict(),
+                                      self.config.to_dict())
         changed = setting_differences({**saved, "seed": state["seed"]}, {**current, "seed": self.seed},
                                       "the checkpoint")
         if changed:
