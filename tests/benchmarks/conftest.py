@@ -4,6 +4,7 @@ privacy; ``public_data`` for private runs) and a tiny configuration, and what it
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -13,39 +14,25 @@ TINY = {"rounds": 1, "days_per_round": 6, "discriminator": {"steps": 2, "batch_s
 """A configuration that trains in a second: the benchmarks' code paths, not their numbers."""
 
 
-# The libraries every script imports (torch, ONNX Runtime, the package) take seconds of CPU to import; a run
-# is forked from a server that imported them once, so that each script's own work is what a test pays for.
-PRELOAD = ["numpy", "torch", "onnxruntime", "onnx", "pategail.server.coordinator", "pategail.emulator",
-           "pategail.data.dataset", "pategail.metrics.evaluate", "pategail.population.fleet", "pategail.cli"]
-
-
 def run_python(argv: list, timeout: float = 300) -> str:
     """``python ARGV`` (a script and its arguments, or ``-m MODULE ...``) in a fresh child process run from the
-    repository root, forked from a server holding PRELOAD imported: its stdout (the test fails on a non-zero
-    exit or past ``timeout`` seconds, showing its stderr)."""
-    import multiprocessing
-    import runpy
+    repository root with one math thread, forked from a server holding the heavy libraries imported
+    (tests/forked.py), so that each script's own work is what a test pays for: its stdout (the test fails on a
+    non-zero exit or past ``timeout`` seconds, showing its stderr)."""
     import tempfile
 
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(PRELOAD)
+    from tests.forked import Child
+
     with tempfile.TemporaryDirectory() as tmp:
         out, err = Path(tmp) / "stdout", Path(tmp) / "stderr"
-        child = context.Process(target=runpy.run_path, args=(str(Path(__file__).with_name("launch.py")),),
-                                kwargs={"init_globals": {"ARGV": [str(a) for a in argv], "ROOT": str(ROOT),
-                                                         "OUT": str(out), "ERR": str(err)},
-                                        "run_name": "launch"})
-        child.start()
+        child = Child(argv, ROOT, out, err, single_thread=True)
         try:
-            child.join(timeout)
-        finally:                                # past the timeout, or the test interrupted: no child left behind
-            running = child.exitcode is None
-            if running:
-                child.kill()
-                child.join()
-        if running:
+            child.wait(timeout)
+        except subprocess.TimeoutExpired:
             pytest.fail(f"python {' '.join(map(str, argv))}: still running after {timeout} s:\n{_tail(err)}")
-        assert child.exitcode == 0, f"{argv[0]} exited {child.exitcode}:\n{_tail(err)}"
+        finally:                                # past the timeout, or the test interrupted: no child left behind
+            child.kill_group()
+        assert child.returncode == 0, f"{argv[0]} exited {child.returncode}:\n{_tail(err)}"
         return out.read_text(encoding="utf-8") if out.exists() else ""
 
 

@@ -3,16 +3,13 @@ processes started in their own process groups, killed (the whole group) when the
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from pategail.server.config import merge_settings
+from tests.forked import Child
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = {"days_per_round": 6, "discriminator": {"steps": 2, "batch_size": 16}, "environment": {"candidates": 50, "action_prior_days": 16, "action_prior_epochs": 2}, "policy": {"d_model": 16, "n_layers": 1}, "ppo": {"n_epochs": 2, "batch_size": 3}}
@@ -39,28 +36,24 @@ def tiny_config(path: Path, **overrides) -> Path:
 
 
 class Processes:
-    """Commands started in new sessions (process groups); every group is killed at the end of the test."""
+    """``python -m pategail ARGS`` processes, each in its own session (process group), its output in a log named
+    after it; every group is killed at the end of the test. Forked from a server that imported the heavy
+    libraries once (tests/forked.py): a served run starts a handful of them."""
 
     def __init__(self, logs: Path):
         self.logs = logs
-        self.started: list[subprocess.Popen] = []
+        self.started: list[Child] = []
 
-    def start(self, name: str, *args: str) -> subprocess.Popen:
-        log = open(self.logs / f"{name}.log", "ab")
-        proc = subprocess.Popen([sys.executable, "-m", "pategail", *args], stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True, cwd=self.logs)
+    def start(self, name: str, *args: str) -> Child:
+        proc = Child(["-m", "pategail", *args], cwd=self.logs, stdout=self.logs / f"{name}.log", append=True,
+                     session=True)
         proc.log_path = self.logs / f"{name}.log"
-        log.close()
         self.started.append(proc)
         return proc
 
     @staticmethod
-    def kill(proc: subprocess.Popen) -> None:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait(timeout=30)
+    def kill(proc: Child) -> None:
+        proc.kill_group()
 
     def close(self) -> None:
         for proc in self.started:
@@ -74,7 +67,7 @@ def processes(tmp_path):
     procs.close()
 
 
-def wait_for(predicate, timeout: float, what: str, procs: list[subprocess.Popen] = ()):
+def wait_for(predicate, timeout: float, what: str, procs: list = ()):
     """Poll ``predicate`` until it returns a true value; fail after ``timeout`` seconds (with the logs of
     ``procs``) or when one of ``procs`` exits early."""
     end = time.monotonic() + timeout

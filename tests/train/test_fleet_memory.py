@@ -99,12 +99,12 @@ def test_resident_memory_does_not_grow_round_after_round(tmp_path):
     rounds, tables = rss["rounds"], rss["explore_tables"]
     assert len(rounds) == ROUNDS
     # Beside the explore laws' rows filled for cells explored from the first time (a bounded cache: ~8 MiB over
-    # these rounds), the process's allocator grows in one or two steps in some rounds (0-16 MiB measured between
-    # rounds 1 and 6 on 2026-11-26/28), and stays flat in the others. A leak grows in every round: the median
-    # growth of a round stays under 1.5 MiB (measured 0.0-0.1; a kept buffer of 0.1 MiB a device would add 3.6
-    # in each), and rounds 2 to 6 add at most 24 in all.
+    # these rounds), the process's allocator grows in steps of 1-6 MiB in some rounds (0-16 MiB in all between
+    # rounds 1 and 6, measured on 2026-11-26/28, up to three rounds in a row), and stays flat in the others. A
+    # leak grows in every round: the flattest round grows less than 1.5 MiB (measured 0.0-0.13; a kept buffer of
+    # 0.1 MiB a device would add 3.6 in each), and rounds 2 to 6 add at most 24 in all.
     growth = np.diff(np.subtract(rounds, tables))
-    assert np.median(growth) <= 1.5, rss
+    assert growth.min() <= 1.5, rss
     assert rounds[-1] - rounds[0] - (tables[-1] - tables[0]) <= 24.0, rss
     last = rounds[-1]
     # the final publication of the policy: each device checks it and keeps it on disk, not in memory
