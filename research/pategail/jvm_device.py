@@ -80,16 +80,17 @@ class DeviceGone(SecAggError):
 class JavaDevice:
     """One Java device process. ``classpath`` holds the compiled core and its two jars (BouncyCastle, org.json);
     ``root`` is its private directory; ``replay`` the reference run its trainer replays (JSON, see
-    ``ReplayTrainer``); ``seed`` its minibatch generator's seed. Its log goes to ``root/device.log``."""
+    ``ReplayTrainer``); ``seed`` its minibatch generator's seed; ``jvm_options`` go to ``java`` before the class
+    path. Its log goes to ``root/device.log``."""
 
     def __init__(self, classpath: str, root: str | os.PathLike, device_id: int, replay: str | os.PathLike, *,
-                 seed: int = 0, java: str = "java"):
+                 seed: int = 0, java: str = "java", jvm_options: tuple[str, ...] = ()):
         self.device_id = int(device_id)
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
         self._log = open(self.root / "device.log", "ab")
         self._proc = subprocess.Popen(
-            [java, "-cp", classpath, MAIN_CLASS, "--root", str(self.root), "--id", str(self.device_id),
+            [java, *jvm_options, "-cp", classpath, MAIN_CLASS, "--root", str(self.root), "--id", str(self.device_id),
              "--replay", str(replay), "--seed", str(seed)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log)
 

@@ -11,7 +11,7 @@ import shutil
 import numpy as np
 import pytest
 
-from .conftest import VECTORS
+from .conftest import JVM_OPTIONS, VECTORS
 from .test_java_device_round import signed_directory
 
 N_MIN, COLLUDERS = 3, 1
@@ -55,7 +55,7 @@ def test_java_device_in_a_python_cell_release_round(tmp_path, java_classpath, da
         coordinator.enroll(dev.device_id, dev.public_keys)
         endpoints.append(dev)
     days = np.array(json.loads((VECTORS / "features.json").read_text())["days"])
-    with JavaDevice(java_classpath, tmp_path / "java", 20, VECTORS / "device.json") as java:
+    with JavaDevice(java_classpath, tmp_path / "java", 20, VECTORS / "device.json", jvm_options=JVM_OPTIONS) as java:
         assert java.install_bundle(bundle) == endpoints[0].bundle.sha256
         java.add_days(days)
         assert java.handle(request).hex() == spec["answers"]["release"]["reply"]

@@ -11,12 +11,12 @@ import pytest
 
 from pategail.jvm_device import JARS, JUNIT
 
-from .conftest import ROOT, VECTORS
+from .conftest import JAVA, ROOT, VECTORS
 
 
 def test_junit_suite_passes_on_the_python_vectors(java_classes):
     cp = ":".join([str(java_classes), *(str(j) for j in JARS.values())])
-    done = subprocess.run(["java", f"-Dpategail.vectors={VECTORS}", "-jar", str(JUNIT), "-cp", cp,
+    done = subprocess.run([*JAVA, f"-Dpategail.vectors={VECTORS}", "-jar", str(JUNIT), "-cp", cp,
                            "--scan-classpath", str(java_classes), "--disable-banner", "--disable-ansi-colors",
                            "--details=tree", "--fail-if-no-tests"],
                           capture_output=True, text=True, timeout=300)

@@ -10,7 +10,7 @@ import json
 import numpy as np
 import pytest
 
-from .conftest import VECTORS
+from .conftest import JVM_OPTIONS, VECTORS
 
 
 @pytest.fixture
@@ -51,7 +51,8 @@ def fleet(tmp_path, java_classpath, dataset, coordinator_key):
         pending[dev.device_id] = dev.pending
         coordinator.enroll(dev.device_id, dev.public_keys)
         python_devices.append(dev)
-    java = JavaDevice(java_classpath, tmp_path / "java", 20, VECTORS / "device.json", seed=reference["seed"])
+    java = JavaDevice(java_classpath, tmp_path / "java", 20, VECTORS / "device.json", seed=reference["seed"],
+                      jvm_options=JVM_OPTIONS)
     try:
         assert java.install_bundle(bundle) == python_devices[0].bundle.sha256
         assert java.add_days(np.array(features["days"])) == len(features["days"])
@@ -101,14 +102,16 @@ def test_java_device_in_a_python_round_gives_the_exact_sum(fleet, java_classpath
     # the guard is on disk, in the Python device's format, and survives a restart of the Java device
     assert RoundLog(java.root / "secagg-rounds.json").last(coordinator.directory.coordinator) == 2
     java.close()
-    with JavaDevice(java_classpath, java.root, java.device_id, VECTORS / "device.json") as again:
+    with JavaDevice(java_classpath, java.root, java.device_id, VECTORS / "device.json",
+                    jvm_options=JVM_OPTIONS) as again:
         again.set_directory(signed_directory(coordinator, coordinator_key))
         with pytest.raises(MessageRejected, match="replay"):
             again.start_round(start.config, start.envelopes[again.device_id])
     # a directory signed by another key than the one the device pinned is refused
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-    with JavaDevice(java_classpath, java.root, java.device_id, VECTORS / "device.json") as again:
+    with JavaDevice(java_classpath, java.root, java.device_id, VECTORS / "device.json",
+                    jvm_options=JVM_OPTIONS) as again:
         again.set_directory(signed_directory(coordinator, coordinator_key))
         with pytest.raises(MessageRejected, match="bad signature"):
             again.set_directory(signed_directory(coordinator, Ed25519PrivateKey.generate()))
@@ -246,7 +249,7 @@ def test_java_device_counts_other_participants_acks_toward_the_certificate(java_
     replay = tmp_path / "replay.json"
     replay.write_text('{"runtime": "1.19.2", "rounds": []}')
     coordinator = SecAggCoordinator(coordinator_key)
-    with JavaDevice(java_classpath, tmp_path / "java", 1, replay) as java:
+    with JavaDevice(java_classpath, tmp_path / "java", 1, replay, jvm_options=JVM_OPTIONS) as java:
         coordinator.enroll(1, java.public_keys)
         clients = [java, *enroll_clients(coordinator, list(range(2, 13)))]
         java.set_directory(signed_directory(coordinator, coordinator_key))

@@ -15,7 +15,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from .conftest import ROOT, VECTORS, load_module
+from .conftest import JAVA, JVM_OPTIONS, ROOT, VECTORS, load_module
 
 PROBE = "org.pategail.core.tools.PolicyTrainingProbe"
 
@@ -35,7 +35,7 @@ def fedavg_bundle(tmp_path_factory, dataset):
 
 
 def _probe(classpath: str, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(["java", "-cp", classpath, PROBE, *args], input=stdin, capture_output=True, text=True,
+    return subprocess.run([*JAVA, "-cp", classpath, PROBE, *args], input=stdin, capture_output=True, text=True,
                           timeout=120)
 
 
@@ -187,7 +187,7 @@ def test_a_java_device_refuses_a_dp_fedavg_round_as_incompatible(java_classpath,
     theta = PolicyTrainer(python.bundle).get_parameters()
     request = FedAvgRequest(1, 1, 16, 0.1, 0.5, theta).to_bytes()
     short = FedAvgRequest(2, 1, 16, 0.1, 0.5, theta[:-1]).to_bytes()
-    with JavaDevice(java_classpath, tmp_path / "java", 20, VECTORS / "device.json") as java:
+    with JavaDevice(java_classpath, tmp_path / "java", 20, VECTORS / "device.json", jvm_options=JVM_OPTIONS) as java:
         # the Python device's refusals, byte for byte: no days yet, then the wrong number of parameters
         assert java.install_bundle(fedavg_bundle) == python.bundle.sha256
         assert java.handle(request) == python.handle(request)

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from .conftest import ROOT, load_module
+from .conftest import JAVA, ROOT, load_module
 
 N_PYTHON, N_JAVA, ROUNDS = 6, 4, 3
 """Ten devices: one per user of the embedded data set."""
@@ -114,7 +114,7 @@ def _serve(run: Path, data_dir: Path, config: Path, privacy: list[str], bodies: 
 
 def _java(classpath: str, url: str, store: Path, csv: Path, device_id: int) -> subprocess.Popen:
     log = open(store.parent / f"{store.name}.log", "ab")
-    proc = subprocess.Popen(["java", "-Xss4m", "-cp", classpath, MAIN, "--server", url, "--store", str(store),
+    proc = subprocess.Popen([*JAVA, "-Xss4m", "-cp", classpath, MAIN, "--server", url, "--store", str(store),
                              "--days", str(csv), "--device-id", str(device_id), "--seed", "0", "--keep-uploads",
                              "--give-up", "120"], stdout=log, stderr=subprocess.STDOUT)
     log.close()

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import VECTORS
+from .conftest import JAVA, VECTORS
 
 MAIN = "org.pategail.core.tools.NetDevice"
 
 
 def _net_device(classpath, *args, timeout=60) -> subprocess.CompletedProcess:
-    return subprocess.run(["java", "-cp", classpath, MAIN, *map(str, args)], capture_output=True, text=True,
+    return subprocess.run([*JAVA, "-cp", classpath, MAIN, *map(str, args)], capture_output=True, text=True,
                           timeout=timeout)
 
 
@@ -96,7 +96,7 @@ def test_a_java_device_enrols_over_tls_answers_its_orders_and_resumes(java_devic
 
     url, store = f"https://127.0.0.1:{tls_service.port}", tmp_path / "phone"
     args = ["--server", url, "--store", store, "--days", days_csv, "--cafile", tls_service.cert, "--give-up", "3"]
-    proc = subprocess.Popen(["java", "-cp", java_device_classpath, MAIN, *map(str, args)], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([*JAVA, "-cp", java_device_classpath, MAIN, *map(str, args)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
         # the liveness check: a signed ping order, answered with a Pong signed by the enrolled key
@@ -161,7 +161,7 @@ def test_local_mistakes_are_one_line_before_anything_is_sent(argv, message, java
     argv = [str(subs.get(a, a)) for a in argv]
     if "--server" not in argv:
         argv = ["--server", "http://127.0.0.1:9", *argv]
-    done = subprocess.run(["java", "-cp", java_device_classpath, MAIN, "--store", "store", "--give-up", "0.5", *argv],
+    done = subprocess.run([*JAVA, "-cp", java_device_classpath, MAIN, "--store", "store", "--give-up", "0.5", *argv],
                           capture_output=True, text=True, timeout=60, cwd=tmp_path)
     err = done.stderr.strip()
     assert done.returncode == 2 and message in err and "\n" not in err and "Exception" not in err, err
