@@ -26,17 +26,34 @@ def load_module(relative: str):
     return module
 
 
+def _compiled(tmp_path_factory, with_tests: bool) -> Path:
+    """The core (and its tests) compiled once for the whole session: the first test worker to need them runs
+    javac while the others wait on a lock, then all share the classes."""
+    import fcntl
+    import os
+
+    from pategail.jvm_device import compile_core
+
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base   # the workers' common directory
+    out = shared / ("java-classes-tests" if with_tests else "java-classes")
+    with open(shared / f"{out.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (out / "compiled").exists():
+            compile_core(out, with_tests=with_tests)
+            (out / "compiled").touch()
+    return out
+
+
 @pytest.fixture(scope="session")
 def java_classes(tmp_path_factory) -> Path:
     """The core's main and test classes, compiled for Java 11 (Android's desugared level) into a temp dir."""
-    from pategail.jvm_device import compile_core, java_missing
+    from pategail.jvm_device import java_missing
 
     reason = java_missing(with_junit=True)
     if reason:
         pytest.skip(f"Java checks skipped: {reason}")
-    out = tmp_path_factory.mktemp("java-classes")
-    compile_core(out, with_tests=True)
-    return out
+    return _compiled(tmp_path_factory, with_tests=True)
 
 
 @pytest.fixture(scope="session")
@@ -50,12 +67,12 @@ def java_classpath(java_classes) -> str:
 @pytest.fixture(scope="session")
 def java_device_classpath(tmp_path_factory) -> str:
     """Classpath of the core alone (no JUnit needed), for the Java device processes of served runs."""
-    from pategail.jvm_device import compile_core, java_missing
+    from pategail.jvm_device import JARS, java_missing
 
     reason = java_missing()
     if reason:
         pytest.skip(f"Java device checks skipped: {reason}")
-    return compile_core(tmp_path_factory.mktemp("java-device-classes"))
+    return ":".join([str(_compiled(tmp_path_factory, with_tests=False)), *(str(j) for j in JARS.values())])
 
 
 @pytest.fixture(scope="session")
