@@ -58,8 +58,8 @@ def test_secure_sum_is_exact(federation, rng, n, degree, fraction):
 
 
 @pytest.mark.slow
-def test_secure_sum_all_pairs_n200(federation, rng):
-    clients, values, recorder, _, result = run(federation, rng, 200, 0.3, degree=0)
+def test_secure_sum_all_pairs_n100(federation, rng):
+    clients, values, recorder, _, result = run(federation, rng, 100, 0.3, degree=0)
     expected = plain_sum(clients, values, recorder, set(result.survivors))
     np.testing.assert_array_equal(np.concatenate([result.sum, result.sq_sum]) * SCALE, expected.astype(float))
 
