@@ -149,6 +149,14 @@ def test_a_private_hybrid_run_spends_one_plan_on_both_kinds_of_release(dataset, 
     assert len(ledgers) == 3 and all(PrivacyLedger(p, 8.0).releases == (env, delta, rewards) for p in ledgers)
     assert "mean_delta_norm" in coordinator.history[0]["ppo"]
     assert "approx_kl" in coordinator.history[2]["ppo"]
+    # the log's line and the report say which of the planned releases are model deltas
+    from pategail.server.privacy.summary import plan_line, privacy_section
+    assert "the hybrid's first 1 of these releases are DP-FedAvg's model deltas" in plan_line(
+        coordinator.plan, 3, config.privacy.beta, coordinator.config)
+    section = privacy_section(coordinator.plan, coordinator.accountant, 3, config.privacy.beta, 3, coordinator.config)
+    assert section["model_delta_releases"]["count"] == 1
+    assert "model_delta_releases" not in privacy_section(coordinator.plan, coordinator.accountant, 3,
+                                                         config.privacy.beta, 3, tiny(privacy={"epsilon": 8.0}))
 
 
 @pytest.mark.parametrize("method", ["dp-fedavg", "hybrid"])

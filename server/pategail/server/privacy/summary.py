@@ -58,6 +58,12 @@ def _mechanism_fields(plan: PrivacyPlan, accountant: PrivacyAccountant, devices:
                          + " their noise shares to the coordinator and colluders do not reach the secure "
                          "aggregation's threshold")}
     out.update(plan.scheme.summary_fields(plan, devices))
+    if config is not None and config.method == "hybrid":
+        out["model_delta_releases"] = {
+            "count": config.fedavg.hybrid_rounds,
+            "note": "the hybrid's first rounds release DP-FedAvg's model deltas, counted among the rewards' "
+                    "releases: each at their noise multiplier on its own sensitivity, so each costs what a reward "
+                    "release costs"}
     out["adjacency"] = plan.adjacency
     cells = plan.cell_release
     if cells is not None:
@@ -182,4 +188,8 @@ def plan_line(plan: PrivacyPlan, devices: int, beta: float, config: TrainConfig 
     """One line for the log at the start of a run."""
     if not plan.private:
         return f"privacy: {plan.mechanism}: the same protocol, masked sums released without noise"
-    return plan.scheme.plan_line(plan, devices, beta, _target(plan, devices))
+    line = plan.scheme.plan_line(plan, devices, beta, _target(plan, devices))
+    if config is not None and config.method == "hybrid":
+        line += (f"; the hybrid's first {config.fedavg.hybrid_rounds} of these releases are DP-FedAvg's model deltas, "
+                 "each at the rewards' noise multiplier on its own sensitivity (the same cost)")
+    return line
