@@ -62,12 +62,19 @@ class Child:
         if self._process.exitcode is None:
             self._process.kill()
 
+    def interrupt(self, grace: float) -> None:
+        """SIGINT (Ctrl-C) to the child, then up to ``grace`` seconds for it to end, so that a script's own
+        clean-up (processes it started in sessions of their own) runs."""
+        if self._process.exitcode is None:
+            os.kill(self.pid, signal.SIGINT)
+            self._process.join(grace)
+
     def kill_group(self) -> None:
-        """SIGKILL to its session's process group (a ``session`` child and what it started), then to the child
-        itself (in case it had not yet made its session); waits for it."""
+        """SIGKILL to the child, then to its session's process group (a ``session`` child and what it started:
+        the group outlives its leader while a member lives); waits for the child."""
+        self.kill()
+        self._process.join()
         try:
             os.killpg(self.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
-        self.kill()
-        self._process.join()

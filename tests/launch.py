@@ -3,6 +3,9 @@ from a server that imported the heavy libraries once (``Child`` in forked.py). R
 the globals ARGV (the command line after ``python``), ROOT (the working directory), OUT and ERR (files that take
 the child's stdout and stderr; the same path: one file), APPEND (add to them), SESSION (start a new session) and
 SINGLE_THREAD (one math thread)."""
+import atexit
+import io
+import logging
 import os
 import runpy
 import sys
@@ -17,8 +20,17 @@ for fd, path in ((1, OUT), (2, ERR)):          # noqa: F821
     handle = os.open(path, flags, 0o644)
     os.dup2(handle, fd)
     os.close(handle)
-sys.stdout = open(1, "w", encoding="utf-8", buffering=1, closefd=False)
-sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", buffering=1, closefd=False)
+# buffered as a fresh interpreter's are on files: stdout by blocks (unbuffered under PYTHONUNBUFFERED), stderr by
+# lines
+unbuffered = bool(os.environ.get("PYTHONUNBUFFERED"))
+sys.stdout = io.TextIOWrapper(open(1, "wb", buffering=0 if unbuffered else -1, closefd=False), encoding="utf-8",
+                              write_through=unbuffered)
+sys.stderr = io.TextIOWrapper(open(2, "wb", buffering=0, closefd=False), encoding="utf-8",
+                              errors="backslashreplace", line_buffering=True)
+# a preloaded library may have configured logging on import (ONNX Runtime's tools do): start as a fresh
+# interpreter does, so that the command's own logging set-up takes effect
+logging.getLogger().handlers.clear()
+logging.getLogger().setLevel(logging.WARNING)
 os.chdir(ROOT)                                 # noqa: F821
 if SINGLE_THREAD:                              # noqa: F821
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):    # for the script's children too
@@ -34,5 +46,6 @@ try:
         sys.path.insert(0, os.path.dirname(os.path.abspath(sys.argv[0])))
         runpy.run_path(sys.argv[0], run_name="__main__")
 finally:
+    atexit._run_exitfuncs()                    # multiprocessing ends the child with os._exit, which skips them
     sys.stdout.flush()
     sys.stderr.flush()

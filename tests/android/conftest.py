@@ -26,16 +26,15 @@ def load_module(relative: str):
     return module
 
 
-def _compiled(tmp_path_factory, with_tests: bool) -> Path:
+def _compiled(tmp_path_factory, config, with_tests: bool) -> Path:
     """The core (and its tests) compiled once for the whole session: the first test worker to need them runs
     javac while the others wait on a lock, then all share the classes."""
     import fcntl
-    import os
 
     from pategail.jvm_device import compile_core
 
     base = tmp_path_factory.getbasetemp()
-    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base   # the workers' common directory
+    shared = base.parent if hasattr(config, "workerinput") else base      # an xdist worker's: the workers' common one
     out = shared / ("java-classes-tests" if with_tests else "java-classes")
     with open(shared / f"{out.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -46,14 +45,14 @@ def _compiled(tmp_path_factory, with_tests: bool) -> Path:
 
 
 @pytest.fixture(scope="session")
-def java_classes(tmp_path_factory) -> Path:
+def java_classes(tmp_path_factory, pytestconfig) -> Path:
     """The core's main and test classes, compiled for Java 11 (Android's desugared level) into a temp dir."""
     from pategail.jvm_device import java_missing
 
     reason = java_missing(with_junit=True)
     if reason:
         pytest.skip(f"Java checks skipped: {reason}")
-    return _compiled(tmp_path_factory, with_tests=True)
+    return _compiled(tmp_path_factory, pytestconfig, with_tests=True)
 
 
 @pytest.fixture(scope="session")
@@ -65,14 +64,15 @@ def java_classpath(java_classes) -> str:
 
 
 @pytest.fixture(scope="session")
-def java_device_classpath(tmp_path_factory) -> str:
+def java_device_classpath(tmp_path_factory, pytestconfig) -> str:
     """Classpath of the core alone (no JUnit needed), for the Java device processes of served runs."""
     from pategail.jvm_device import JARS, java_missing
 
     reason = java_missing()
     if reason:
         pytest.skip(f"Java device checks skipped: {reason}")
-    return ":".join([str(_compiled(tmp_path_factory, with_tests=False)), *(str(j) for j in JARS.values())])
+    classes = _compiled(tmp_path_factory, pytestconfig, with_tests=False)
+    return ":".join([str(classes), *(str(j) for j in JARS.values())])
 
 
 @pytest.fixture(scope="session")

@@ -25,12 +25,13 @@ def run_python(argv: list, timeout: float = 300) -> str:
 
     with tempfile.TemporaryDirectory() as tmp:
         out, err = Path(tmp) / "stdout", Path(tmp) / "stderr"
-        child = Child(argv, ROOT, out, err, single_thread=True)
+        child = Child(argv, ROOT, out, err, session=True, single_thread=True)
         try:
             child.wait(timeout)
         except subprocess.TimeoutExpired:
             pytest.fail(f"python {' '.join(map(str, argv))}: still running after {timeout} s:\n{_tail(err)}")
-        finally:                                # past the timeout, or the test interrupted: no child left behind
+        finally:                                # past the timeout, or the test interrupted: no process left behind
+            child.interrupt(grace=10)           # the script stops what it started in sessions of its own
             child.kill_group()
         assert child.returncode == 0, f"{argv[0]} exited {child.returncode}:\n{_tail(err)}"
         return out.read_text(encoding="utf-8") if out.exists() else ""

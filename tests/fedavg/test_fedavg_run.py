@@ -154,7 +154,7 @@ def test_a_private_hybrid_run_spends_one_plan_on_both_kinds_of_release(dataset, 
     assert "the hybrid's first 1 of these releases are DP-FedAvg's model deltas" in plan_line(
         coordinator.plan, 3, config.privacy.beta, coordinator.config)
     section = privacy_section(coordinator.plan, coordinator.accountant, 3, config.privacy.beta, 3, coordinator.config)
-    assert section["model_delta_releases"]["count"] == 1
+    assert section["model_delta_releases"]["planned"] == 1
     assert "model_delta_releases" not in privacy_section(coordinator.plan, coordinator.accountant, 3,
                                                          config.privacy.beta, 3, tiny(privacy={"epsilon": 8.0}))
 

@@ -137,6 +137,13 @@ def test_a_checkpoint_resumes_only_with_the_settings_it_was_made_with(dataset, t
                                             '"hybrid" now'):
         _coordinator(dataset, tmp_path / "old", policy={"n_heads": 4}, method="hybrid",
                      fedavg={"hybrid_rounds": 1}).resume()
+    # and a hybrid's checkpoint (whose DP-FedAvg section PateGail would not read) resumed as PateGail
+    hybrid = _coordinator(dataset, tmp_path / "hybrid", method="hybrid", fedavg={"hybrid_rounds": 1})
+    with pytest.raises(KeyboardInterrupt):
+        hybrid.train(on_round=crash)
+    with pytest.raises(PategailError, match='another configuration .*method: "hybrid" in the checkpoint, '
+                                            '"pategail" now'):
+        _coordinator(dataset, tmp_path / "hybrid").resume()
     # a checkpoint of another version (a setting it had no longer exists, or one was added) is refused in one
     # line, never read with a default in place of what it trained with
     state["config"]["policy"]["retired_knob"] = True

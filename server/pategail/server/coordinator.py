@@ -202,6 +202,11 @@ class Coordinator:
         # a setting added or removed by a later version (its config differs in names, not only in values) is
         # not read at a default: the shape or the meaning of what was trained could differ silently
         # (the settings the method never reads are left out: a later version may rename or re-default them)
+        method = {"method": state["config"].get("method", "pategail")}       # first: it says which settings count
+        if method["method"] != self.config.method:
+            changed = setting_differences(method, {"method": self.config.method}, "the checkpoint")
+            raise PategailError(f"{self.ckpt_dir}: the checkpoint was made with another configuration or seed "
+                                f"({changed[0]}); use the same settings to resume, or another --out")
         recorded, current = run_settings(state["config"], self.config.to_dict())
         if set(_setting_names(recorded)) != set(_setting_names(current)):
             raise PategailError(f"{self.ckpt_dir}: the checkpoint was made by another version of pategail (its "

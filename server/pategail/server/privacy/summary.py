@@ -60,10 +60,10 @@ def _mechanism_fields(plan: PrivacyPlan, accountant: PrivacyAccountant, devices:
     out.update(plan.scheme.summary_fields(plan, devices))
     if config is not None and config.method == "hybrid":
         out["model_delta_releases"] = {
-            "count": config.fedavg.hybrid_rounds,
-            "note": "the hybrid's first rounds release DP-FedAvg's model deltas, counted among the rewards' "
+            "planned": config.fedavg.hybrid_rounds,
+            "note": "the hybrid's first rounds release DP-FedAvg's model deltas, planned among the rewards' "
                     "releases: each at their noise multiplier on its own sensitivity, so each costs what a reward "
-                    "release costs"}
+                    "release costs (a retried round releases again)"}
     out["adjacency"] = plan.adjacency
     cells = plan.cell_release
     if cells is not None:
