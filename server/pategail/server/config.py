@@ -565,7 +565,7 @@ def run_settings(recorded: dict, now: dict) -> tuple[dict, dict]:
     (a later version may change its defaults without changing what the run trained). Left out of both, so that
     a run resumed with another method is refused naming ``method``."""
     if "pategail" in (recorded.get("method", "pategail"), now.get("method", "pategail")):
-        return tuple({key: value for key, value in config.items() if key != "fedavg"} for config in (recorded, now))
+        recorded, now = ({key: value for key, value in config.items() if key != "fedavg"} for config in (recorded, now))
     return recorded, now
 
 
