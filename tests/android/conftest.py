@@ -44,6 +44,13 @@ def _compiled(tmp_path_factory, config, with_tests: bool) -> Path:
     return out
 
 
+def _classpath(classes: Path) -> str:
+    """Classpath that runs the core from ``classes``: the compiled classes, BouncyCastle, org.json."""
+    from pategail.jvm_device import JARS
+
+    return ":".join([str(classes), *(str(j) for j in JARS.values())])
+
+
 @pytest.fixture(scope="session")
 def java_classes(tmp_path_factory, pytestconfig) -> Path:
     """The core's main and test classes, compiled for Java 11 (Android's desugared level) into a temp dir."""
@@ -58,21 +65,18 @@ def java_classes(tmp_path_factory, pytestconfig) -> Path:
 @pytest.fixture(scope="session")
 def java_classpath(java_classes) -> str:
     """Classpath that runs the core (no JUnit): compiled classes, BouncyCastle, org.json."""
-    from pategail.jvm_device import JARS
-
-    return ":".join([str(java_classes), *(str(j) for j in JARS.values())])
+    return _classpath(java_classes)
 
 
 @pytest.fixture(scope="session")
 def java_device_classpath(tmp_path_factory, pytestconfig) -> str:
     """Classpath of the core alone (no JUnit needed), for the Java device processes of served runs."""
-    from pategail.jvm_device import JARS, java_missing
+    from pategail.jvm_device import java_missing
 
     reason = java_missing()
     if reason:
         pytest.skip(f"Java device checks skipped: {reason}")
-    classes = _compiled(tmp_path_factory, pytestconfig, with_tests=False)
-    return ":".join([str(classes), *(str(j) for j in JARS.values())])
+    return _classpath(_compiled(tmp_path_factory, pytestconfig, with_tests=False))
 
 
 @pytest.fixture(scope="session")
