@@ -171,3 +171,31 @@ def test_generate_and_a_device_keep_the_bundles_day_cells_limit(bundle_dir, tmp_
             load_bundle(bad)
     assert main(["-q", "generate", "--bundle", str(bad), "--days", "2", "--out", str(tmp_path / "x.csv")]) == 2
     assert "max_day_cells" in capsys.readouterr().err
+
+
+def test_a_bundle_table_with_a_short_row_or_a_bad_number_is_a_one_line_error(bundle_dir, tmp_path):
+    """The bundle's CSV tables are read whole: a row missing a column, or a field that is no number, names the
+    file (the manifest's hashes made to match, as a careless tool would)."""
+    import hashlib
+    import shutil
+
+    from pategail.sdk.bundle import BundleError, load_bundle
+
+    def edited(name, change):
+        root = tmp_path / name
+        shutil.copytree(bundle_dir, root)
+        table = root / "cells.csv"
+        lines = table.read_text().splitlines()
+        lines[5] = change(lines[5])
+        table.write_text("\n".join(lines) + "\n")
+        manifest = json.loads((root / "manifest.json").read_text())
+        manifest["files"]["cells.csv"] = {"bytes": table.stat().st_size,
+                                          "sha256": hashlib.sha256(table.read_bytes()).hexdigest()}
+        (root / "manifest.json").write_text(json.dumps(manifest))
+        return root
+
+    assert load_bundle(edited("same", lambda line: line)).environment is not None   # the rewrite alone is fine
+    for name, change in [("short", lambda line: line.rsplit(",", 1)[0]), ("text", lambda line: line + "x"),
+                         ("empty", lambda line: line.split(",")[0] + ",," + line.split(",")[2])]:
+        with pytest.raises(BundleError, match=r"cells\.csv: malformed row"):
+            load_bundle(edited(name, change))

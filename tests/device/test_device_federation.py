@@ -183,10 +183,20 @@ def run_keys(days: np.ndarray) -> np.ndarray:
 _NUMERIC = ["<i2", ">i2", "<u2", ">u2", "<i4", ">i4", "<i8", ">i8", "<f4", ">f4", "<f8", ">f8"]
 
 
+def _any_key(candidates: np.ndarray, keys: np.ndarray) -> bool:
+    """Whether any of ``candidates`` is one of the sorted ``keys`` (a binary search each: no sort of the
+    candidates, which are many and random)."""
+    if not candidates.size or not keys.size:
+        return False
+    at = np.minimum(np.searchsorted(keys, candidates), keys.size - 1)
+    return bool((keys[at] == candidates).any())
+
+
 def find_runs(blob: bytes, keys: np.ndarray) -> list[str]:
     """Encodings under which ``blob`` holds 3 consecutive values forming a real run: every numeric type a
     message could use (16/32/64-bit integers, float32/64, both byte orders, at every byte offset) and text
-    (decimal numbers separated by 1-3 non-digit characters, e.g. "1,2,3", "[1, 2, 3]", "1 2 3")."""
+    (decimal numbers separated by 1-3 non-digit characters, e.g. "1,2,3", "[1, 2, 3]", "1 2 3"). ``keys``
+    as :func:`run_keys` makes them: sorted and unique."""
     found = []
     for dtype in _NUMERIC:
         width = np.dtype(dtype).itemsize
@@ -202,13 +212,13 @@ def find_runs(blob: bytes, keys: np.ndarray) -> list[str]:
             v = v.astype(np.int64)
             ok = (v >= 0) & (v < 1 << _BITS)
             k = (v[:-2] << 2 * _BITS) | (v[1:-1] << _BITS) | v[2:]
-            k = k[ok[:-2] & ok[1:-1] & ok[2:]]
-            if np.isin(k, keys).any():
+            if _any_key(k[ok[:-2] & ok[1:-1] & ok[2:]], keys):
                 found.append(f"{dtype}@{offset}")
+    key_set = set(keys.tolist())
     tokens = [(m.start(), m.end(), int(m.group())) for m in re.finditer(rb"\d{1,6}", blob)]
     for a, b, c in zip(tokens, tokens[1:], tokens[2:]):
         if 1 <= b[0] - a[1] <= 3 and 1 <= c[0] - b[1] <= 3 and max(a[2], b[2], c[2]) < 1 << _BITS:
-            if np.isin((a[2] << 2 * _BITS) | (b[2] << _BITS) | c[2], keys):
+            if ((a[2] << 2 * _BITS) | (b[2] << _BITS) | c[2]) in key_set:
                 found.append("text")
                 break
     return found

@@ -274,6 +274,32 @@ def test_lazy_neighbour_rows_equal_the_whole_table_in_any_order_of_reads(geolife
     assert CellGeometry.build(cells[:10], 50, lazy=True).candidates == 9
 
 
+def test_the_whole_table_is_computed_once_per_cell_table_and_cannot_be_changed(geolife, monkeypatch):
+    """A run builds its geometry several times (coordinator, privacy plan, baselines): the table of a cell table
+    already built is the same read-only array; a table whose cells differ in one bit, or another ``candidates``,
+    is computed afresh."""
+    from pategail.sdk import epr
+
+    calls = []
+    compute = epr.nearest_cells
+    monkeypatch.setattr(epr, "nearest_cells", lambda *a, **k: calls.append(1) or compute(*a, **k))
+    monkeypatch.setattr(epr, "_TABLES", type(epr._TABLES)())
+    cells = geolife[0][:300].copy()
+    first = CellGeometry.build(cells, 100)
+    assert CellGeometry.build(cells.copy(), 100).neighbours is first.neighbours and len(calls) == 1
+    np.testing.assert_array_equal(first.neighbours, nearest_cells(cells, np.arange(len(cells)), 100))
+    with pytest.raises(ValueError):
+        first.neighbours[0, 0] = 1
+    moved = cells.copy()
+    moved[7, 1] = np.nextafter(moved[7, 1], 180.0)
+    assert CellGeometry.build(moved, 100).neighbours is not first.neighbours
+    assert CellGeometry.build(cells, 50).neighbours.shape == (len(cells), 50)
+    assert len(calls) == 3
+    for k in (60, 70):                                            # two more tables push the first out
+        CellGeometry.build(cells, k)
+    assert CellGeometry.build(cells, 100).neighbours is not first.neighbours
+
+
 def test_generation_on_lazy_geometry_gives_the_same_days(geolife):
     from pategail.sdk.places import PlaceLaw
 

@@ -21,7 +21,7 @@ import sys
 import types
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -179,12 +179,12 @@ class Environment:
 
     @classmethod
     def read(cls, root: Path, section: dict[str, Any]) -> "Environment":
-        cells = _read_table(root / section["cells"], "cell,lat,lon", float)[:, 1:]
+        cells = _read_table(root / section["cells"], "cell,lat,lon")[:, 1:]
         if len(cells) != section["n_cells"] or not np.isfinite(cells).all() or (np.abs(cells) > [90, 180]).any():
             raise BundleError(f"{root / section['cells']}: cell table inconsistent with the manifest")
         states = weights = None
         if "initial_states" in section:
-            table = _read_table(root / section["initial_states"], "home,first,weight", float)
+            table = _read_table(root / section["initial_states"], "home,first,weight")
             states, weights = table[:, :2].astype(np.int64), table[:, 2]
             if len(table) == 0 or states.min() < 0 or states.max() >= len(cells) or not (weights >= 0).all() \
                     or weights.sum() <= 0:
@@ -198,7 +198,7 @@ class Environment:
                 raise BundleError(f"{root / MANIFEST}: environment: {e}") from None
         places = None
         if "relevance" in section:
-            table = _read_table(root / section["relevance"], "cell,relevance", float)
+            table = _read_table(root / section["relevance"], "cell,relevance")
             try:
                 if len(table) != len(cells) or (table[:, 0] != np.arange(len(cells))).any():
                     raise ValueError("one row per cell, in order")
@@ -217,7 +217,7 @@ class Environment:
                               "days >= 1")
         universe = moves = None
         if "universe" in section:
-            rows = _read_table(root / section["universe"], "square,lat,lon,cell", float)
+            rows = _read_table(root / section["universe"], "square,lat,lon,cell")
             try:
                 if len(rows) != section["n_universe"] or (rows[:, 0] != np.arange(len(rows))).any():
                     raise ValueError("one row per square of the public map, in order")
@@ -254,13 +254,18 @@ def _check_universe(cells: np.ndarray, universe: np.ndarray, table: np.ndarray) 
         raise ValueError("a cell of the table is no square of the public map that moves to itself")
 
 
-def _read_table(path: Path, header: str, dtype: Callable[[str], float]) -> np.ndarray:
+def _read_table(path: Path, header: str) -> np.ndarray:
+    """float64 (rows, columns) of a CSV table with the exact ``header``; every row has its columns."""
     lines = path.read_text(encoding="utf-8").splitlines()
     if not lines or lines[0] != header:
         raise BundleError(f"{path}: header must be {header!r}")
-    try:
-        return np.array([[dtype(x) for x in line.split(",")] for line in lines[1:]], dtype=np.float64) \
-            .reshape(len(lines) - 1, header.count(",") + 1)
+    rows, commas = lines[1:], header.count(",")
+    if any(line.count(",") != commas for line in rows):
+        raise BundleError(f"{path}: malformed row")
+    if not rows:
+        return np.empty((0, commas + 1))
+    try:                        # numpy parses the numbers, ~3x faster than a float() each
+        return np.array(",".join(rows).split(","), dtype=np.float64).reshape(len(rows), commas + 1)
     except ValueError:
         raise BundleError(f"{path}: malformed row") from None
 
