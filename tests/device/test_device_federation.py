@@ -214,13 +214,11 @@ def find_runs(blob: bytes, keys: np.ndarray) -> list[str]:
             k = (v[:-2] << 2 * _BITS) | (v[1:-1] << _BITS) | v[2:]
             if _any_key(k[ok[:-2] & ok[1:-1] & ok[2:]], keys):
                 found.append(f"{dtype}@{offset}")
-    key_set = set(keys.tolist())
     tokens = [(m.start(), m.end(), int(m.group())) for m in re.finditer(rb"\d{1,6}", blob)]
-    for a, b, c in zip(tokens, tokens[1:], tokens[2:]):
-        if 1 <= b[0] - a[1] <= 3 and 1 <= c[0] - b[1] <= 3 and max(a[2], b[2], c[2]) < 1 << _BITS:
-            if ((a[2] << 2 * _BITS) | (b[2] << _BITS) | c[2]) in key_set:
-                found.append("text")
-                break
+    text = [(a[2] << 2 * _BITS) | (b[2] << _BITS) | c[2] for a, b, c in zip(tokens, tokens[1:], tokens[2:])
+            if 1 <= b[0] - a[1] <= 3 and 1 <= c[0] - b[1] <= 3 and max(a[2], b[2], c[2]) < 1 << _BITS]
+    if _any_key(np.array(text, dtype=np.int64), keys):
+        found.append("text")
     return found
 
 

@@ -264,7 +264,7 @@ def _read_table(path: Path, header: str) -> np.ndarray:
         raise BundleError(f"{path}: malformed row")
     if not rows:
         return np.empty((0, commas + 1))
-    try:                        # numpy parses the numbers, ~3x faster than a float() each
+    try:                        # numpy parses the numbers: about twice as fast as a float() a field
         return np.array(",".join(rows).split(","), dtype=np.float64).reshape(len(rows), commas + 1)
     except ValueError:
         raise BundleError(f"{path}: malformed row") from None
