@@ -6,6 +6,7 @@ import json
 import re
 import shutil
 
+import numpy as np
 import pytest
 
 from .conftest import TINY, run_benchmark, run_python
@@ -107,6 +108,34 @@ def test_place_ranks_scores_a_run_and_its_references(tmp_path, embedded_data):
         shares = [float(x) for x in r[1:5]]
         assert 0 < sum(shares) <= 1.0005 and shares[0] >= shares[1] / 9           # rank 1 holds at least the mean of 2–10
     assert (tmp_path / "ranks.png").stat().st_size > 0
+
+
+def test_hotspot_interval_pairs_each_run_with_its_own_epr_days_on_every_resampled_test_set(tmp_path, embedded_data):
+    from pategail.baselines import generate_baseline
+    from pategail.data.dataset import load_dataset
+    from pategail.metrics.evaluate import floor_days
+    from pategail.sdk.synthetic import write_synthetic_csv
+
+    ds = load_dataset(embedded_data)
+    runs = {"floor": floor_days(ds, 1),       # "runs" whose days are seed 1's floor sample and epr days
+            "epr": generate_baseline("epr", ds, len(ds.test_days), np.random.default_rng([1, 1]))}
+    for name, days in runs.items():
+        (tmp_path / name).mkdir()
+        write_synthetic_csv(tmp_path / name / "synthetic.csv", days, ds.cells)
+        (tmp_path / name / "report.json").write_text(json.dumps({"training": {"seed": 1}}))
+    out = run_benchmark("hotspot_interval.py", "--data", embedded_data, "--run", tmp_path / "floor",
+                        "--run", tmp_path / "epr", "--draws", "200")
+    unit = "user" if (ds.test_users >= 0).all() and len(np.unique(ds.test_users)) > 1 else "day"
+    assert f"{len(ds.test_days)} test days in " in out and f"units ({unit}s), 200 draws" in out, out
+    rows = {r[1].strip(): [c.strip() for c in r[2:-1]] for r in (line.split("|") for line in out.splitlines())
+            if len(r) > 3 and not r[1].strip().startswith(("run", "---"))}
+    assert set(rows) == {str(tmp_path / "floor"), str(tmp_path / "epr"), "mean of 2"}
+    ours, epr, floor, diff, interval, share, train = rows[str(tmp_path / "floor")]
+    assert ours == floor and float(diff) == pytest.approx(float(ours) - float(epr))
+    # the epr "run" draws the very days its report's seed gives epr: level on every resampled test set
+    ours, epr, floor, diff, interval, share, train = rows[str(tmp_path / "epr")]
+    assert ours == epr and interval == "[+0.000, +0.000]" and share == "100%"
+    assert train.split(", ")[0] == train.split(", ")[1]
 
 
 def test_fedavg_population_shard_times_one_shard(embedded_data):
