@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
+from typing import NoReturn
 
 import numpy as np
 
@@ -65,6 +67,21 @@ def bootstrap(test_days: np.ndarray, unit: np.ndarray, tops: dict[str, np.ndarra
     return out
 
 
+def fail(message: str) -> NoReturn:
+    """A user's mistake: one line on stderr, exit status 2 (as the command line does)."""
+    print(message, file=sys.stderr)
+    raise SystemExit(2)
+
+
+def run_seed(run: Path) -> int:
+    """The seed a finished run's report records; SystemExit naming the file when there is none."""
+    path = run / "report.json"
+    try:
+        return int(json.loads(path.read_text())["training"]["seed"])
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        fail(f"{path}: not a finished run's report ({type(err).__name__}: {err})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", required=True, type=Path)
@@ -80,7 +97,7 @@ def main() -> None:
     tops: dict[str, np.ndarray] = {}
     point: dict[str, float] = {}
     for run in args.run:
-        seed = int(json.loads((run / "report.json").read_text())["training"]["seed"])
+        seed = run_seed(run)
         generated = {"ours": read_synthetic_csv(run / "synthetic.csv", n),
                      # the run's report draws epr's days from default_rng([seed, index of "epr"])
                      "epr": generate_baseline("epr", ds, len(test), np.random.default_rng([seed, BASELINES.index("epr")]),
@@ -110,4 +127,9 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from pategail.sdk.errors import DataError
+
+    try:
+        main()
+    except DataError as err:            # a missing or malformed synthetic.csv or data set: one line
+        fail(str(err))
