@@ -1,5 +1,6 @@
 """Smoke tests of the benchmarks behind BENCHMARKS.md's "DP-FedAvg against PateGail", "Cell tables", "Where generated
-days go" and "A Java device in a served run": each script on a tiny case, its output checked."""
+days go", the three cities' Hot-20 intervals and "A Java device in a served run": each script on a tiny case, its
+output checked."""
 from __future__ import annotations
 
 import json
