@@ -25,7 +25,7 @@ from typing import NoReturn
 
 import numpy as np
 
-from pategail.baselines import BASELINES, generate_baseline
+from pategail.baselines import baseline_rng, generate_baseline
 from pategail.data.dataset import load_dataset
 from pategail.metrics.evaluate import floor_days
 from pategail.metrics.spatial import HOTSPOT_TOP, hotspots, top_cells
@@ -99,9 +99,7 @@ def main() -> None:
     for run in args.run:
         seed = run_seed(run)
         generated = {"ours": read_synthetic_csv(run / "synthetic.csv", n),
-                     # the run's report draws epr's days from default_rng([seed, index of "epr"])
-                     "epr": generate_baseline("epr", ds, len(test), np.random.default_rng([seed, BASELINES.index("epr")]),
-                                              geometry),
+                     "epr": generate_baseline("epr", ds, len(test), baseline_rng("epr", seed), geometry),
                      "floor": floor_days(ds, seed)}
         for name, days in generated.items():
             tops[f"{run}|{name}"] = top_cells(days, n)

@@ -6,6 +6,12 @@ import numpy as np
 BASELINES = ("markov", "epr")
 
 
+def baseline_rng(model: str, seed: int) -> np.random.Generator:
+    """The generator a run's report (and `pategail compare`) draws ``model``'s days from for ``seed``: one
+    independent stream per baseline, derived from the seed."""
+    return np.random.default_rng([seed, BASELINES.index(model)])
+
+
 def generate_baseline(model: str, dataset, n_days: int, rng: np.random.Generator, geometry=None) -> np.ndarray:
     """Fit ``model`` on the data set's training days and draw ``n_days`` days (int32, (n_days, 48))."""
     if model == "markov":
