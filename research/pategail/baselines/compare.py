@@ -5,7 +5,6 @@ import logging
 import time
 from typing import Any
 
-
 from pategail.baselines import BASELINES, baseline_rng, generate_baseline
 
 log = logging.getLogger(__name__)
