@@ -13,8 +13,10 @@ java {
 sourceSets {
     main {
         java {
-            // JVM tools, not part of what a phone runs: a pipe device (java.lang.management) and the command line
-            exclude("org/pategail/core/tools/StdioDevice.java", "org/pategail/core/tools/NetDevice.java")
+            // JVM tools, not part of what a phone runs: a pipe device (java.lang.management), the command line and
+            // the policy trainer that runs ONNX Runtime in a child process (a phone has OrtPolicyTrainer)
+            exclude("org/pategail/core/tools/StdioDevice.java", "org/pategail/core/tools/NetDevice.java",
+                    "org/pategail/core/tools/ProcessPolicyTrainer.java")
         }
     }
 }

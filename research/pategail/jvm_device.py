@@ -22,6 +22,7 @@ import os
 import shutil
 import struct
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -81,17 +82,26 @@ class JavaDevice:
     """One Java device process. ``classpath`` holds the compiled core and its two jars (BouncyCastle, org.json);
     ``root`` is its private directory; ``replay`` the reference run its trainer replays (JSON, see
     ``ReplayTrainer``); ``seed`` its minibatch generator's seed; ``jvm_options`` go to ``java`` before the class
-    path. Its log goes to ``root/device.log``."""
+    path; ``policy_trainer``: the device trains the policy in DP-FedAvg rounds (``ProcessPolicyTrainer``: ONNX
+    Runtime in a :mod:`pategail.jvm_policy_trainer` process of this Python, its batches logged in
+    ``policy_trainer_log`` when given); without it the device refuses those rounds. Its log goes to
+    ``root/device.log``."""
 
     def __init__(self, classpath: str, root: str | os.PathLike, device_id: int, replay: str | os.PathLike, *,
-                 seed: int = 0, java: str = "java", jvm_options: tuple[str, ...] = ()):
+                 seed: int = 0, java: str = "java", jvm_options: tuple[str, ...] = (), policy_trainer: bool = False,
+                 policy_trainer_log: str | os.PathLike | None = None):
         self.device_id = int(device_id)
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
         self._log = open(self.root / "device.log", "ab")
+        trainer_options: list[str] = []
+        if policy_trainer:
+            trainer_options = ["--policy-trainer", sys.executable]
+            if policy_trainer_log is not None:
+                trainer_options += ["--policy-trainer-log", str(policy_trainer_log)]
         self._proc = subprocess.Popen(
             [java, *jvm_options, "-cp", classpath, MAIN_CLASS, "--root", str(self.root), "--id", str(self.device_id),
-             "--replay", str(replay), "--seed", str(seed)],
+             "--replay", str(replay), "--seed", str(seed), *trainer_options],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log)
 
     # -- transport -----------------------------------------------------------------------------------------

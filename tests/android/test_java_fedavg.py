@@ -2,8 +2,9 @@
 loads in Java with the policy_training description the Python SDK reads, and a damaged one is refused in the
 Python SDK's line; FedAvgRequest frames the Python SDK writes are read by Java into the same fields and written back
 byte for byte, malformed ones refused with the Python SDK's ErrorReply; a Java device answers a DP-FedAvg round
-with the Python device's checks, then "incompatible" (it has no policy trainer), and the coordinator leaves it out
-of the round with that reason."""
+with the Python device's checks, then "incompatible" when it has no policy trainer (the coordinator leaves it out of
+the round with that reason); with one, it trains through ONNX Runtime checkpoints it writes and reads itself and
+uploads the Python SDK's clipped delta."""
 from __future__ import annotations
 
 import json
@@ -215,9 +216,13 @@ def test_a_java_device_refuses_a_dp_fedavg_round_as_incompatible(java_classpath,
 
 
 @pytest.mark.slow
-def test_a_served_dp_fedavg_run_goes_on_without_its_java_device(java_device_classpath, tmp_path, monkeypatch):
-    """`pategail serve --method dp-fedavg` with three Python devices and one Java device: the Java device takes part
-    in the environment release, refuses every DP-FedAvg round in its line, and the rounds are released without it."""
+@pytest.mark.parametrize("trains", [False, True], ids=["no-policy-trainer", "policy-trainer"])
+def test_a_served_dp_fedavg_run_with_a_java_device(java_device_classpath, tmp_path, monkeypatch, trains):
+    """`pategail serve --method dp-fedavg` with three Python devices and one Java device, which takes part in the
+    environment release. Without a policy trainer it refuses every DP-FedAvg round in its line and the rounds are
+    released without it; with one it trains and takes part in every round, its uploads clipped to norm 1."""
+    import sys
+
     from pategail.data.dataset import load_dataset
     from pategail.data.prepare import prepare_dataset
     from pategail.sdk.synthetic import write_synthetic_csv
@@ -238,7 +243,8 @@ def test_a_served_dp_fedavg_run_goes_on_without_its_java_device(java_device_clas
     store, csv = tmp_path / "java-3", tmp_path / "java-3.csv"
     store.mkdir()
     write_synthetic_csv(csv, dataset.user_days(int(dataset.users[3])), dataset.cells)
-    java = fleet._java(java_device_classpath, url, store, csv, 3)
+    java = fleet._java(java_device_classpath, url, store, csv, 3,
+                       *(["--policy-trainer", sys.executable] if trains else []))
     try:
         serve.join(timeout=400)
         assert not serve.is_alive() and codes == [0], (run / "train.log").read_text()[-3000:]
@@ -249,6 +255,141 @@ def test_a_served_dp_fedavg_run_goes_on_without_its_java_device(java_device_clas
         fleet._stop([java], pythons)
     journal = read_journal(run / "checkpoint")
     assert sorted(journal) == [0, 1, 2]
-    assert journal[0].n_survivors == 4 and journal[1].n_survivors == journal[2].n_survivors == 3
+    assert journal[0].n_survivors == 4
     log = (run / "train.log").read_text()
-    assert log.count("device 3 refused round: this device has no policy trainer") == 2, log[-3000:]
+    uploads = [json.loads(line) for line in (store / "uploads.jsonl").read_text().splitlines()]
+    if not trains:
+        assert journal[1].n_survivors == journal[2].n_survivors == 3
+        assert log.count("device 3 refused round: this device has no policy trainer") == 2, log[-3000:]
+        assert [u["round"] for u in uploads] == [0]
+        return
+    assert journal[1].n_survivors == journal[2].n_survivors == 4, log[-3000:]
+    assert "no policy trainer" not in log               # (the final policy it refuses: no policy runtime on the JVM)
+    deltas = [np.array(u["values"]) for u in uploads if u["round"] in (1, 2)]
+    assert len(deltas) == 2 and all(0 < np.linalg.norm(d) <= 1 + 1e-9 for d in deltas)
+    assert not np.array_equal(deltas[0], deltas[1])              # trained from the second round's parameters
+
+
+def test_java_writes_and_reads_policy_checkpoints_as_onnx_runtime_does(java_classpath, fedavg_bundle, dataset,
+                                                                       tmp_path):
+    """ONNX Runtime's Java training API cannot read or set a session's parameters, so a Java device moves them
+    through checkpoint files: ONNX Runtime opens the checkpoint Java wrote on exactly the parameters Java was
+    given (every bit), and Java reads out of the checkpoint ONNX Runtime saved after training exactly the
+    parameters the session holds. A damaged checkpoint is refused in one line."""
+    from pategail.sdk.bundle import load_bundle
+    from pategail.sdk.fedavg_round import PolicyTrainer, labelled_days
+
+    bundle = load_bundle(fedavg_bundle)
+    theta = np.random.default_rng(5).normal(size=bundle.policy_training.n_parameters).astype("<f4")
+    theta[:3] = [-0.0, np.float32(1e-45), np.finfo(np.float32).max]
+    written = tmp_path / "theta.ckpt"
+    done = _probe(java_classpath, "checkpoint-write", str(fedavg_bundle), str(written), stdin=theta.tobytes().hex())
+    assert done.returncode == 0, done.stderr
+    trainer = PolicyTrainer(bundle, checkpoint=written)
+    assert trainer.get_parameters().tobytes() == theta.tobytes()
+
+    trainer.set_parameters(theta * np.float32(1e-3))
+    days = dataset.user_days(int(dataset.users[2]))[:8]
+    trainer.train_step(labelled_days(days, int(days[0, 0]), bundle.environment.cells).take(np.arange(len(days))), 0.1)
+    saved = tmp_path / "trained.ckpt"
+    trainer.save_checkpoint(saved)
+    done = _probe(java_classpath, "checkpoint-read", str(fedavg_bundle), str(saved))
+    assert done.returncode == 0, done.stderr
+    read = np.frombuffer(bytes.fromhex(done.stdout.strip()), "<f4")
+    assert read.tobytes() == trainer.get_parameters().tobytes()
+    assert not np.array_equal(read, theta * np.float32(1e-3))              # the step moved them
+
+    raw = saved.read_bytes()
+    damaged = {"truncated": (raw[: len(raw) // 2], "malformed checkpoint"),
+               "not_a_checkpoint": (raw[:4] + b"ONNX" + raw[8:], "not an ONNX Runtime training checkpoint")}
+    for name, (data, says) in damaged.items():
+        (tmp_path / name).write_bytes(data)
+        done = _probe(java_classpath, "checkpoint-read", str(fedavg_bundle), str(tmp_path / name))
+        assert done.returncode == 2 and done.stdout == "", (name, done.stderr)
+        assert done.stderr.count("\n") == 1 and says in done.stderr, (name, done.stderr)
+    done = _probe(java_classpath, "checkpoint-write", str(fedavg_bundle), str(tmp_path / "short.ckpt"),
+                  stdin=theta[:-1].tobytes().hex())
+    assert done.returncode == 2 and "parameters given, the policy has" in done.stderr
+
+
+def test_a_java_device_trains_a_dp_fedavg_round_and_uploads_the_clipped_delta(java_classpath, fedavg_bundle, dataset,
+                                                                              tmp_path):
+    """A Java device with a policy trainer answers a DP-FedAvg round as a Python device does: two local epochs
+    over its own labelled days in minibatches of 16 (its features, masks and labels those of the Python SDK, every
+    day once an epoch), from the global parameters written into its checkpoint, then the delta clipped to the
+    request's norm. Replaying its minibatches in the Python SDK's trainer gives the delta it uploaded through a
+    real secure round without noise (Gaussian mechanism, signed vector)."""
+    from pategail.jvm_device import JavaDevice
+    from pategail.sdk.device import Device
+    from pategail.sdk.fedavg_round import PolicyTrainer, delta_upload, labelled_days
+    from pategail.sdk.messages import Ack, FedAvgRequest, from_bytes
+    from pategail.sdk.secagg.fixedpoint import SCALE, encode_signed
+    from pategail.sdk.secagg.mechanisms import DELTA_BLOCK
+    from pategail.server.secagg.coordinator import SecAggCoordinator
+    from pategail.server.secagg.round import SecureRoundConfig, run_secure_round
+
+    from .test_java_device_round import signed_directory
+
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    pythons = []
+    for i in range(2):
+        dev = Device(tmp_path / f"python-{i}", 10 + i, rng=np.random.default_rng(i))
+        dev.install_bundle(fedavg_bundle)
+        dev.add_days(dataset.user_days(int(dataset.users[4 + i])))
+        pythons.append(dev)
+    days = dataset.user_days(int(dataset.users[1]))
+    twin = Device(tmp_path / "twin", 30, rng=np.random.default_rng(0))        # the Java device's days, in Python
+    twin.install_bundle(fedavg_bundle)
+    twin.add_days(days)
+    theta = PolicyTrainer(twin.bundle).get_parameters()
+    request = FedAvgRequest(1, 2, 16, 0.1, 0.1, theta).to_bytes()
+    log = tmp_path / "steps"
+    with JavaDevice(java_classpath, tmp_path / "java", 20, VECTORS / "device.json", seed=7, jvm_options=JVM_OPTIONS,
+                    policy_trainer=True, policy_trainer_log=log) as java:
+        java.install_bundle(fedavg_bundle)
+        java.add_days(days)
+        reply = java.handle(request)
+        assert reply == pythons[0].handle(request) == pythons[1].handle(request), from_bytes(reply)
+        assert isinstance(from_bytes(reply), Ack)
+        uploads = [np.array(dev.pending) for dev in pythons]                  # cleared once uploaded
+        assert sorted(p.name for p in java.root.iterdir() if p.name.startswith("policy.")) == []   # files removed
+
+        # its minibatches: rows of the Python SDK's labelled days, every day once an epoch
+        reference = labelled_days(twin.days(), twin.home, twin.bundle.environment.cells)
+        steps = [np.load(p) for p in sorted(log.glob("step-*.npz"))]
+        per_epoch = -(-len(days) // 16)
+        assert len(steps) == 2 * per_epoch
+        trainer = PolicyTrainer(twin.bundle)
+        trainer.set_parameters(theta)
+        owner = sorted(day.tobytes() for day in reference.cells)
+        for epoch in range(2):
+            seen = []
+            for step in steps[epoch * per_epoch:(epoch + 1) * per_epoch]:
+                assert float(step["learning_rate"]) == np.float32(0.1)
+                for row, cells in enumerate(step["cells"]):
+                    i = next((i for i in range(len(reference)) if np.array_equal(reference.cells[i], cells)), None)
+                    assert i is not None, "a minibatch row that is none of the owner's days"
+                    assert np.array_equal(reference.features[i], step["features"][row])
+                    assert np.array_equal(reference.mask[i], step["mask"][row])
+                    assert np.array_equal(reference.targets[i], step["targets"][row])
+                    seen.append(cells.tobytes())
+                trainer.train_step(tuple(step[k] for k in ("cells", "features", "mask", "targets")), 0.1)
+            assert sorted(seen) == owner                                   # every day once an epoch
+        want = delta_upload(trainer.get_parameters().astype(np.float64) - theta.astype(np.float64), 0.1)
+        assert np.linalg.norm(want) == pytest.approx(1.0)                    # the clip bites
+
+        # what it uploads: a secure round without noise over the three devices
+        key = Ed25519PrivateKey.generate()
+        coordinator = SecAggCoordinator(key)
+        for dev in pythons:
+            coordinator.enroll(dev.device_id, dev.public_keys)
+        coordinator.enroll(java.device_id, java.public_keys)
+        java.set_directory(signed_directory(coordinator, key))
+        endpoints = [dev.secagg_endpoint(coordinator.directory) for dev in pythons] + [java]
+        cfg = SecureRoundConfig(round_id=1, n_min=3, mechanism="gaussian", block=DELTA_BLOCK, clip_norm=1.0)
+        result = run_secure_round(endpoints, None, cfg, np.random.default_rng(0), coordinator=coordinator,
+                                  num_queries=len(theta))
+        assert result.n_survivors == 3 and not result.stats.rejected
+        java_sum = result.sum * SCALE - sum(encode_signed(u) for u in uploads)
+        assert np.max(np.abs(java_sum - encode_signed(want))) <= 1               # one fixed-point quantum

@@ -112,11 +112,11 @@ def _serve(run: Path, data_dir: Path, config: Path, privacy: list[str], bodies: 
     return thread, codes
 
 
-def _java(classpath: str, url: str, store: Path, csv: Path, device_id: int) -> subprocess.Popen:
+def _java(classpath: str, url: str, store: Path, csv: Path, device_id: int, *extra: str) -> subprocess.Popen:
     log = open(store.parent / f"{store.name}.log", "ab")
     proc = subprocess.Popen([*JAVA, "-Xss4m", "-cp", classpath, MAIN, "--server", url, "--store", str(store),
                              "--days", str(csv), "--device-id", str(device_id), "--seed", "0", "--keep-uploads",
-                             "--give-up", "120"], stdout=log, stderr=subprocess.STDOUT)
+                             "--give-up", "120", *extra], stdout=log, stderr=subprocess.STDOUT)
     log.close()
     proc.log_path = store.parent / f"{store.name}.log"
     return proc

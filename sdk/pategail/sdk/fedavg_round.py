@@ -68,10 +68,11 @@ def labelled_days(days: np.ndarray, home: int, cells: np.ndarray) -> LabelledDay
 
 
 class PolicyTrainer:
-    """An ONNX Runtime training session on the bundle's ``policy_training`` artifacts (SGD). The flat parameter
-    vector is in the manifest's ``policy_training.parameters`` order."""
+    """An ONNX Runtime training session on the bundle's ``policy_training`` artifacts (SGD), from the bundle's
+    checkpoint or ``checkpoint``. The flat parameter vector is in the manifest's ``policy_training.parameters``
+    order."""
 
-    def __init__(self, bundle: Bundle, *, threads: int = 1) -> None:
+    def __init__(self, bundle: Bundle, *, threads: int = 1, checkpoint: str | os.PathLike[str] | None = None) -> None:
         from pategail.sdk.bundle import ensure_training_api, session_options
         from pategail.sdk.errors import BundleError
 
@@ -83,7 +84,7 @@ class PolicyTrainer:
         from onnxruntime.training.api import CheckpointState, Module, Optimizer
 
         self.spec = spec
-        self.state = CheckpointState.load_checkpoint(os.fspath(spec.checkpoint))
+        self.state = CheckpointState.load_checkpoint(os.fspath(spec.checkpoint if checkpoint is None else checkpoint))
         self.module = Module(os.fspath(spec.models["training"].path), self.state,
                              os.fspath(spec.models["eval"].path), session_options=session_options(threads, arena=False))
         self.optimizer = Optimizer(os.fspath(spec.models["optimizer"].path), self.module)
@@ -113,6 +114,12 @@ class PolicyTrainer:
         self.optimizer.step()
         self.module.lazy_reset_grad()
         return float(loss)
+
+    def save_checkpoint(self, path: str | os.PathLike[str]) -> None:
+        """Write the parameters (no optimizer state: SGD has none) as a checkpoint at ``path``."""
+        from onnxruntime.training.api import CheckpointState
+
+        CheckpointState.save_checkpoint(self.state, os.fspath(path), include_optimizer_state=False)
 
     def loss(self, batch: tuple[np.ndarray, ...]) -> float:
         """The mean negative log-likelihood of a batch under the current parameters (eval model)."""

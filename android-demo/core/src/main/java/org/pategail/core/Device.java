@@ -52,6 +52,7 @@ public final class Device {
     private final DeviceMessages.Limits limits;
     private final Trainer trainer;
     private final PolicyRunner policy;
+    private final PolicyTrainer policyTrainer;
     private final SecureRandom secure;
     private final DeviceIdentity identity;
     /** The owner's days as stored: on the public map when the bundle's table was released from one. */
@@ -64,19 +65,30 @@ public final class Device {
     /** The pending vector is the visited vector of a cell-table release (held to the plan's floor for it). */
     private boolean pendingCells;
     private float[][] positives;
+    /** The owner's days labelled for the policy's maximum-likelihood training (DP-FedAvg), made on demand. */
+    private FedAvgRound.LabelledDays labelled;
     private SecAggClient secagg;
     private KeyDirectory secaggDirectory;
     private String secaggPlan;
     private String policySha256;
 
-    /**
-     * @param rng     drives minibatch sampling (seeded in tests)
-     * @param trainer the discriminator's training session (OrtTrainer on a phone)
-     * @param policy  the policy runtime (OrtPolicy on a phone); null on a device that cannot run policies,
-     *                which then refuses PolicyUpdates as "incompatible"
-     */
+    /** A device without a policy trainer: it refuses DP-FedAvg rounds as "incompatible". */
     public Device(File root, long deviceId, Random rng, DeviceMessages.Limits limits, Trainer trainer,
                   PolicyRunner policy, SecureRandom secure) throws IOException {
+        this(root, deviceId, rng, limits, trainer, policy, null, secure);
+    }
+
+    /**
+     * @param rng           drives minibatch sampling (seeded in tests)
+     * @param trainer       the discriminator's training session (OrtTrainer on a phone)
+     * @param policy        the policy runtime (OrtPolicy on a phone); null on a device that cannot run policies,
+     *                      which then refuses PolicyUpdates as "incompatible"
+     * @param policyTrainer the policy's training session for DP-FedAvg rounds (OrtPolicyTrainer on a phone); null
+     *                      on a device that cannot train the policy, which then refuses those rounds as
+     *                      "incompatible"
+     */
+    public Device(File root, long deviceId, Random rng, DeviceMessages.Limits limits, Trainer trainer,
+                  PolicyRunner policy, PolicyTrainer policyTrainer, SecureRandom secure) throws IOException {
         this.root = root;
         if (!root.isDirectory() && !root.mkdirs()) {
             throw new IOException(root + ": cannot create the device directory");
@@ -86,6 +98,7 @@ public final class Device {
         this.limits = limits;
         this.trainer = trainer;
         this.policy = policy;
+        this.policyTrainer = policyTrainer;
         this.secure = secure;
         this.identity = loadOrCreateIdentity(new File(root, IDENTITY_FILE), secure);
         this.stored = loadDays(new File(root, DAYS_FILE));
@@ -181,6 +194,7 @@ public final class Device {
         writeDays(root, all);
         stored = all;
         positives = null;
+        labelled = null;
         return stored.length;
     }
 
@@ -345,6 +359,7 @@ public final class Device {
         if (changed) {
             pending = null;
             positives = null;
+            labelled = null;
         }
     }
 
@@ -612,9 +627,10 @@ public final class Device {
     }
 
     /**
-     * DP-FedAvg: the request checked against the bundle's policy training artifacts as the Python device checks it
-     * before training, then refused — this core has no policy trainer (a phone needs one: ONNX Runtime's training
-     * API on the bundle's policy_training models, as {@link Trainer} is for the discriminator). Nothing changes.
+     * DP-FedAvg: the request checked against the bundle's policy training artifacts and the owner's budget as the
+     * Python device checks them, then local maximum-likelihood epochs from the global parameters
+     * ({@link FedAvgRound}); the clipped delta over the clip norm becomes the pending vector. A device without a
+     * policy trainer refuses the round as "incompatible". A refused or failed round changes nothing.
      */
     private DeviceMessages.Message onFedAvgRequest(DeviceMessages.FedAvgRequest msg) throws MessageError {
         requireBundle();
@@ -628,8 +644,27 @@ public final class Device {
             throw new MessageError(DeviceMessages.INCOMPATIBLE, msg.parameters.length + " policy parameters, the "
                     + "bundle's policy has " + training.nParameters);
         }
-        throw new MessageError(DeviceMessages.INCOMPATIBLE, "this device has no policy trainer: it cannot train the "
-                + "policy's " + training.nParameters + " parameters for DP-FedAvg rounds");
+        if (policyTrainer == null) {
+            throw new MessageError(DeviceMessages.INCOMPATIBLE, "this device has no policy trainer: it cannot train "
+                    + "the policy's " + training.nParameters + " parameters for DP-FedAvg rounds");
+        }
+        checkRequestBudget(msg.round, msg.parameters.length, false, false);
+        if (labelled == null) {
+            labelled = FedAvgRound.labelled(days(), home(), bundle.cells);
+        }
+        double[] upload;
+        try {
+            double[] delta = FedAvgRound.localUpdate(policyTrainer, bundle, root, labelled, msg.parameters,
+                    (int) msg.epochs, (int) msg.batchSize, msg.learningRate, rng);
+            upload = FedAvgRound.upload(delta, msg.clipNorm);
+        } catch (IllegalArgumentException err) {      // a non-finite update
+            throw new MessageError(DeviceMessages.NON_FINITE, err.getMessage());
+        } catch (IOException err) {
+            throw new MessageError(DeviceMessages.INCOMPATIBLE, "the policy's training session failed: "
+                    + err.getMessage());
+        }
+        setPending(upload, false, false);
+        return new DeviceMessages.Ack(msg.round, "fedavg_request", upload.length);
     }
 
     // -- secure aggregation ---------------------------------------------------------------------------------

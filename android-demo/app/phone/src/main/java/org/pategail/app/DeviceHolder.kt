@@ -28,7 +28,7 @@ object DeviceHolder {
     fun open(context: Context, deviceId: Long, minibatches: Random): Device =
         device?.takeIf { it.deviceId == deviceId } ?: Device(
             storeDir(context), deviceId, minibatches, DeviceMessages.Limits.DEFAULT, OrtTrainer(), OrtPolicy(),
-            SecureRandom(),
+            OrtPolicyTrainer(), SecureRandom(),
         ).also { device = it }
 
     /** The device for the screen: the enrolled one, or before the first enrolment one under no id yet

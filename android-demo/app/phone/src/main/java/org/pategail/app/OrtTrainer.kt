@@ -49,18 +49,7 @@ class OrtTrainer(private val env: OrtEnvironment = OrtEnvironment.getEnvironment
         )
     }
 
-    override fun trainStep(pairs: Array<FloatArray>, labels: FloatArray): Float {
-        val s = require()
-        val feeds = inputs(pairs, labels)
-        try {
-            val loss = s.trainStep(feeds).use { (it.get(0) as OnnxTensor).floatBuffer.get(0) }
-            s.optimizerStep()
-            s.lazyResetGrad()
-            return loss
-        } finally {
-            feeds.values.forEach { it.close() }
-        }
-    }
+    override fun trainStep(pairs: Array<FloatArray>, labels: FloatArray): Float = require().step(inputs(pairs, labels))
 
     override fun score(pairs: Array<FloatArray>): FloatArray {
         val feeds = inputs(pairs, FloatArray(pairs.size))     // the eval model's labels are unused for scores
@@ -80,5 +69,17 @@ class OrtTrainer(private val env: OrtEnvironment = OrtEnvironment.getEnvironment
 
     companion object {
         const val ORT_VERSION = "1.19.2"
+    }
+}
+
+/** One optimizer step on [feeds] (closed afterwards): the training model's first output (the loss) before it. */
+internal fun OrtTrainingSession.step(feeds: Map<String, OnnxTensor>): Float {
+    try {
+        val loss = trainStep(feeds).use { (it.get(0) as OnnxTensor).floatBuffer.get(0) }
+        optimizerStep()
+        lazyResetGrad()
+        return loss
+    } finally {
+        feeds.values.forEach { it.close() }
     }
 }

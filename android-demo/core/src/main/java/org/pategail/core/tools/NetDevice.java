@@ -33,8 +33,10 @@ import org.pategail.core.secagg.SecAggException;
  *
  * <pre>
  * NetDevice --server URL --store DIR [--days FILE] [--device-id I] [--seed S] [--coordinator-key HEX]
- *           [--cafile PEM] [--token TOKEN] [--give-up S] [--keep-uploads] [--show-key]
+ *           [--cafile PEM] [--token TOKEN] [--give-up S] [--policy-trainer PYTHON] [--keep-uploads] [--show-key]
  * </pre>
+ * {@code --policy-trainer}: train the policy in DP-FedAvg rounds through {@link ProcessPolicyTrainer} (ONNX Runtime
+ * in {@code PYTHON -m pategail.jvm_policy_trainer}); without it the device refuses those rounds.
  * {@code --days}: the owner's days, a CSV in the synthetic form (agent,day,slot,cell,lat,lon), read once at the
  * first start. {@code --keep-uploads}: keep a copy of every vector the device uploaded (masked) in
  * {@code STORE/uploads.jsonl} — the owner's own record, for audits and tests; it never leaves the device.
@@ -45,7 +47,7 @@ public final class NetDevice {
     static final String UPLOADS_FILE = "uploads.jsonl";
     private static final List<String> FLAGS = Arrays.asList("--keep-uploads", "--show-key");
     private static final List<String> OPTIONS = Arrays.asList("--server", "--store", "--days", "--device-id", "--seed",
-            "--coordinator-key", "--cafile", "--token", "--give-up");
+            "--coordinator-key", "--cafile", "--token", "--give-up", "--policy-trainer");
 
     private NetDevice() {
     }
@@ -135,9 +137,13 @@ public final class NetDevice {
             throw new UsageError("--give-up " + opts.get("--give-up") + ": not a number of seconds");
         }
         File days = opts.containsKey("--days") ? new File(opts.get("--days")) : null;
+        String python = opts.get("--policy-trainer");
         // no policy runtime on the JVM: PolicyUpdates are refused as "incompatible" (a phone runs OrtPolicy)
         CoordinatorClient.Runtime runtime = new CoordinatorClient.Runtime((root, deviceId, minibatches) ->
-                new Device(root, deviceId, minibatches, DeviceMessages.Limits.DEFAULT, new MlpTrainer(), null, secure),
+                new Device(root, deviceId, minibatches, DeviceMessages.Limits.DEFAULT, new MlpTrainer(), null,
+                        python == null ? null
+                                : new ProcessPolicyTrainer(Arrays.asList(python, "-m", "pategail.jvm_policy_trainer")),
+                        secure),
                 secure, number(opts, "--seed", 0));
         CoordinatorClient client = new CoordinatorClient(opts.get("--server"),
                 opts.containsKey("--cafile") ? new File(opts.get("--cafile")) : null, store, runtime,

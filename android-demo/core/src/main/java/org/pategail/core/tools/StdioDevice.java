@@ -9,13 +9,17 @@ import java.io.File;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.security.SecureRandom;
+import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.HashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.Random;
 
 import org.pategail.core.Device;
 import org.pategail.core.DeviceMessages;
 import org.pategail.core.DeviceSession;
+import org.pategail.core.PolicyTrainer;
 import org.pategail.core.secagg.Wire;
 
 /**
@@ -26,7 +30,9 @@ import org.pategail.core.secagg.Wire;
  * {@code SecAggClient.masked_input(delivery, scores)}) and report the serving thread's CPU time
  * (java.lang.management: JVM only, which is why this class is left out of the Android build).
  *
- * <p>Usage: {@code StdioDevice --root DIR --id N --replay FILE [--seed S]}
+ * <p>Usage: {@code StdioDevice --root DIR --id N --replay FILE [--seed S] [--policy-trainer PYTHON
+ * [--policy-trainer-log DIR]]} — with {@code --policy-trainer}, the device trains the policy in DP-FedAvg rounds
+ * through {@link ProcessPolicyTrainer} (ONNX Runtime in {@code PYTHON -m pategail.jvm_policy_trainer}).
  */
 public final class StdioDevice extends DeviceSession {
     public static final int OP_INSTALL_BUNDLE = 3, OP_ADD_DAYS = 4, OP_MASKED_SCORES = 15, OP_CPU_NANOS = 16;
@@ -46,9 +52,18 @@ public final class StdioDevice extends DeviceSession {
                 System.exit(2);
             }
         }
+        PolicyTrainer policyTrainer = null;
+        if (opts.containsKey("--policy-trainer")) {
+            List<String> command = new ArrayList<>(Arrays.asList(opts.get("--policy-trainer"), "-m",
+                    "pategail.jvm_policy_trainer"));
+            if (opts.containsKey("--policy-trainer-log")) {
+                command.addAll(Arrays.asList("--log", opts.get("--policy-trainer-log")));
+            }
+            policyTrainer = new ProcessPolicyTrainer(command);
+        }
         Device device = new Device(new File(opts.get("--root")), Long.parseLong(opts.get("--id")),
                 new Random(Long.parseLong(opts.getOrDefault("--seed", "0"))), DeviceMessages.Limits.DEFAULT,
-                new ReplayTrainer(new File(opts.get("--replay")), 1e-6), null, new SecureRandom());
+                new ReplayTrainer(new File(opts.get("--replay")), 1e-6), null, policyTrainer, new SecureRandom());
         StdioDevice session = new StdioDevice(device);
         DataInputStream in = new DataInputStream(new BufferedInputStream(System.in));
         DataOutputStream out = new DataOutputStream(new BufferedOutputStream(System.out));

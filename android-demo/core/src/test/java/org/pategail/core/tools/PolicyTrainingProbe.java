@@ -9,8 +9,10 @@ import org.json.JSONArray;
 import org.json.JSONObject;
 import org.pategail.core.Bundle;
 import org.pategail.core.BundleException;
+import org.pategail.core.Device;
 import org.pategail.core.DeviceMessages;
 import org.pategail.core.MessageError;
+import org.pategail.core.PolicyCheckpoint;
 import org.pategail.core.secagg.Bytes;
 
 /**
@@ -20,6 +22,10 @@ import org.pategail.core.secagg.Bytes;
  * <p>{@code bundle DIR}: the bundle's {@code policy_training} description (null when absent); a refused bundle
  * is its one-line reason on stderr and exit status 2. {@code frames}: one hex frame a line on stdin, one JSON
  * line out for each — the fields Java read and its re-encoding, or the refusal's code and ErrorReply.
+ * {@code checkpoint-read BUNDLE FILE}: the policy parameters {@link PolicyCheckpoint} reads from an ONNX Runtime
+ * checkpoint, as hex of little-endian float32; {@code checkpoint-write BUNDLE OUT}: the bundle's policy checkpoint
+ * with the parameters given on stdin (the same hex) written in. A refused checkpoint is one line on stderr and
+ * exit status 2.
  */
 public final class PolicyTrainingProbe {
     private PolicyTrainingProbe() {
@@ -41,10 +47,42 @@ public final class PolicyTrainingProbe {
             for (String line = in.readLine(); line != null; line = in.readLine()) {
                 System.out.println(frame(Bytes.unhex(line.trim())));
             }
+        } else if (args.length == 3 && (args[0].equals("checkpoint-read") || args[0].equals("checkpoint-write"))) {
+            Bundle.PolicyTraining spec;
+            try {
+                spec = Bundle.load(new File(args[1]), null).policyTraining;
+            } catch (BundleException err) {
+                System.err.println(err.getMessage());
+                System.exit(2);
+                return;
+            }
+            try {
+                if (args[0].equals("checkpoint-read")) {
+                    float[] flat = PolicyCheckpoint.parse(Bundle.readAll(new File(args[2]))).parameters(spec);
+                    System.out.println(Bytes.hex(littleEndian(flat)));
+                } else {
+                    BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.US_ASCII));
+                    byte[] raw = Bytes.unhex(in.readLine().trim());
+                    float[] flat = new float[raw.length / 4];
+                    java.nio.ByteBuffer.wrap(raw).order(java.nio.ByteOrder.LITTLE_ENDIAN).asFloatBuffer().get(flat);
+                    byte[] base = Bundle.readAll(spec.checkpoint);
+                    Device.writeAtomic(new File(args[2]), PolicyCheckpoint.parse(base).withParameters(spec, flat));
+                }
+            } catch (IllegalArgumentException err) {
+                System.err.println(err.getMessage());
+                System.exit(2);
+            }
         } else {
-            System.err.println("usage: PolicyTrainingProbe bundle DIR | frames");
+            System.err.println("usage: PolicyTrainingProbe bundle DIR | frames | checkpoint-read BUNDLE FILE "
+                    + "| checkpoint-write BUNDLE OUT (the parameters as hex on stdin)");
             System.exit(2);
         }
+    }
+
+    static byte[] littleEndian(float[] flat) {
+        java.nio.ByteBuffer b = java.nio.ByteBuffer.allocate(4 * flat.length).order(java.nio.ByteOrder.LITTLE_ENDIAN);
+        b.asFloatBuffer().put(flat);
+        return b.array();
     }
 
     static Object describe(Bundle.PolicyTraining t) throws Exception {
