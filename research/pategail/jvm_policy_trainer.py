@@ -10,6 +10,7 @@ Usage: ``python -m pategail.jvm_policy_trainer [--log DIR]`` (``--log``: every s
 from __future__ import annotations
 
 import argparse
+import os
 import struct
 import sys
 from pathlib import Path
@@ -93,7 +94,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.log is not None:
         args.log.mkdir(parents=True, exist_ok=True)
-    serve(sys.stdin.buffer, sys.stdout.buffer, args.log)
+    # the protocol keeps the original stdout to itself; anything else printed (a library's banner) goes to stderr
+    protocol = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    serve(sys.stdin.buffer, protocol, args.log)
     return 0
 
 

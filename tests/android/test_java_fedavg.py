@@ -267,7 +267,22 @@ def test_a_served_dp_fedavg_run_with_a_java_device(java_device_classpath, tmp_pa
     assert "no policy trainer" not in log               # (the final policy it refuses: no policy runtime on the JVM)
     deltas = [np.array(u["values"]) for u in uploads if u["round"] in (1, 2)]
     assert len(deltas) == 2 and all(0 < np.linalg.norm(d) <= 1 + 1e-9 for d in deltas)
-    assert not np.array_equal(deltas[0], deltas[1])              # trained from the second round's parameters
+
+
+def _first_dims_length_at(raw: bytes) -> int:
+    """Where the length of the first trainable parameter's dims vector sits in an ONNX Runtime checkpoint (the
+    flatbuffer: root table, field 1 module state, its field 0 the tensors, a tensor's field 2 its dims)."""
+    def u32(at):
+        return struct.unpack_from("<I", raw, at)[0]
+
+    def field(table, slot):
+        vtable = table - struct.unpack_from("<i", raw, table)[0]
+        at = table + struct.unpack_from("<H", raw, vtable + 4 + 2 * slot)[0]
+        return at + u32(at)
+
+    tensors = field(field(u32(0), 1), 0)
+    first = tensors + 4 + u32(tensors + 4)
+    return field(first, 2)
 
 
 def test_java_writes_and_reads_policy_checkpoints_as_onnx_runtime_does(java_classpath, fedavg_bundle, dataset,
@@ -300,8 +315,10 @@ def test_java_writes_and_reads_policy_checkpoints_as_onnx_runtime_does(java_clas
     assert not np.array_equal(read, theta * np.float32(1e-3))              # the step moved them
 
     raw = saved.read_bytes()
+    dims = _first_dims_length_at(raw)
     damaged = {"truncated": (raw[: len(raw) // 2], "malformed checkpoint"),
-               "not_a_checkpoint": (raw[:4] + b"ONNX" + raw[8:], "not an ONNX Runtime training checkpoint")}
+               "not_a_checkpoint": (raw[:4] + b"ONNX" + raw[8:], "not an ONNX Runtime training checkpoint"),
+               "dims_too_long": (raw[:dims] + struct.pack("<I", 2**31 - 1) + raw[dims + 4:], "malformed checkpoint")}
     for name, (data, says) in damaged.items():
         (tmp_path / name).write_bytes(data)
         done = _probe(java_classpath, "checkpoint-read", str(fedavg_bundle), str(tmp_path / name))
@@ -342,7 +359,8 @@ def test_a_java_device_trains_a_dp_fedavg_round_and_uploads_the_clipped_delta(ja
     twin = Device(tmp_path / "twin", 30, rng=np.random.default_rng(0))        # the Java device's days, in Python
     twin.install_bundle(fedavg_bundle)
     twin.add_days(days)
-    theta = PolicyTrainer(twin.bundle).get_parameters()
+    start = PolicyTrainer(twin.bundle).get_parameters()          # moved off the bundle's own checkpoint
+    theta = start + np.random.default_rng(4).normal(scale=0.01, size=len(start)).astype(np.float32)
     request = FedAvgRequest(1, 2, 16, 0.1, 0.1, theta).to_bytes()
     log = tmp_path / "steps"
     with JavaDevice(java_classpath, tmp_path / "java", 20, VECTORS / "device.json", seed=7, jvm_options=JVM_OPTIONS,
@@ -353,13 +371,19 @@ def test_a_java_device_trains_a_dp_fedavg_round_and_uploads_the_clipped_delta(ja
         assert reply == pythons[0].handle(request) == pythons[1].handle(request), from_bytes(reply)
         assert isinstance(from_bytes(reply), Ack)
         uploads = [np.array(dev.pending) for dev in pythons]                  # cleared once uploaded
-        assert sorted(p.name for p in java.root.iterdir() if p.name.startswith("policy.")) == []   # files removed
+        assert [p.name for p in java.root.iterdir() if "policy." in p.name] == []   # the round's files removed
+        # a learning rate that blows the update up: refused as the Python device refuses it, nothing left behind
+        wild = FedAvgRequest(2, 1, 16, 1e30, 0.1, theta).to_bytes()
+        refused = java.handle(wild)
+        assert refused == twin.handle(wild) and from_bytes(refused).code == "non_finite", from_bytes(refused)
+        assert [p.name for p in java.root.iterdir() if "policy." in p.name] == []
 
         # its minibatches: rows of the Python SDK's labelled days, every day once an epoch
         reference = labelled_days(twin.days(), twin.home, twin.bundle.environment.cells)
         steps = [np.load(p) for p in sorted(log.glob("step-*.npz"))]
         per_epoch = -(-len(days) // 16)
-        assert len(steps) == 2 * per_epoch
+        assert len(steps) == 3 * per_epoch                # two epochs, then the refused round's one
+        steps = steps[:2 * per_epoch]
         trainer = PolicyTrainer(twin.bundle)
         trainer.set_parameters(theta)
         owner = sorted(day.tobytes() for day in reference.cells)
@@ -379,7 +403,7 @@ def test_a_java_device_trains_a_dp_fedavg_round_and_uploads_the_clipped_delta(ja
         want = delta_upload(trainer.get_parameters().astype(np.float64) - theta.astype(np.float64), 0.1)
         assert np.linalg.norm(want) == pytest.approx(1.0)                    # the clip bites
 
-        # what it uploads: a secure round without noise over the three devices
+        # what it uploads (the refused round left its pending vector as it was): a secure round without noise
         key = Ed25519PrivateKey.generate()
         coordinator = SecAggCoordinator(key)
         for dev in pythons:

@@ -101,6 +101,7 @@ public final class Device {
         this.policyTrainer = policyTrainer;
         this.secure = secure;
         this.identity = loadOrCreateIdentity(new File(root, IDENTITY_FILE), secure);
+        FedAvgRound.removeFiles(root);                // a round cut short by a crash leaves nothing behind
         this.stored = loadDays(new File(root, DAYS_FILE));
         if (new File(new File(root, BUNDLE_DIR), Bundle.MANIFEST).isFile()) {
             try {
@@ -652,16 +653,19 @@ public final class Device {
         if (labelled == null) {
             labelled = FedAvgRound.labelled(days(), home(), bundle.cells);
         }
+        double[] delta;
+        try {
+            delta = FedAvgRound.localUpdate(policyTrainer, bundle, root, labelled, msg.parameters, (int) msg.epochs,
+                    (int) msg.batchSize, msg.learningRate, rng);
+        } catch (IOException | RuntimeException err) {
+            throw new MessageError(DeviceMessages.INCOMPATIBLE, "the policy's training session failed: "
+                    + err.getMessage());
+        }
         double[] upload;
         try {
-            double[] delta = FedAvgRound.localUpdate(policyTrainer, bundle, root, labelled, msg.parameters,
-                    (int) msg.epochs, (int) msg.batchSize, msg.learningRate, rng);
             upload = FedAvgRound.upload(delta, msg.clipNorm);
         } catch (IllegalArgumentException err) {      // a non-finite update
             throw new MessageError(DeviceMessages.NON_FINITE, err.getMessage());
-        } catch (IOException err) {
-            throw new MessageError(DeviceMessages.INCOMPATIBLE, "the policy's training session failed: "
-                    + err.getMessage());
         }
         setPending(upload, false, false);
         return new DeviceMessages.Ack(msg.round, "fedavg_request", upload.length);

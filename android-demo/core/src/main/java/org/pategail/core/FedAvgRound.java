@@ -132,8 +132,16 @@ public final class FedAvgRound {
             return delta;
         } finally {
             trainer.close();
-            start.delete();
-            trained.delete();
+            removeFiles(work);
+        }
+    }
+
+    /** Remove a round's checkpoint files from {@code work}: the round's parameters and the trained ones (a local
+     * model of the owner's days, never to outlive its round), and a half-written one. */
+    static void removeFiles(File work) {
+        for (String name : CHECKPOINT_FILES) {
+            new File(work, name).delete();
+            new File(work, "." + name + ".tmp").delete();
         }
     }
 

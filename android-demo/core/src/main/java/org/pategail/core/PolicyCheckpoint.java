@@ -50,6 +50,7 @@ public final class PolicyCheckpoint {
             String name = c.string(c.tableField(tensor, 0));
             int dimsVec = c.tableField(tensor, 2);
             int nd = dimsVec < 0 ? 0 : c.u32(dimsVec);
+            c.check(dimsVec + 4, 8L * nd);                 // before anything is allocated for it
             long[] shape = new long[nd];
             for (int d = 0; d < nd; d++) {
                 shape[d] = c.i64(dimsVec + 4 + 8 * d);
@@ -108,9 +109,9 @@ public final class PolicyCheckpoint {
 
     /** {offset, length} of parameter {@code i} of {@code spec}, checked against its declared name and shape. */
     private int[] locate(Bundle.PolicyTraining spec, int i) {
-        if (raw.size() != spec.names.size()) {
+        if (raw.size() != spec.names.size() || new java.util.HashSet<>(spec.names).size() != spec.names.size()) {
             throw new IllegalArgumentException("the checkpoint holds " + raw.size() + " trainable parameters, the "
-                    + "bundle declares " + spec.names.size());
+                    + "bundle declares " + spec.names.size() + " (each named once)");
         }
         String name = spec.names.get(i);
         int[] where = raw.get(name);

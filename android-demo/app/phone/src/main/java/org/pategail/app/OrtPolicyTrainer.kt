@@ -3,9 +3,11 @@ package org.pategail.app
 import ai.onnxruntime.OnnxJavaType
 import ai.onnxruntime.OnnxTensor
 import ai.onnxruntime.OrtEnvironment
+import ai.onnxruntime.OrtException
 import ai.onnxruntime.OrtSession
 import ai.onnxruntime.OrtTrainingSession
 import java.io.File
+import java.io.IOException
 import java.nio.ByteBuffer
 import java.nio.FloatBuffer
 import java.nio.LongBuffer
@@ -18,43 +20,57 @@ import org.pategail.core.PolicyTrainer
  * a session on the bundle's policy training, eval and (SGD) optimizer models, opened on the checkpoint file the
  * core wrote the round's global parameters into, and saved to the file the core reads the trained ones from
  * (the Java API has no call that reads or sets a session's parameters). One intra-op thread, as [OrtTrainer].
+ * ONNX Runtime's errors reach the core as IOExceptions, which the device answers as "incompatible".
  */
 class OrtPolicyTrainer(private val env: OrtEnvironment = OrtEnvironment.getEnvironment()) : PolicyTrainer {
     private var session: OrtTrainingSession? = null
 
+    private inline fun <T> ort(what: String, block: () -> T): T =
+        try {
+            block()
+        } catch (err: OrtException) {
+            throw IOException("ONNX Runtime could not $what: ${err.message}", err)
+        }
+
     override fun open(bundle: Bundle, checkpoint: File) {
         close()
-        val spec = bundle.policyTraining ?: throw IllegalStateException("the bundle has no policy training artifacts")
-        val options = OrtSession.SessionOptions().apply {
-            setIntraOpNumThreads(1)
-            setInterOpNumThreads(1)
+        val spec = bundle.policyTraining ?: throw IOException("the bundle has no policy training artifacts")
+        session = ort("open the policy's training session") {
+            OrtSession.SessionOptions().use { options ->
+                options.setIntraOpNumThreads(1)
+                options.setInterOpNumThreads(1)
+                env.createTrainingSession(
+                    checkpoint.absolutePath, spec.training.absolutePath, spec.eval.absolutePath,
+                    spec.optimizer.absolutePath, options,
+                )
+            }
         }
-        session = env.createTrainingSession(
-            checkpoint.absolutePath, spec.training.absolutePath, spec.eval.absolutePath, spec.optimizer.absolutePath,
-            options,
-        )
     }
 
     private fun require(): OrtTrainingSession =
-        session ?: throw IllegalStateException("no policy training session: open() a checkpoint first")
+        session ?: throw IOException("no policy training session: open() a checkpoint first")
 
-    override fun trainStep(batch: FedAvgRound.Batch, learningRate: Float): Float {
+    override fun trainStep(batch: FedAvgRound.Batch, learningRate: Float): Float = ort("train a step") {
         val s = require()
         s.setLearningRate(learningRate)
         val b = batch.size.toLong()
         val mask = ByteBuffer.allocateDirect(batch.mask.size)
         batch.mask.forEach { mask.put(if (it) 1.toByte() else 0.toByte()) }
         mask.rewind()
-        val feeds = mapOf(
-            "cells" to OnnxTensor.createTensor(env, LongBuffer.wrap(batch.cells), longArrayOf(b, 48)),
-            "features" to OnnxTensor.createTensor(env, FloatBuffer.wrap(batch.features), longArrayOf(b, 48, 11)),
-            "mask" to OnnxTensor.createTensor(env, mask, longArrayOf(b, 47, 4), OnnxJavaType.BOOL),
-            "targets" to OnnxTensor.createTensor(env, FloatBuffer.wrap(batch.targets), longArrayOf(b, 47, 4)),
-        )
-        return s.step(feeds)
+        val feeds = LinkedHashMap<String, OnnxTensor>()
+        try {
+            feeds["cells"] = OnnxTensor.createTensor(env, LongBuffer.wrap(batch.cells), longArrayOf(b, 48))
+            feeds["features"] = OnnxTensor.createTensor(env, FloatBuffer.wrap(batch.features), longArrayOf(b, 48, 11))
+            feeds["mask"] = OnnxTensor.createTensor(env, mask, longArrayOf(b, 47, 4), OnnxJavaType.BOOL)
+            feeds["targets"] = OnnxTensor.createTensor(env, FloatBuffer.wrap(batch.targets), longArrayOf(b, 47, 4))
+        } catch (err: OrtException) {
+            feeds.values.forEach { it.close() }
+            throw err
+        }
+        s.step(feeds)
     }
 
-    override fun saveCheckpoint(path: File) {
+    override fun saveCheckpoint(path: File) = ort("save the policy checkpoint") {
         require().saveCheckpoint(path.toPath(), false)
     }
 

@@ -28,6 +28,8 @@ import org.pategail.core.PolicyTrainer;
  */
 public final class ProcessPolicyTrainer implements PolicyTrainer {
     static final int OP_OPEN = 1, OP_STEP = 2, OP_SAVE = 3, OP_CLOSE = 4;
+    /** The longest reply the child may send (an error message; a step's loss is 4 bytes). */
+    static final int MAX_REPLY = 1 << 20;
     private final List<String> command;
     private Process process;
     private DataOutputStream out;
@@ -92,9 +94,22 @@ public final class ProcessPolicyTrainer implements PolicyTrainer {
         try {
             out.writeByte(OP_CLOSE);
             reply();
-        } catch (IOException err) {              // the process is gone: the next open starts another
-            process.destroy();
+        } catch (IOException err) {              // the process is gone or out of step: the next open starts another
+            stop();
         }
+    }
+
+    private void stop() {
+        if (process == null) {
+            return;
+        }
+        process.destroyForcibly();
+        try {
+            process.waitFor();
+        } catch (InterruptedException err) {
+            Thread.currentThread().interrupt();
+        }
+        process = null;
     }
 
     private void require() throws IOException {
@@ -112,7 +127,12 @@ public final class ProcessPolicyTrainer implements PolicyTrainer {
     private byte[] reply() throws IOException {
         out.flush();
         int status = in.readUnsignedByte();
-        byte[] body = new byte[in.readInt()];
+        int length = in.readInt();
+        if (status > 1 || length < 0 || length > MAX_REPLY) {      // not this protocol: never read on from here
+            stop();
+            throw new IOException("policy trainer process: a reply out of step with the protocol");
+        }
+        byte[] body = new byte[length];
         in.readFully(body);
         if (status != 0) {
             throw new IOException("policy trainer process: " + new String(body, StandardCharsets.UTF_8));
