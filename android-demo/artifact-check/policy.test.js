@@ -1,12 +1,12 @@
 // The policy's maximum-likelihood training artifacts of a DP-FedAvg bundle (its policy_training section) in
 // ONNX Runtime's own training core — onnxruntime-web 1.19.2's WebAssembly build of the C++ training API that
 // onnxruntime-training-android 1.19.2 ships — opened on a checkpoint the Java core wrote the round's parameters
-// into (PolicyCheckpoint): the training step's loss and the eval model's on each minibatch must be the Python
-// SDK's at those parameters. The vectors are written at test time by tests/android/test_artifact_check.py
+// into (PolicyCheckpoint), with the optimizer model (SGD as AdamW: betas 0, 0, eps 1e8; ONNX Runtime's SGD
+// optimizer model does not open in this core): the training step's loss on each minibatch must be the Python
+// SDK's at those parameters, and the optimizer steps run. onnxruntime-web has no setLearningRate: its sessions
+// start at ORT's default rate, 0.001, which is an SGD rate of 1e-11 here — the steps leave the parameters, and
+// the losses, where they were. The vectors are written at test time by tests/android/test_artifact_check.py
 // (POLICY_VECTORS=<dir>); without them this file skips.
-//
-// The session is opened without the SGD optimizer model: onnxruntime-web 1.19.2 fails to create a training
-// session with it (docs/java-device.md, "Not verified").
 'use strict';
 const test = require('node:test');
 const assert = require('node:assert');
@@ -22,6 +22,7 @@ test('the policy training model runs in ORT\'s training core on a checkpoint Jav
   const file = (name) => new Uint8Array(fs.readFileSync(path.join(DIR, name)));
   const session = await ort.TrainingSession.create({
     checkpointState: file(ref.checkpoint), trainModel: file(ref.training), evalModel: file(ref.eval),
+    optimizerModel: file(ref.optimizer),
   });
   try {
     const [T, F, D, A] = [48, 11, 47, 4];
@@ -35,6 +36,7 @@ test('the policy training model runs in ORT\'s training core on a checkpoint Jav
         targets: new ort.Tensor('float32', Float32Array.from(b.targets), [n, D, A]),
       });
       const train = (await session.runTrainStep(feeds())).loss.data[0];
+      await session.runOptimizerStep();
       await session.lazyResetGrad();
       const evalLoss = (await session.runEvalStep(feeds())).loss.data[0];
       for (const [what, got] of [['training step', train], ['eval', evalLoss]]) {

@@ -47,8 +47,9 @@ def test_artifacts_train_in_onnxruntime_web_as_in_python():
 def test_policy_training_model_runs_in_onnxruntime_web_on_a_checkpoint_java_wrote(java_classpath, tmp_path_factory,
                                                                                   dataset, tmp_path):
     """A phone's DP-FedAvg round opens ONNX Runtime's training core on a checkpoint the Java core wrote (the Java
-    training API cannot set parameters): that checkpoint loads in the C++ core's checkpoint reader, and the
-    policy's training and eval models give the Python SDK's losses at its parameters on the owner's minibatches."""
+    training API cannot set parameters): that checkpoint loads in the C++ core's checkpoint reader with the policy's
+    training, eval and optimizer models, which give the Python SDK's losses at its parameters on the owner's
+    minibatches, and the optimizer steps run."""
     from pategail.sdk.bundle import load_bundle
     from pategail.sdk.fedavg_round import PolicyTrainer, labelled_days
 
@@ -71,10 +72,11 @@ def test_policy_training_model_runs_in_onnxruntime_web_on_a_checkpoint_java_wrot
         losses.append(trainer.loss((cells, features, mask, targets)))
         batches.append({"cells": cells.ravel().tolist(), "features": features.ravel().tolist(),
                         "mask": mask.astype(int).ravel().tolist(), "targets": targets.ravel().tolist()})
-    for role in ("training", "eval"):
+    for role in ("training", "eval", "optimizer"):
         shutil.copy(spec.models[role].path, tmp_path / spec.models[role].path.name)
     (tmp_path / "policy.json").write_text(json.dumps({
         "checkpoint": "theta.ckpt", "training": spec.models["training"].path.name,
-        "eval": spec.models["eval"].path.name, "batches": batches, "losses": losses}))
+        "eval": spec.models["eval"].path.name, "optimizer": spec.models["optimizer"].path.name, "batches": batches,
+        "losses": losses}))
     out = _node_test("policy.test.js", env={"POLICY_VECTORS": str(tmp_path)})
     assert re.search(r"^# pass 1$", out, re.M), out[-3000:]

@@ -53,6 +53,7 @@ def test_a_dp_fedavg_bundle_is_described_in_java_as_in_python(java_classpath, fe
     assert done.returncode == 0, done.stderr
     java = json.loads(done.stdout)
     assert java["n_parameters"] == spec.n_parameters == sum(int(np.prod(s)) for _, s in spec.parameters) > 0
+    assert java["learning_rate_scale"] == spec.learning_rate_scale == 1e8
     assert [(name, tuple(shape)) for name, shape in java["parameters"]] == list(spec.parameters)
     assert java["files"] == {**{role: m.path.name for role, m in spec.models.items()},
                              "checkpoint": spec.checkpoint.name}
@@ -78,11 +79,16 @@ def _no_optimizer(m):
     del m["policy_training"]["models"]["optimizer"]
 
 
+def _scale_zero(m):
+    m["policy_training"]["optimizer"]["learning_rate_scale"] = 0
+
+
 @pytest.mark.parametrize("alter, says", [
     (_shape_off_by_one, "policy_training: the parameter shapes do not add up to n_parameters"),
     (_checkpoint_unlisted, "policy_checkpoint.old is used but has no hash in 'files'"),
     (_opset_too_new, "above what the bundle allows"),
     (_no_optimizer, "malformed manifest"),
+    (_scale_zero, "policy_training: the optimizer's learning_rate_scale must be > 0"),
 ])
 def test_an_altered_policy_training_section_is_refused_in_one_line(java_classpath, fedavg_bundle, tmp_path, alter,
                                                                     says):

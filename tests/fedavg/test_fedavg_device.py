@@ -33,6 +33,12 @@ def test_the_manifest_describes_the_policy_training_artifacts(fedavg_bundle):
     assert [t["name"] for t in section["models"]["training"]["inputs"]] == ["cells", "features", "mask", "targets"]
     assert [t["name"] for t in section["models"]["training"]["outputs"]] == ["loss", "log_likelihood"]
     assert section["optimizer"]["type"] == "SGD" and section["frozen"] == ["value_head.bias", "value_head.weight"]
+    # SGD run as ONNX Runtime's AdamW (betas 0, 0; eps = the scale): the optimizer that opens in its C API's sessions
+    assert bundle.policy_training.learning_rate_scale == section["optimizer"]["learning_rate_scale"] == 1e8
+    import onnx
+
+    ops = [n.op_type for n in onnx.load(bundle.policy_training.models["optimizer"].path).graph.node]
+    assert "AdamWOptimizer" in ops and "SGDOptimizerV2" not in ops
     policy = Policy(PolicyConfig(**bundle.manifest["policy"]["config"]))
     assert bundle.policy_training.n_parameters == policy.n_parameters - 17 == section["n_parameters"]
     for path in [bundle.policy_training.checkpoint, *(m.path for m in bundle.policy_training.models.values())]:

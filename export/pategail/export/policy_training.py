@@ -5,8 +5,14 @@ actions (:func:`pategail.sdk.features.label_actions`) of its days under the caus
 and action masks the EPR environment computes (:func:`pategail.sdk.features.state_features`,
 :func:`~pategail.sdk.features.action_mask`) — the same distribution the devices and PPO sample from
 (:func:`pategail.server.policy.masked_log_probs`). The device trains with plain SGD (the client optimiser of
-DP-FedAvg, McMahan et al. 2018): the optimizer model holds no state, so a round's local training starts from the
-global parameters alone.
+DP-FedAvg, McMahan et al. 2018), so a round's local training starts from the global parameters alone.
+
+The optimizer model is ONNX Runtime's AdamW with betas (0, 0), no weight decay and ε = ``SGD_LEARNING_RATE_SCALE``
+(:data:`pategail.sdk.fedavg_round.SGD_LEARNING_RATE_SCALE`), run at the SGD learning rate times ε: its step
+lr·ε·g / (|g| + ε) is SGD's lr·g within a factor 1 / (1 + |g|/ε), and with betas (0, 0) its moments are this
+step's gradient alone, so it keeps no state between steps. ONNX Runtime's SGD optimizer model does not open in
+its C API's training session in onnxruntime-web 1.19.2 (the C++ core Android's training package ships), where
+AdamW's does (docs/java-device.md). The manifest declares the scale; devices multiply their learning rate by it.
 
 Graph inputs (training and eval models): ``cells`` int64 (batch, 48), ``features`` float32 (batch, 48, 11),
 ``mask`` bool (batch, 47, 4) — the masks of slots 0..46 — and ``targets`` float32 (batch, 47, 4), the one-hot
@@ -33,7 +39,7 @@ from torch import nn
 
 from pategail.export.artifacts import MAX_IR_VERSION, OPSET, generate_artifacts, unwrapped_names
 from pategail.sdk.fedavg_round import (MLE_INPUT_CELLS, MLE_INPUT_FEATURES, MLE_INPUT_MASK, MLE_INPUT_TARGETS,
-                                       MLE_OUTPUT_LIKELIHOOD, MLE_OUTPUT_LOSS)
+                                       MLE_OUTPUT_LIKELIHOOD, MLE_OUTPUT_LOSS, SGD_LEARNING_RATE_SCALE)
 from pategail.sdk.features import N_ACTIONS, N_STATE_FEATURES, SLOTS
 from pategail.server.fedavg.coordinator import FROZEN_PREFIX, trainable_names
 from pategail.server.policy import Policy, masked_log_probs
@@ -111,8 +117,9 @@ def _layer_norm_outputs(proto: onnx.ModelProto) -> None:
 
 
 def build_policy_training_artifacts(policy: Policy, out_dir: str | os.PathLike) -> dict[str, Path]:
-    """Write the policy's maximum-likelihood training, eval and (SGD) optimizer models and its checkpoint into
-    ``out_dir`` (see :data:`FILES`); return role → path. The learning rate is set by the device each round."""
+    """Write the policy's maximum-likelihood training, eval and (SGD, as AdamW: see the module) optimizer models and
+    its checkpoint into ``out_dir`` (see :data:`FILES`); return role → path. The learning rate is set by the device
+    each round."""
     out_dir = Path(out_dir).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
     base = export_likelihood_onnx(policy)
@@ -120,7 +127,9 @@ def build_policy_training_artifacts(policy: Policy, out_dir: str | os.PathLike) 
     present = {i.name for i in base.graph.initializer}
     frozen = [n for n, _ in policy.named_parameters() if n.startswith(FROZEN_PREFIX) and n in present]
     paths = generate_artifacts(FILES, base, requires_grad=names, frozen_params=frozen, loss=NegativeMean(),
-                               optimizer=onnxblock.optim.SGD(), artifact_directory=out_dir, prefix="policy_",
+                               optimizer=onnxblock.optim.AdamW(betas=(0.0, 0.0), eps=SGD_LEARNING_RATE_SCALE,
+                                                               weight_decay=0.0),
+                               artifact_directory=out_dir, prefix="policy_",
                                loss_input_names=[MLE_OUTPUT_LIKELIHOOD],
                                additional_output_names=[MLE_OUTPUT_LIKELIHOOD])
     for role in ("training", "eval", "optimizer"):
@@ -150,5 +159,8 @@ def manifest_section(policy: Policy, paths: dict[str, Path], model_entry) -> dic
         "n_parameters": int(sum(policy.get_parameter(n).numel() for n in order)),
         "frozen": sorted(set(shapes) - trainable),
         "loss": LOSS_FORMULA,
-        "optimizer": {"type": "SGD", "torch_equivalent": "torch.optim.SGD(lr) without momentum or weight decay"},
+        "optimizer": {"type": "SGD", "torch_equivalent": "torch.optim.SGD(lr) without momentum or weight decay",
+                      "learning_rate_scale": SGD_LEARNING_RATE_SCALE,
+                      "implementation": "AdamWOptimizer, betas (0, 0), no weight decay, eps = learning_rate_scale, "
+                                        "run at lr * learning_rate_scale: lr * g / (1 + |g| / eps)"},
     }

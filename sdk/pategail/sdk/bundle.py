@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import math
 import os
 import re
 import sys
@@ -317,6 +318,9 @@ class PolicyTrainingSpec:
     models: dict[str, ModelSpec]
     checkpoint: Path
     parameters: tuple[tuple[str, tuple[int, ...]], ...]
+    learning_rate_scale: float = 1.0
+    """What the optimizer model's learning rate is the SGD rate times (``optimizer.learning_rate_scale``;
+    :data:`pategail.sdk.fedavg_round.SGD_LEARNING_RATE_SCALE`)."""
 
     @property
     def n_parameters(self) -> int:
@@ -329,7 +333,10 @@ def _policy_training(root: Path, section: dict[str, Any] | None,
         return None
     models = {role: _model(root, section["models"][role], requires) for role in ("training", "eval", "optimizer")}
     parameters = tuple((str(p["name"]), tuple(int(s) for s in p["shape"])) for p in section["parameters"])
-    spec = PolicyTrainingSpec(models, root / section["checkpoint"], parameters)
+    scale = float(section.get("optimizer", {}).get("learning_rate_scale", 1.0))
+    if not (math.isfinite(scale) and scale > 0):
+        raise BundleError(f"{root / MANIFEST}: policy_training: the optimizer's learning_rate_scale must be > 0")
+    spec = PolicyTrainingSpec(models, root / section["checkpoint"], parameters, scale)
     if spec.n_parameters != int(section["n_parameters"]):
         raise BundleError(f"{root / MANIFEST}: policy_training: the parameter shapes do not add up to n_parameters")
     return spec

@@ -38,6 +38,10 @@ MLE_OUTPUT_LOSS = "loss"
 MLE_OUTPUT_LIKELIHOOD = "log_likelihood"
 """float32 (batch, 47): log π(a | s) of each labelled decision."""
 MLE_ROLES = ("training", "eval", "optimizer")
+SGD_LEARNING_RATE_SCALE = 1e8
+"""The optimizer model is AdamW with betas (0, 0), no weight decay and this ε, run at the SGD learning rate times
+ε: lr·g / (1 + |g|/ε), SGD within |g|/ε (:mod:`pategail.export.policy_training`). Bundles declare it in
+``policy_training.optimizer.learning_rate_scale``; those without it have an SGD optimizer model (scale 1)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -107,8 +111,9 @@ class PolicyTrainer:
         self.module.copy_buffer_to_parameters(OrtValue.ortvalue_from_numpy(flat)._ortvalue, trainable_only=True)
 
     def train_step(self, batch: tuple[np.ndarray, ...], learning_rate: float) -> float:
-        """One SGD step on a batch (cells, features, mask, targets); returns the loss before it."""
-        self.optimizer.set_learning_rate(float(learning_rate))
+        """One SGD step at ``learning_rate`` on a batch (cells, features, mask, targets); returns the loss before
+        it. The optimizer model runs at the rate times the bundle's declared scale."""
+        self.optimizer.set_learning_rate(float(learning_rate) * self.spec.learning_rate_scale)
         self.module.train()
         loss = self.module(*batch)[0]
         self.optimizer.step()

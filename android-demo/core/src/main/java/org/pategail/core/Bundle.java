@@ -84,8 +84,12 @@ public final class Bundle {
         private final int[][] shapes;
         /** Length of the flat parameter vector: the sum of the shapes' products. */
         public final long nParameters;
+        /** What the optimizer model's learning rate is the SGD rate times ({@code optimizer.learning_rate_scale};
+         * the Python SDK's {@code SGD_LEARNING_RATE_SCALE}; 1 in bundles that do not declare it). */
+        public final double learningRateScale;
 
-        PolicyTraining(File[] models, File checkpoint, List<String> names, int[][] shapes, long nParameters) {
+        PolicyTraining(File[] models, File checkpoint, List<String> names, int[][] shapes, long nParameters,
+                       double learningRateScale) {
             this.training = models[0];
             this.eval = models[1];
             this.optimizer = models[2];
@@ -93,6 +97,7 @@ public final class Bundle {
             this.names = Collections.unmodifiableList(new ArrayList<>(names));
             this.shapes = shapes;
             this.nParameters = nParameters;
+            this.learningRateScale = learningRateScale;
         }
 
         /** The shape of parameter {@code i} (a copy). */
@@ -388,7 +393,13 @@ public final class Bundle {
             throw new BundleException(new File(dir, MANIFEST)
                     + ": policy_training: the parameter shapes do not add up to n_parameters");
         }
-        return new PolicyTraining(models, checkpoint, names, shapes, total);
+        JSONObject optimizer = s.optJSONObject("optimizer");
+        double scale = optimizer == null ? 1.0 : optimizer.optDouble("learning_rate_scale", 1.0);
+        if (!(scale > 0 && !Double.isInfinite(scale))) {
+            throw new BundleException(new File(dir, MANIFEST)
+                    + ": policy_training: the optimizer's learning_rate_scale must be > 0");
+        }
+        return new PolicyTraining(models, checkpoint, names, shapes, total, scale);
     }
 
     private static File model(File dir, JSONObject d, int maxIr, int maxOpset, JSONObject files)

@@ -17,7 +17,8 @@ public interface PolicyTrainer {
     /** Open a session on {@code bundle}'s policy training models, starting from the checkpoint at {@code checkpoint}. */
     void open(Bundle bundle, File checkpoint) throws IOException;
 
-    /** One SGD step on {@code batch} at {@code learningRate}; the batch's mean negative log-likelihood before it. */
+    /** One SGD step on {@code batch} at {@code learningRate}; the batch's mean negative log-likelihood before it.
+     * (The bundle's optimizer model runs at that rate times {@link Bundle.PolicyTraining#learningRateScale}.) */
     float trainStep(FedAvgRound.Batch batch, float learningRate) throws IOException;
 
     /** Write the session's parameters (no optimizer state) as a checkpoint at {@code path}. */

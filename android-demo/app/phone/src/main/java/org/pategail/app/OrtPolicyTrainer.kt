@@ -17,13 +17,15 @@ import org.pategail.core.PolicyTrainer
 
 /**
  * The core's [PolicyTrainer] on ONNX Runtime's Android training package (onnxruntime-training-android 1.19.2):
- * a session on the bundle's policy training, eval and (SGD) optimizer models, opened on the checkpoint file the
- * core wrote the round's global parameters into, and saved to the file the core reads the trained ones from
- * (the Java API has no call that reads or sets a session's parameters). One intra-op thread, as [OrtTrainer].
+ * a session on the bundle's policy training, eval and optimizer models (SGD as AdamW: its learning rate is the
+ * SGD rate times the bundle's learningRateScale), opened on the checkpoint file the core wrote the round's global
+ * parameters into, and saved to the file the core reads the trained ones from (the Java API has no call that
+ * reads or sets a session's parameters). One intra-op thread, as [OrtTrainer].
  * ONNX Runtime's errors reach the core as IOExceptions, which the device answers as "incompatible".
  */
 class OrtPolicyTrainer(private val env: OrtEnvironment = OrtEnvironment.getEnvironment()) : PolicyTrainer {
     private var session: OrtTrainingSession? = null
+    private var learningRateScale = 1.0
 
     private inline fun <T> ort(what: String, block: () -> T): T =
         try {
@@ -35,6 +37,7 @@ class OrtPolicyTrainer(private val env: OrtEnvironment = OrtEnvironment.getEnvir
     override fun open(bundle: Bundle, checkpoint: File) {
         close()
         val spec = bundle.policyTraining ?: throw IOException("the bundle has no policy training artifacts")
+        learningRateScale = spec.learningRateScale
         session = ort("open the policy's training session") {
             OrtSession.SessionOptions().use { options ->
                 options.setIntraOpNumThreads(1)
@@ -52,7 +55,7 @@ class OrtPolicyTrainer(private val env: OrtEnvironment = OrtEnvironment.getEnvir
 
     override fun trainStep(batch: FedAvgRound.Batch, learningRate: Float): Float = ort("train a step") {
         val s = require()
-        s.setLearningRate(learningRate)
+        s.setLearningRate((learningRate * learningRateScale).toFloat())
         val b = batch.size.toLong()
         val mask = ByteBuffer.allocateDirect(batch.mask.size)
         batch.mask.forEach { mask.put(if (it) 1.toByte() else 0.toByte()) }

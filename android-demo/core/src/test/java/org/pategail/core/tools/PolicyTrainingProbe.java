@@ -99,7 +99,8 @@ public final class PolicyTrainingProbe {
         }
         JSONObject files = new JSONObject().put("training", t.training.getName()).put("eval", t.eval.getName())
                 .put("optimizer", t.optimizer.getName()).put("checkpoint", t.checkpoint.getName());
-        return new JSONObject().put("n_parameters", t.nParameters).put("parameters", params).put("files", files);
+        return new JSONObject().put("n_parameters", t.nParameters).put("parameters", params).put("files", files)
+                .put("learning_rate_scale", t.learningRateScale);
     }
 
     static JSONObject frame(byte[] data) throws Exception {
