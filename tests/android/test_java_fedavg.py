@@ -423,3 +423,11 @@ def test_a_java_device_trains_a_dp_fedavg_round_and_uploads_the_clipped_delta(ja
         assert result.n_survivors == 3 and not result.stats.rejected
         java_sum = result.sum * SCALE - sum(encode_signed(u) for u in uploads)
         assert np.max(np.abs(java_sum - encode_signed(want))) <= 1               # one fixed-point quantum
+
+        # more days: the next round's epoch passes over all of them (the labelled days are made anew)
+        more = dataset.user_days(int(dataset.users[2]))[:5]
+        java.add_days(more)
+        done = len(list(log.glob("step-*.npz")))
+        assert isinstance(from_bytes(java.handle(FedAvgRequest(3, 1, 16, 0.1, 0.1, theta).to_bytes())), Ack)
+        rows = [c.tobytes() for p in sorted(log.glob("step-*.npz"))[done:] for c in np.load(p)["cells"]]
+        assert sorted(rows) == sorted(d.tobytes() for d in np.concatenate([days, more]).astype(np.int64))
