@@ -3,8 +3,9 @@ on the owner's own labelled days, then the model delta, L2-clipped here on the d
 
 The bundle's ``policy_training`` artifacts (:mod:`pategail.export.policy_training`) compute the mean negative
 log-likelihood of the real days' labelled actions (:func:`~pategail.sdk.features.label_actions`) under the
-causal policy, on the features the EPR environment computes; their optimizer model is plain SGD. A round:
-load the coordinator's global parameters θ, run ``epochs`` passes over the owner's days in minibatches of
+causal policy, on the features the EPR environment computes; their optimizer is plain SGD (written as ONNX
+Runtime's AdamW, see :data:`SGD_LEARNING_RATE_SCALE`). A round: load the coordinator's global parameters θ,
+run ``epochs`` passes over the owner's days in minibatches of
 ``batch_size`` days (shuffled by the device's generator), Δ = θ_local − θ, clip Δ to L2 norm ``clip_norm`` and
 keep Δ / ``clip_norm`` — entries in [−1, 1], norm ≤ 1 — as the pending vector of the secure aggregation that
 follows (a Gaussian round over a signed vector, ``pategail.sdk.secagg.mechanisms.DELTA_BLOCK``, clip norm 1). The
