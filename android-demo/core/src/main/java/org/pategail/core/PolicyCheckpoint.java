@@ -79,6 +79,7 @@ public final class PolicyCheckpoint {
 
     /** The trainable parameters as one flat vector, in {@code spec}'s order. */
     public float[] parameters(Bundle.PolicyTraining spec) {
+        matches(spec);
         float[] out = new float[Math.toIntExact(spec.nParameters)];
         int at = 0;
         for (int i = 0; i < spec.names.size(); i++) {
@@ -96,6 +97,7 @@ public final class PolicyCheckpoint {
         if (flat.length != spec.nParameters) {
             throw new IllegalArgumentException(flat.length + " parameters given, the policy has " + spec.nParameters);
         }
+        matches(spec);
         byte[] out = data.clone();
         int at = 0;
         for (int i = 0; i < spec.names.size(); i++) {
@@ -107,12 +109,16 @@ public final class PolicyCheckpoint {
         return out;
     }
 
-    /** {offset, length} of parameter {@code i} of {@code spec}, checked against its declared name and shape. */
-    private int[] locate(Bundle.PolicyTraining spec, int i) {
+    /** Refuse a checkpoint whose trainable parameters are not as many as {@code spec}'s, each named once. */
+    private void matches(Bundle.PolicyTraining spec) {
         if (raw.size() != spec.names.size() || new java.util.HashSet<>(spec.names).size() != spec.names.size()) {
             throw new IllegalArgumentException("the checkpoint holds " + raw.size() + " trainable parameters, the "
                     + "bundle declares " + spec.names.size() + " (each named once)");
         }
+    }
+
+    /** {offset, length} of parameter {@code i} of {@code spec}, checked against its declared name and shape. */
+    private int[] locate(Bundle.PolicyTraining spec, int i) {
         String name = spec.names.get(i);
         int[] where = raw.get(name);
         if (where == null) {
